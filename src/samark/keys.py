@@ -1,0 +1,275 @@
+"""Watermark keys: secret bytes, the embedder they belong to, and the pivots they derive.
+
+Pivots are derived with operations that IEEE 754 rounds exactly (``+ - * /``, ``sqrt``,
+``math.fsum``) from a SHAKE-256 stream, so the same key gives bit-identical pivots on every
+machine and Python version (no libm ``log``/``cos``, no BLAS, no numpy stream):
+
+1. uniforms ``(k + 0.5) / 2**53`` from 53-bit words of ``SHAKE256(domain || secret || d || c)``;
+2. standard normals by Marsaglia's polar method, with a series logarithm of our own;
+3. a ``d x c`` Gaussian matrix orthonormalised by Gram-Schmidt (twice), i.e. the Q factor of
+   its QR decomposition with a positive diagonal in R -- a Haar-random orthonormal frame --
+   after projecting out the key's public *avoided directions* (the embedder's domain mean
+   directions, see ``scripts/build_reference_directions.py``), so that the frame is
+   Haar-random in their orthogonal complement. The null pivots of the detector follow the
+   same law, which keeps the p-value exact.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from samark.errors import EmbedderMismatchError, KeyFileError
+
+KEY_FORMAT = "samark-key"
+KEY_VERSION = 1
+SECRET_BYTES = 32
+_PIVOT_DOMAIN = b"samark/pivots/v1"
+_ID_DOMAIN = b"samark/key-id/v1"
+_LN2 = 0.6931471805599453
+_SQRT_HALF = 0.7071067811865476
+
+
+@dataclass(frozen=True)
+class EmbedderIdentity:
+    """Which embedder a key belongs to: a name and a hash of its files."""
+
+    name: str
+    fingerprint: str
+
+    def matches(self, other: EmbedderIdentity) -> bool:
+        return self.fingerprint == other.fingerprint
+
+
+class WatermarkKey:
+    """A secret watermark key. Its repr and str show only a public key id."""
+
+    __slots__ = ("_secret", "avoid", "embedder")
+
+    def __init__(
+        self, secret: bytes, embedder: EmbedderIdentity, avoid: np.ndarray | None = None
+    ) -> None:
+        if not isinstance(secret, bytes) or len(secret) < 16:
+            raise KeyFileError("a key secret must be at least 16 bytes")
+        self._secret = secret
+        self.embedder = embedder
+        #: public directions (rows) that the pivots are orthogonal to; may have no rows
+        self.avoid = np.zeros((0, 0)) if avoid is None else np.asarray(avoid, dtype=np.float64)
+
+    @classmethod
+    def generate(
+        cls, embedder: EmbedderIdentity, avoid: np.ndarray | None = None
+    ) -> WatermarkKey:
+        return cls(secrets.token_bytes(SECRET_BYTES), embedder, avoid)
+
+    @property
+    def key_id(self) -> str:
+        """A short public identifier (a hash of the secret), safe to print and store."""
+        return hashlib.sha256(_ID_DOMAIN + self._secret).hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return f"WatermarkKey(key_id={self.key_id!r}, embedder={self.embedder.name!r})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> None:  # type: ignore[override]
+        raise TypeError("WatermarkKey is not picklable; pass the key file path instead")
+
+    def check_embedder(self, embedder: EmbedderIdentity) -> None:
+        """Raise unless ``embedder`` is the one this key was made for."""
+        if not self.embedder.matches(embedder):
+            raise EmbedderMismatchError(
+                f"this key (id {self.key_id}) was made for embedder {self.embedder.name!r} "
+                f"(fingerprint {self.embedder.fingerprint[:12]}), but embedder "
+                f"{embedder.name!r} (fingerprint {embedder.fingerprint[:12]}) was given; "
+                "detection with another embedder would silently give wrong answers"
+            )
+
+    def pivots(self, dim: int, channels: int) -> np.ndarray:
+        """The ``channels`` orthonormal pivot vectors in R^dim, shape ``(channels, dim)``."""
+        return derive_pivots(self._secret, dim, channels, self.avoid_for(dim))
+
+    def avoid_for(self, dim: int) -> np.ndarray | None:
+        """The avoided directions if they live in R^dim (else ``None``)."""
+        if self.avoid.size == 0:
+            return None
+        if self.avoid.shape[1] != dim:
+            raise EmbedderMismatchError(
+                f"this key's avoided directions are {self.avoid.shape[1]}-d, "
+                f"but the embedder is {dim}-d"
+            )
+        return self.avoid
+
+    # -- file I/O -----------------------------------------------------------------------
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+        """Write the key file with owner-only permissions (0600)."""
+        path = Path(path)
+        record = {
+            "format": KEY_FORMAT,
+            "version": KEY_VERSION,
+            "key_id": self.key_id,
+            "secret": base64.b64encode(self._secret).decode("ascii"),
+            "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
+            "avoid": {
+                "rows": int(self.avoid.shape[0]),
+                "dim": int(self.avoid.shape[1]) if self.avoid.size else 0,
+                "float64_le": base64.b64encode(self.avoid.astype("<f8").tobytes()).decode("ascii"),
+            },
+        }
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:
+            raise KeyFileError(f"{path} exists; refusing to overwrite a key") from None
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=2)
+            f.write("\n")
+        os.chmod(path, 0o600)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> WatermarkKey:
+        """Read a key file; every failure is a :class:`KeyFileError` naming the file only."""
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise KeyFileError(f"key file {path} does not exist") from None
+        except OSError as exc:
+            raise KeyFileError(f"cannot read key file {path}: {exc.strerror}") from None
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise KeyFileError(f"{path} is not a samark key file (not JSON)") from None
+        if not isinstance(record, dict) or record.get("format") != KEY_FORMAT:
+            raise KeyFileError(f"{path} is not a samark key file")
+        if record.get("version") != KEY_VERSION:
+            raise KeyFileError(
+                f"{path} has key format version {record.get('version')!r}; "
+                f"this samark reads version {KEY_VERSION}"
+            )
+        try:
+            secret = base64.b64decode(record["secret"], validate=True)
+            emb = record["embedder"]
+            embedder = EmbedderIdentity(name=str(emb["name"]), fingerprint=str(emb["fingerprint"]))
+            avoid_rec = record.get("avoid") or {"rows": 0, "dim": 0, "float64_le": ""}
+            flat = np.frombuffer(base64.b64decode(avoid_rec["float64_le"], validate=True), "<f8")
+            rows, dim = int(avoid_rec["rows"]), int(avoid_rec["dim"])
+            avoid = flat.reshape(rows, dim) if rows else None
+        except (KeyError, TypeError, ValueError):
+            raise KeyFileError(f"{path} is a damaged samark key file") from None
+        key = cls(secret, embedder, avoid)
+        if record.get("key_id") not in (None, key.key_id):
+            raise KeyFileError(f"{path} is a damaged samark key file (key id does not match)")
+        return key
+
+    @staticmethod
+    def permissions_too_open(path: str | os.PathLike[str]) -> bool:
+        mode = Path(path).stat().st_mode
+        return bool(mode & (stat.S_IRWXG | stat.S_IRWXO))
+
+
+# -- deterministic pivot derivation ----------------------------------------------------
+def _ln(x: float) -> float:
+    """Natural log for 0 < x < 1 with exactly-rounded operations only (no libm)."""
+    m, e = math.frexp(x)  # x = m * 2**e, 0.5 <= m < 1
+    if m < _SQRT_HALF:
+        m *= 2.0
+        e -= 1
+    s = (m - 1.0) / (m + 1.0)  # |s| <= 0.1716
+    s2 = s * s
+    term = s
+    total = 0.0
+    for k in range(1, 40, 2):  # 20 terms: s**41 < 1e-31
+        total += term / k
+        term *= s2
+    return 2.0 * total + e * _LN2
+
+
+def _uniforms(seed: bytes) -> Iterator[float]:
+    """Open-interval uniforms with 53 random bits each, from a SHAKE-256 stream."""
+    block = 8 * 1024
+    offset = 0
+    stream = hashlib.shake_256(seed)
+    while True:
+        chunk = stream.digest(offset + block)[offset:]
+        offset += block
+        for i in range(0, block, 8):
+            k = int.from_bytes(chunk[i : i + 8], "big") >> 11
+            yield (k + 0.5) / 9007199254740992.0  # 2**53
+
+
+def _normals(seed: bytes) -> Iterator[float]:
+    """Standard normals by Marsaglia's polar method."""
+    uni = _uniforms(seed)
+    while True:
+        u = 2.0 * next(uni) - 1.0
+        v = 2.0 * next(uni) - 1.0
+        s = u * u + v * v
+        if 0.0 < s < 1.0:
+            f = math.sqrt(-2.0 * _ln(s) / s)
+            yield u * f
+            yield v * f
+
+
+def _orthonormalise(vectors: list[list[float]], against: list[list[float]]) -> list[list[float]]:
+    """Gram-Schmidt (twice) of ``vectors`` in order, orthogonal to ``against`` too."""
+    basis = list(against)
+    out: list[list[float]] = []
+    for vec in vectors:
+        col = list(vec)
+        for _ in range(2):
+            for q in basis:
+                proj = math.fsum(a * b for a, b in zip(col, q, strict=True))
+                col = [a - proj * b for a, b in zip(col, q, strict=True)]
+        norm = math.sqrt(math.fsum(a * a for a in col))
+        if norm < 1e-9:
+            raise ValueError("directions are linearly dependent")
+        unit = [a / norm for a in col]
+        basis.append(unit)
+        out.append(unit)
+    return out
+
+
+def derive_pivots(
+    secret: bytes, dim: int, channels: int, avoid: np.ndarray | None = None
+) -> np.ndarray:
+    """Bit-reproducible Haar-random orthonormal pivots, shape ``(channels, dim)``,
+    orthogonal to the rows of ``avoid``."""
+    n_avoid = 0 if avoid is None else avoid.shape[0]
+    if channels < 1 or dim < channels + n_avoid:
+        raise ValueError(f"need 1 <= channels <= dim - avoided, got {channels=}, {dim=}")
+    seed = _PIVOT_DOMAIN + secret + dim.to_bytes(4, "big") + channels.to_bytes(4, "big")
+    gauss = _normals(seed)
+    columns = [[next(gauss) for _ in range(dim)] for _ in range(channels)]
+    avoided = _orthonormalise([[float(x) for x in row] for row in avoid], []) if n_avoid else []
+    return np.array(_orthonormalise(columns, avoided), dtype=np.float64)
+
+
+def null_pivots(
+    count: int, dim: int, channels: int, seed: int, avoid: np.ndarray | None = None
+) -> np.ndarray:
+    """``count`` public random pivot sets from the keys' law, shape ``(count, channels, dim)``:
+    Haar-random frames orthogonal to the rows of ``avoid``.
+
+    They serve as exchangeable stand-ins for the secret key in the detector's p-value.
+    """
+    rng = np.random.default_rng(np.random.SeedSequence([seed, dim, channels, 0x5A4D]))
+    gauss = rng.standard_normal((count, dim, channels))
+    if avoid is not None and avoid.shape[0]:
+        q_avoid, _ = np.linalg.qr(avoid.T)  # (dim, m)
+        gauss = gauss - q_avoid @ (q_avoid.T @ gauss)
+    q, r = np.linalg.qr(gauss)
+    signs = np.sign(np.diagonal(r, axis1=1, axis2=2))
+    signs[signs == 0] = 1.0
+    return np.ascontiguousarray(np.transpose(q * signs[:, None, :], (0, 2, 1)))

@@ -1,0 +1,66 @@
+"""The candidate-sampler seam: a batch of N next sentences continuing a prefix.
+
+SAMark and any other sentence-level scheme draw candidates through this interface; engines
+(local transformers, OpenAI-compatible servers, vLLM) implement it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How candidates are sampled: nucleus sampling at a temperature, one sentence each."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_sentence_tokens: int = 64  # a candidate with no sentence end by then is incomplete
+
+    def __post_init__(self) -> None:
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_sentence_tokens < 1:
+            raise ValueError("max_sentence_tokens must be >= 1")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sampled continuation cut at its first complete sentence.
+
+    ``text`` keeps the leading whitespace so that ``prefix + text`` is the model's own
+    output; it is ``None`` when no sentence was completed (length cap or empty output).
+    """
+
+    text: str | None
+    n_tokens: int
+
+    @property
+    def complete(self) -> bool:
+        return self.text is not None
+
+
+@dataclass(frozen=True)
+class CandidateBatch:
+    candidates: tuple[Candidate, ...]
+    tokens_sampled: int  # every token the engine decoded for this batch
+    prompt_tokens: int
+    seconds: float
+
+    @property
+    def complete(self) -> list[str]:
+        return [c.text for c in self.candidates if c.text is not None]
+
+
+@runtime_checkable
+class CandidateSampler(Protocol):
+    """Draws ``n`` independent next sentences of ``prefix``."""
+
+    name: str
+
+    def sample(
+        self, prefix: str, n: int, params: SamplingParams, *, seed: int | None = None
+    ) -> CandidateBatch: ...

@@ -1,0 +1,6 @@
+"""Watermarking schemes behind one interface, by name."""
+
+from samark.schemes.base import Generation, Watermark, create_scheme, register_scheme, scheme_names
+from samark.schemes.samark import SAMark
+
+__all__ = ["Generation", "SAMark", "Watermark", "create_scheme", "register_scheme", "scheme_names"]

@@ -1,0 +1,85 @@
+"""The one interface every watermarking scheme implements, and the scheme registry."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from samark.detection import Detection
+from samark.errors import SamarkError
+
+ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A generated text and how it was made (never the key or the flag pattern)."""
+
+    scheme: str
+    prompt: str
+    text: str
+    sentences: tuple[str, ...]
+    tokens_sampled: int  # every token the generator decoded, discarded candidates included
+    output_tokens: int
+    seconds: float
+    sampling_seconds: float = 0.0
+    embedding_seconds: float = 0.0
+    fallbacks: dict[str, int] = field(default_factory=dict)  # fallback kind -> times fired
+    extra_batches: int = 0
+    steps: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+
+    @property
+    def tokens_per_output_token(self) -> float:
+        return self.tokens_sampled / self.output_tokens if self.output_tokens else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["tokens_per_output_token"] = self.tokens_per_output_token
+        return out
+
+
+class Watermark(abc.ABC):
+    """A watermarking scheme: generate marked text, detect it with a calibrated p-value."""
+
+    name: str
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_sentences: int | None = None,
+        seed: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Generation: ...
+
+    @abc.abstractmethod
+    def detect(self, text: str) -> Detection: ...
+
+
+SchemeFactory = Callable[..., Watermark]
+_REGISTRY: dict[str, SchemeFactory] = {}
+
+
+def register_scheme(name: str) -> Callable[[SchemeFactory], SchemeFactory]:
+    def wrap(factory: SchemeFactory) -> SchemeFactory:
+        if name in _REGISTRY:
+            raise ValueError(f"scheme {name!r} is already registered")
+        _REGISTRY[name] = factory
+        return factory
+
+    return wrap
+
+
+def create_scheme(name: str, **kwargs: Any) -> Watermark:
+    try:
+        factory = _REGISTRY[name]
+    except KeyError:
+        raise SamarkError(f"unknown scheme {name!r}; known: {sorted(_REGISTRY)}") from None
+    return factory(**kwargs)
+
+
+def scheme_names() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,211 @@
+"""SAMark: self-anchored sentence-level watermarking (paper Alg. 1 and 2)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from samark.config import SAMarkConfig
+from samark.detection import Detection
+from samark.detector import SAMarkDetector
+from samark.embed import Embedder, load_embedder
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR
+from samark.sampling.base import CandidateSampler
+from samark.schemes.base import Generation, ProgressCallback, Watermark, register_scheme
+from samark.selection import select
+from samark.text import ngrams, words
+
+
+class SAMark(Watermark):
+    """SAMark with a secret ``key``.
+
+    The embedder defaults to the one the key was made for; the generator (candidate
+    sampler) is loaded on first ``generate`` only, so detection never loads an LM.
+    """
+
+    name = "samark"
+
+    def __init__(
+        self,
+        key: WatermarkKey,
+        *,
+        config: SAMarkConfig | None = None,
+        embedder: Embedder | None = None,
+        sampler: CandidateSampler | None = None,
+        generator: str = DEFAULT_GENERATOR,
+    ) -> None:
+        self.config = config or SAMarkConfig()
+        self.embedder = embedder or load_embedder(key.embedder.name)
+        key.check_embedder(self.embedder.identity)
+        self._key = key
+        self._pivots = key.pivots(self.embedder.dim, self.config.channels)
+        self._sampler = sampler
+        self._generator = generator
+        c = self.config
+        self.detector = SAMarkDetector(
+            key,
+            self.embedder,
+            channels=c.channels,
+            kappa=c.kappa,
+            use_tanh=c.tanh_detection,
+            statistic=c.statistic,  # type: ignore[arg-type]
+            n_null=c.n_null,
+            null_seed=c.null_seed,
+            alpha=c.alpha,
+        )
+
+    def __repr__(self) -> str:
+        return f"SAMark(key={self._key!r}, embedder={self.embedder.name!r})"
+
+    @property
+    def sampler(self) -> CandidateSampler:
+        if self._sampler is None:
+            from samark.sampling.transformers_engine import load_transformers_sampler
+
+            self._sampler = load_transformers_sampler(self._generator)
+        return self._sampler
+
+    def detect(self, text: str) -> Detection:
+        return self.detector.detect(text)
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_sentences: int | None = None,
+        seed: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Generation:
+        """Continue ``prompt`` with up to ``max_new_sentences`` watermarked sentences.
+
+        The flag pattern R comes from OS randomness and is never stored; with a ``seed``
+        the whole run (R, candidate sampling, softmax picks) is reproducible instead.
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be str, got {type(prompt).__name__}")
+        c = self.config
+        total = max_new_sentences or c.max_new_sentences
+        seeder = np.random.default_rng(seed if seed is not None else secrets.randbits(128))
+        flags = seeder.choice([-1.0, 1.0], size=c.channels)
+        rng = np.random.default_rng(seeder.integers(2**63))
+
+        start = time.perf_counter()
+        context = prompt
+        context_words = words(prompt)
+        context_ngrams = set(ngrams(context_words, c.ngram_n))
+        vocabulary = set(context_words)
+        history = np.zeros((0, self.embedder.dim))
+        chosen: list[str] = []
+        fallbacks: Counter[str] = Counter()
+        steps: list[dict[str, Any]] = []
+        tokens_sampled = extra = 0
+        sampling_s = embedding_s = 0.0
+        for t in range(total):
+            texts: list[str] = []
+            embs: list[np.ndarray] = []
+            choice = None
+            for attempt in range(1 + c.extra_batches):
+                batch = self.sampler.sample(
+                    context, c.candidates, c.sampling, seed=int(seeder.integers(2**62))
+                )
+                tokens_sampled += batch.tokens_sampled
+                sampling_s += batch.seconds
+                new = batch.complete
+                if not new:
+                    continue
+                t0 = time.perf_counter()
+                embs.append(self._embed_unique(new))
+                embedding_s += time.perf_counter() - t0
+                texts.extend(new)
+                extra += attempt > 0
+                choice = select(
+                    texts,
+                    np.concatenate(embs),
+                    self._pivots,
+                    flags,
+                    context_ngrams,
+                    vocabulary,
+                    history,
+                    kappa=c.kappa,
+                    epsilon=c.epsilon,
+                    lambda_div=c.lambda_div,
+                    lambda_nov=c.lambda_nov,
+                    theta_sem=c.theta_sem,
+                    theta_ngram=c.theta_ngram,
+                    ngram_n=c.ngram_n,
+                    ngram_filter=c.ngram_filter,
+                    semantic_filter=c.semantic_filter,
+                    use_tanh=c.tanh_generation,
+                    rng=rng,
+                )
+                if choice.n_matched:
+                    break
+            if choice is None:  # the model produced no complete sentence at all
+                fallbacks["exhausted"] += 1
+                break
+            fallbacks[choice.kind] += 1
+            sentence = texts[choice.index]
+            all_embs = np.concatenate(embs)
+            history = np.vstack([history, all_embs[choice.index]])
+            chosen.append(sentence)
+            context += sentence
+            new_words = words(sentence)
+            context_words.extend(new_words)
+            context_ngrams = set(ngrams(context_words, c.ngram_n))
+            vocabulary.update(new_words)
+            steps.append(
+                {
+                    "kind": choice.kind,
+                    "candidates": choice.n_candidates,
+                    "ngram_pass": choice.n_ngram_pass,
+                    "semantic_pass": choice.n_semantic_pass,
+                    "matched": choice.n_matched,
+                    "matched_terms": choice.matched_terms,
+                }
+            )
+            if progress:
+                progress(t + 1, total)
+        count = getattr(self.sampler, "count_tokens", None)
+        output_tokens = (
+            sum(count(s) for s in chosen) if count else sum(len(words(s)) for s in chosen)
+        )
+        fallbacks.pop("matched", None)
+        return Generation(
+            scheme=self.name,
+            prompt=prompt,
+            text="".join(chosen).strip(),
+            sentences=tuple(s.strip() for s in chosen),
+            tokens_sampled=tokens_sampled,
+            output_tokens=output_tokens,
+            seconds=time.perf_counter() - start,
+            sampling_seconds=sampling_s,
+            embedding_seconds=embedding_s,
+            fallbacks=dict(fallbacks),
+            extra_batches=extra,
+            steps=tuple(steps),
+        )
+
+    def _embed_unique(self, texts: list[str]) -> np.ndarray:
+        unique = list(dict.fromkeys(t.strip() for t in texts))
+        table = dict(zip(unique, self.embedder.encode(unique), strict=True))
+        return np.array([table[t.strip()] for t in texts])
+
+
+@register_scheme("samark")
+def _samark(key: WatermarkKey, **kwargs: Any) -> SAMark:
+    return SAMark(key, **kwargs)
+
+
+@register_scheme("samark-dagger")
+def _samark_dagger(key: WatermarkKey, config: SAMarkConfig | None = None, **kwargs: Any) -> SAMark:
+    overrides = config.to_dict() if config else {}
+    for name in ("lambda_div", "lambda_nov", "ngram_filter", "semantic_filter"):
+        overrides.pop(name, None)
+    scheme = SAMark(key, config=SAMarkConfig.dagger(**overrides), **kwargs)
+    scheme.name = "samark-dagger"
+    return scheme

