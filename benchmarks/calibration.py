@@ -48,8 +48,10 @@ def main() -> None:
     texts = human_texts(args.dataset, args.texts, args.sentences, args.min_sentences)
     t0 = time.perf_counter()
     embeddings = [embedder.encode(s) for s in texts]
-    print(f"{len(texts)} {args.dataset} texts, {sum(map(len, texts))} sentences embedded "
-          f"in {time.perf_counter() - t0:.1f}s with {embedder.name}")
+    print(
+        f"{len(texts)} {args.dataset} texts, {sum(map(len, texts))} sentences embedded "
+        f"in {time.perf_counter() - t0:.1f}s with {embedder.name}"
+    )
 
     rng = np.random.default_rng(12345)
     zs, ps = [], {"z": [], "alignment": []}
@@ -62,15 +64,20 @@ def main() -> None:
             if statistic == "z":
                 zs.append([r.z for r in res])
     z = np.array(zs)
-    print(f"paper z on human text over {args.keys} keys: mean {z.mean():.2f}, "
-          f"median {np.median(z):.2f}, 99th pct {np.percentile(z, 99):.2f}, "
-          f"share z>2.33 {np.mean(z > 2.33):.3f}")
+    print(
+        f"paper z on human text over {args.keys} keys: mean {z.mean():.2f}, "
+        f"median {np.median(z):.2f}, 99th pct {np.percentile(z, 99):.2f}, "
+        f"share z>2.33 {np.mean(z > 2.33):.3f}"
+    )
     for statistic, values in ps.items():
         p = np.array(values)
         per_key = (p < 0.01).mean(axis=1)
-        print(f"[{statistic:9s}] FPR@0.01 {np.mean(p < 0.01):.4f}  FPR@0.05 {np.mean(p < 0.05):.4f}"
-              f"  per-key FPR@0.01 max {per_key.max():.3f} (sd {per_key.std():.4f}, binomial sd "
-              f"{np.sqrt(0.01 * 0.99 / p.shape[1]):.4f})  KS p {stats.kstest(p.ravel(), 'uniform').pvalue:.3g}")
+        print(
+            f"[{statistic:9s}] FPR@0.01 {np.mean(p < 0.01):.4f}  FPR@0.05 {np.mean(p < 0.05):.4f}"
+            f"  per-key FPR@0.01 max {per_key.max():.3f} (sd {per_key.std():.4f}, binomial sd "
+            f"{np.sqrt(0.01 * 0.99 / p.shape[1]):.4f})  "
+            f"KS p {stats.kstest(p.ravel(), 'uniform').pvalue:.3g}"
+        )
 
 
 if __name__ == "__main__":

@@ -61,17 +61,23 @@ def main() -> None:
         rec = {"id": doc.id, **gen.to_dict()}
         with records_path.open("a") as f:
             f.write(json.dumps(rec) + "\n")
-        print(f"[{i + 1}/{len(docs)}] {len(gen.sentences)} sentences in "
-              f"{time.perf_counter() - t0:.0f}s, fallbacks {gen.fallbacks}", flush=True)
+        print(
+            f"[{i + 1}/{len(docs)}] {len(gen.sentences)} sentences in "
+            f"{time.perf_counter() - t0:.0f}s, fallbacks {gen.fallbacks}",
+            flush=True,
+        )
 
     records = [json.loads(line) for line in records_path.read_text().splitlines() if line]
     records = [r for r in records if r["id"] in {d.id for d in docs}]
     n_sent = sum(len(r["sentences"]) for r in records)
     secs = sum(r["seconds"] for r in records)
-    print(f"\n{len(records)} generations, {n_sent} sentences: {secs / n_sent:.1f} s/sentence, "
-          f"Tok/Out {sum(r['tokens_sampled'] for r in records) / sum(r['output_tokens'] for r in records):.1f}, "
-          f"sampling share {sum(r['sampling_seconds'] for r in records) / secs:.0%}, "
-          f"fallbacks {sum(sum(r['fallbacks'].values()) for r in records)} of {n_sent} steps")
+    tok_out = sum(r["tokens_sampled"] for r in records) / sum(r["output_tokens"] for r in records)
+    print(
+        f"\n{len(records)} generations, {n_sent} sentences: {secs / n_sent:.1f} s/sentence, "
+        f"Tok/Out {tok_out:.1f}, "
+        f"sampling share {sum(r['sampling_seconds'] for r in records) / secs:.0%}, "
+        f"fallbacks {sum(sum(r['fallbacks'].values()) for r in records)} of {n_sent} steps"
+    )
     rng = random.Random(0)
     for statistic in ("z", "alignment"):
         det = SAMarkDetector(key, embedder, statistic=statistic)  # type: ignore[arg-type]
@@ -84,9 +90,11 @@ def main() -> None:
                         rng.shuffle(sents)
                     ps.append(det.detect(" ".join(sents)).p_value)
                 ps_arr = np.array(ps)
-                print(f"[{statistic:9s}] {k:2d} sentences{' shuffled' if shuffled else '         '}: "
-                      f"p<0.01 in {np.mean(ps_arr < 0.01):.0%}  (median p {np.median(ps_arr):.4f}, "
-                      f"max {ps_arr.max():.4f})")
+                print(
+                    f"[{statistic:9s}] {k:2d} sentences{' shuffled' if shuffled else '         '}: "
+                    f"p<0.01 in {np.mean(ps_arr < 0.01):.0%}  (median p {np.median(ps_arr):.4f}, "
+                    f"max {ps_arr.max():.4f})"
+                )
 
 
 if __name__ == "__main__":

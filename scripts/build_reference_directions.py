@@ -25,7 +25,13 @@ from samark.datasets import load_dataset
 from samark.embed import load_embedder
 from samark.segment import split_sentences
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "samark" / "resources" / "reference_directions.json"
+OUT = (
+    Path(__file__).resolve().parents[1]
+    / "src"
+    / "samark"
+    / "resources"
+    / "reference_directions.json"
+)
 WIKI_START = 5000
 
 

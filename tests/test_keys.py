@@ -61,7 +61,9 @@ def test_series_log_matches_libm() -> None:
 def test_null_pivots_orthonormal_and_deterministic() -> None:
     n = null_pivots(50, 64, 2, seed=3)
     assert n.shape == (50, 2, 64)
-    np.testing.assert_allclose(np.einsum("kcd,ked->kce", n, n), np.broadcast_to(np.eye(2), (50, 2, 2)), atol=1e-12)
+    np.testing.assert_allclose(
+        np.einsum("kcd,ked->kce", n, n), np.broadcast_to(np.eye(2), (50, 2, 2)), atol=1e-12
+    )
     np.testing.assert_array_equal(n, null_pivots(50, 64, 2, seed=3))
     assert not np.array_equal(n, null_pivots(50, 64, 2, seed=4))
 
@@ -96,7 +98,11 @@ def test_key_never_shows_its_secret(tmp_path) -> None:
         (b"[1, 2]", "not a samark key file"),
         (b'{"format": "samark-key", "version": 99}', "version 99"),
         (b'{"format": "samark-key", "version": 1, "secret": "!!", "embedder": {}}', "damaged"),
-        (b'{"format": "samark-key", "version": 1, "secret": "AAAA", "embedder": {"name": "x", "fingerprint": "y"}}', "at least 16 bytes"),
+        (
+            b'{"format": "samark-key", "version": 1, "secret": "AAAA", '
+            b'"embedder": {"name": "x", "fingerprint": "y"}}',
+            "at least 16 bytes",
+        ),
     ],
 )
 def test_bad_key_files_fail_clearly(tmp_path, content: bytes, message: str) -> None:
@@ -134,10 +140,17 @@ def test_pivots_avoid_given_directions() -> None:
     np.testing.assert_allclose(p @ p.T, np.eye(2), atol=1e-12)
     np.testing.assert_allclose(p @ avoid.T, 0.0, atol=1e-12)
     digest = hashlib.sha256(p.astype("<f8").tobytes()).hexdigest()
-    assert digest == hashlib.sha256(derive_pivots(SECRET, 64, 2, avoid.copy()).astype("<f8").tobytes()).hexdigest()
+    assert (
+        digest
+        == hashlib.sha256(
+            derive_pivots(SECRET, 64, 2, avoid.copy()).astype("<f8").tobytes()
+        ).hexdigest()
+    )
     n = null_pivots(20, 64, 2, seed=0, avoid=avoid)
     np.testing.assert_allclose(np.einsum("kcd,md->kcm", n, avoid), 0.0, atol=1e-12)
-    np.testing.assert_allclose(np.einsum("kcd,ked->kce", n, n), np.broadcast_to(np.eye(2), (20, 2, 2)), atol=1e-12)
+    np.testing.assert_allclose(
+        np.einsum("kcd,ked->kce", n, n), np.broadcast_to(np.eye(2), (20, 2, 2)), atol=1e-12
+    )
 
 
 def test_key_file_keeps_avoided_directions(tmp_path) -> None:

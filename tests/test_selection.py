@@ -75,16 +75,29 @@ def _setup():
     return pivots, flags
 
 
-def _select(cands, embs, history=np.zeros((0, 2)), context="", **kw):
+def _select(cands, embs, history=None, context="", **kw):
+    history = np.zeros((0, 2)) if history is None else history
     pivots, flags = _setup()
     params = dict(
-        kappa=30.0, epsilon=10.0, lambda_div=0.35, lambda_nov=0.2, theta_sem=0.8,
-        theta_ngram=0.4, ngram_n=2, rng=np.random.default_rng(0),
+        kappa=30.0,
+        epsilon=10.0,
+        lambda_div=0.35,
+        lambda_nov=0.2,
+        theta_sem=0.8,
+        theta_ngram=0.4,
+        ngram_n=2,
+        rng=np.random.default_rng(0),
     )
     params.update(kw)
     return select(
-        cands, np.asarray(embs, float), pivots, flags, set(ngrams(words(context), 2)),
-        set(words(context)), history, **params,
+        cands,
+        np.asarray(embs, float),
+        pivots,
+        flags,
+        set(ngrams(words(context), 2)),
+        set(words(context)),
+        history,
+        **params,
     )
 
 
@@ -95,7 +108,12 @@ def test_select_keeps_only_matches_that_pass_filters() -> None:
     # candidate 3 repeats the context's bigrams; candidate 2 is a near-copy of history
     choice = _select(cands, embs, history=np.array([[0.0, 1.0]]), context="the cat sat")
     assert choice.kind == MATCHED and choice.index == 0
-    assert (choice.n_candidates, choice.n_ngram_pass, choice.n_semantic_pass, choice.n_matched) == (4, 3, 2, 1)
+    assert (choice.n_candidates, choice.n_ngram_pass, choice.n_semantic_pass, choice.n_matched) == (
+        4,
+        3,
+        2,
+        1,
+    )
     # score of the pick = S_wm + 0.35 * D + 0.2 * N, by hand
     d = 1 - s  # cosine to the history sentence (0, 1)
     assert choice.score == pytest.approx(2 * math.tanh(30 * s) + 0.35 * d + 0.2 * 1.0)

@@ -33,7 +33,9 @@ def test_paper_alg2_by_hand() -> None:
     z = flat.mean() * math.sqrt(6) / flat.std()
     assert paper_z(alignment(c, 2.0))[0] == pytest.approx(z)
     assert mean_alignment(alignment(c, 2.0))[0] == pytest.approx(flat.mean())
-    np.testing.assert_allclose(alignment(c, 2.0, use_tanh=False)[0], [[0.6, 0.8], [0.8, 0.0], [0.0, 0.6]])
+    np.testing.assert_allclose(
+        alignment(c, 2.0, use_tanh=False)[0], [[0.6, 0.8], [0.8, 0.0], [0.0, 0.6]]
+    )
 
 
 def test_zero_spread_z_is_defined() -> None:
@@ -68,7 +70,9 @@ def test_p_value_uniform_when_key_is_exchangeable(statistic: str) -> None:
         emb = topic + 0.7 * rng.standard_normal((6, dim))
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
         key = null_pivots(1, dim, 2, seed=1000 + i)
-        vals = statistic_values(alignment(channel_responses(emb, np.concatenate([key, nulls])), 30.0), statistic)  # type: ignore[arg-type]
+        vals = statistic_values(
+            alignment(channel_responses(emb, np.concatenate([key, nulls])), 30.0), statistic
+        )  # type: ignore[arg-type]
         ps.append(exchangeable_p_value(vals[0], vals[1:]))
     assert stats.kstest(ps, "uniform").pvalue > 1e-3
     assert np.mean(np.array(ps) <= 0.05) < 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)

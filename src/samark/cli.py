@@ -36,7 +36,7 @@ KeyOption = Annotated[Path, typer.Option("--key", "-k", help="Key file from `sam
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -97,16 +97,20 @@ def keygen(
     force: Annotated[bool, typer.Option(help="Overwrite an existing key file.")] = False,
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
-    from samark.embed import load_embedder
-    from samark.keys import WatermarkKey
+    from samark.embed import load_embedder, new_key
 
     try:
         emb = load_embedder(embedder)
-        key = WatermarkKey.generate(emb.identity)
+        key = new_key(emb)
         key.save(output, overwrite=force)
     except SamarkError as exc:
         raise _fail(str(exc)) from None
     err.print(f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600)")
+    if key.avoid.size == 0:
+        err.print(
+            "[yellow]note:[/] no reference directions ship for this embedder, so the key's "
+            "false-positive rate may vary more by domain; see docs/statistics.md"
+        )
 
 
 @app.command()
@@ -126,7 +130,7 @@ def generate(
     text = _read_text(prompt)
     if not text.strip():
         raise _fail("the prompt is empty")
-    fields = dict(candidates=candidates, max_new_sentences=sentences)
+    fields: dict[str, Any] = dict(candidates=candidates, max_new_sentences=sentences)
     try:
         config = SAMarkConfig.dagger(**fields) if dagger else SAMarkConfig(**fields)
     except ValueError as exc:
@@ -218,17 +222,13 @@ def demo(
 ) -> None:
     """Generate a watermarked news continuation, then test it, a human text and a
     sentence-shuffled copy, with a throwaway key."""
-    import tempfile
-
-    from samark.embed import load_embedder
-    from samark.keys import WatermarkKey
+    from samark.embed import load_embedder, new_key
     from samark.schemes.samark import SAMark
 
     data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
     err.print(f"loading models ({DEFAULT_GENERATOR}, {DEFAULT_EMBEDDER}) ...")
-    key = WatermarkKey.generate(load_embedder(DEFAULT_EMBEDDER).identity)
-    with tempfile.TemporaryDirectory():
-        scheme = SAMark(key, config=SAMarkConfig(candidates=candidates))
+    key = new_key(load_embedder(DEFAULT_EMBEDDER))  # a throwaway key, never written
+    scheme = SAMark(key, config=SAMarkConfig(candidates=candidates))
     with _progress() as bar:
         task = bar.add_task("generating sentences", total=sentences)
         gen = scheme.generate(
@@ -250,7 +250,9 @@ def demo(
         ("watermarked, sentences shuffled", " ".join(shuffled)),
     ):
         d = scheme.detect(text)
-        table.add_row(label, str(d.n_sentences), f"{d.p_value:.4f}", str(d.is_watermarked), f"{d.z:.2f}")
+        table.add_row(
+            label, str(d.n_sentences), f"{d.p_value:.4f}", str(d.is_watermarked), f"{d.z:.2f}"
+        )
     out.print(table)
     out.print(
         f"{gen.seconds:.0f}s, {gen.tokens_sampled} tokens sampled for {gen.output_tokens} "

@@ -61,7 +61,7 @@ class SAMarkConfig:
         _check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         _check(self.n_null >= 19, "n_null must be >= 19")
         _check(0 < self.alpha < 1, "alpha must be in (0, 1)")
-        self.sampling  # validates temperature, top_p, max_sentence_tokens
+        _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
 
     @property
     def sampling(self) -> SamplingParams:

@@ -26,9 +26,13 @@ class Embedder:
         self.name, self.path = resolve_embedder(name_or_path)
         self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         self.batch_size = batch_size
-        dim = self._model.get_embedding_dimension() if hasattr(
-            self._model, "get_embedding_dimension"
-        ) else self._model.get_sentence_embedding_dimension()
+        dim = (
+            self._model.get_embedding_dimension()
+            if hasattr(self._model, "get_embedding_dimension")
+            else self._model.get_sentence_embedding_dimension()
+        )
+        if dim is None:
+            raise ValueError(f"{self.name}: the model reports no embedding dimension")
         self.dim = int(dim)
         self._identity: EmbedderIdentity | None = None
         self._lock = threading.Lock()

@@ -67,9 +67,7 @@ class WatermarkKey:
         self.avoid = np.zeros((0, 0)) if avoid is None else np.asarray(avoid, dtype=np.float64)
 
     @classmethod
-    def generate(
-        cls, embedder: EmbedderIdentity, avoid: np.ndarray | None = None
-    ) -> WatermarkKey:
+    def generate(cls, embedder: EmbedderIdentity, avoid: np.ndarray | None = None) -> WatermarkKey:
         return cls(secrets.token_bytes(SECRET_BYTES), embedder, avoid)
 
     @property
@@ -252,7 +250,9 @@ def derive_pivots(
     seed = _PIVOT_DOMAIN + secret + dim.to_bytes(4, "big") + channels.to_bytes(4, "big")
     gauss = _normals(seed)
     columns = [[next(gauss) for _ in range(dim)] for _ in range(channels)]
-    avoided = _orthonormalise([[float(x) for x in row] for row in avoid], []) if n_avoid else []
+    avoided = []
+    if avoid is not None and n_avoid:
+        avoided = _orthonormalise([[float(x) for x in row] for row in avoid], [])
     return np.array(_orthonormalise(columns, avoided), dtype=np.float64)
 
 

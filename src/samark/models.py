@@ -252,7 +252,7 @@ def _gguf_to_folder(source: Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(
         source.parent, gguf_file=source.name, dtype=torch.float32
     )
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -55,13 +55,17 @@ def channel_match(cosines: np.ndarray, flags: np.ndarray) -> np.ndarray:
     return np.all(np.sign(cosines) == flags[None, :], axis=1)
 
 
-def watermark_score(cosines: np.ndarray, flags: np.ndarray, kappa: float, use_tanh: bool) -> np.ndarray:
+def watermark_score(
+    cosines: np.ndarray, flags: np.ndarray, kappa: float, use_tanh: bool
+) -> np.ndarray:
     """S_wm = sum_j tanh(kappa r_j cos_j) (or sum_j r_j cos_j without tanh), shape (m,)."""
     signed = cosines * flags[None, :]
     return (np.tanh(kappa * signed) if use_tanh else signed).sum(axis=1)
 
 
-def softmax_pick(scores: np.ndarray, epsilon: float, rng: np.random.Generator) -> tuple[int, np.ndarray]:
+def softmax_pick(
+    scores: np.ndarray, epsilon: float, rng: np.random.Generator
+) -> tuple[int, np.ndarray]:
     """Sample an index with probability exp(eps * S) / sum exp(eps * S); returns (index, q)."""
     logits = epsilon * (scores - scores.max())
     q = np.exp(logits)

@@ -117,7 +117,7 @@ class TransformersSampler:
                     texts[cand] = first_sentence(self._decode(tokens[cand]), final=True)
                     continue
                 tokens[cand].append(tok)
-                piece = self.tokenizer.decode([tok])
+                piece = str(self.tokenizer.decode([tok]))
                 if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
                     done = first_sentence(self._decode(tokens[cand]), final=last)
                     if done is not None or last:
@@ -140,7 +140,7 @@ class TransformersSampler:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
 
 @functools.lru_cache(maxsize=2)

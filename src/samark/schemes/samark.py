@@ -115,6 +115,7 @@ class SAMark(Watermark):
                 )
                 tokens_sampled += batch.tokens_sampled
                 sampling_s += batch.seconds
+                extra += attempt > 0
                 new = batch.complete
                 if not new:
                     continue
@@ -122,7 +123,6 @@ class SAMark(Watermark):
                 embs.append(self._embed_unique(new))
                 embedding_s += time.perf_counter() - t0
                 texts.extend(new)
-                extra += attempt > 0
                 choice = select(
                     texts,
                     np.concatenate(embs),

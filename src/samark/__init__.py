@@ -1,0 +1,38 @@
+"""samark: robust semantic-level watermarking of LLM text (SAMark), with calibrated p-values."""
+
+from samark.config import SAMarkConfig
+from samark.detection import Detection
+from samark.detector import SAMarkDetector
+from samark.embed import Embedder, load_embedder, new_key
+from samark.errors import (
+    EmbedderMismatchError,
+    EmptyTextError,
+    KeyFileError,
+    ModelNotAvailableError,
+    SamarkError,
+)
+from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.schemes import Generation, SAMark, Watermark, create_scheme, scheme_names
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Detection",
+    "Embedder",
+    "EmbedderIdentity",
+    "EmbedderMismatchError",
+    "EmptyTextError",
+    "Generation",
+    "KeyFileError",
+    "ModelNotAvailableError",
+    "SAMark",
+    "SAMarkConfig",
+    "SAMarkDetector",
+    "SamarkError",
+    "Watermark",
+    "WatermarkKey",
+    "create_scheme",
+    "load_embedder",
+    "new_key",
+    "scheme_names",
+]

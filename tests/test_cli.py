@@ -1,0 +1,145 @@
+"""The command line, end to end (in-process, real models)."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+from typer.testing import CliRunner
+
+from samark.cli import app
+from samark.keys import WatermarkKey
+
+HUMAN = (
+    "The museum reopened after a two-year renovation. Visitors queued along the river to see "
+    "the new galleries. Curators said the collection had grown by a third. Tickets sold out "
+    "within hours."
+)
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+@pytest.fixture(scope="module")
+def key_file(tmp_path_factory, runner):
+    path = tmp_path_factory.mktemp("keys") / "test.key"
+    result = runner.invoke(app, ["keygen", str(path)])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def test_keygen_writes_private_file_and_shows_no_secret(key_file, runner, tmp_path) -> None:
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    record = json.loads(key_file.read_text())
+    assert record["embedder"]["name"] == "all-mpnet-base-v2" and record["avoid"]["rows"] == 2
+    again = runner.invoke(app, ["keygen", str(tmp_path / "k2.key")])
+    assert again.exit_code == 0
+    assert record["secret"] not in again.output
+    secret2 = json.loads((tmp_path / "k2.key").read_text())["secret"]
+    assert secret2 not in again.output and secret2 != record["secret"]
+    refused = runner.invoke(app, ["keygen", str(key_file)])
+    assert refused.exit_code == 2 and "refusing to overwrite" in refused.output
+
+
+def test_detect_text_argument(key_file, runner) -> None:
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file)])
+    assert result.exit_code in (0, 1)
+    record = json.loads(result.stdout.splitlines()[0])
+    assert {"z", "p_value", "is_watermarked", "n_sentences"} <= set(record)
+    assert record["n_sentences"] == 4
+    assert result.exit_code == (0 if record["is_watermarked"] else 1)
+
+
+def test_detect_stdin_and_file(key_file, runner, tmp_path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text(HUMAN)
+    by_file = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
+    by_stdin = runner.invoke(app, ["detect", "-", "--key", str(key_file)], input=HUMAN)
+    assert json.loads(by_file.stdout.splitlines()[0]) == json.loads(by_stdin.stdout.splitlines()[0])
+
+
+def test_detect_jsonl_keeps_fields_and_reports_bad_records(key_file, runner, tmp_path) -> None:
+    path = tmp_path / "in.jsonl"
+    lines = [
+        json.dumps({"id": "a", "text": HUMAN, "source": "news"}),
+        json.dumps({"id": "b", "text": "   "}),
+        "not json",
+        json.dumps({"id": "c"}),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
+    assert result.exit_code in (0, 1)
+    out = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(out) == 4
+    assert out[0]["id"] == "a" and out[0]["source"] == "news" and 0 < out[0]["p_value"] <= 1
+    assert out[1]["id"] == "b" and out[1]["p_value"] is None and "no sentence" in out[1]["error"]
+    assert "invalid JSON" in out[2]["error"]
+    assert out[3]["id"] == "c" and "no string field" in out[3]["error"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"), [(b"\x00\x01\x02", "binary"), (b"\xff\xfe bad", "not UTF-8")]
+)
+def test_detect_rejects_non_text_files(key_file, runner, tmp_path, content, message) -> None:
+    path = tmp_path / "blob.bin"
+    path.write_bytes(content)
+    result = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_detect_empty_text_is_an_error(key_file, runner) -> None:
+    result = runner.invoke(app, ["detect", "-", "--key", str(key_file)], input="  \n")
+    assert result.exit_code == 2 and "no sentence" in result.output
+
+
+def test_wrong_key_files(runner, tmp_path, minilm) -> None:
+    garbage = tmp_path / "garbage.key"
+    garbage.write_text("hello")
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(garbage)])
+    assert result.exit_code == 2 and "not a samark key file" in result.output
+    other = WatermarkKey.generate(minilm.identity).save(tmp_path / "minilm.key")
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(other)])
+    assert result.exit_code == 2 and "made for embedder 'all-minilm-l6-v2'" in result.output
+    secret = json.loads(other.read_text())["secret"]
+    assert secret not in result.output
+    missing = runner.invoke(app, ["detect", HUMAN, "--key", str(tmp_path / "none.key")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_generate_json_then_detect(key_file, runner, smollm2, tmp_path) -> None:
+    result = runner.invoke(
+        app,
+        [
+            "generate",
+            "The weather service issued a warning on Monday.",
+            "--key",
+            str(key_file),
+            "--sentences",
+            "2",
+            "--candidates",
+            "6",
+            "--seed",
+            "1",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert {"text", "sentences", "tokens_sampled", "output_tokens", "fallbacks", "seconds"} <= set(
+        record
+    )
+    assert 1 <= len(record["sentences"]) <= 2
+    secret = json.loads(key_file.read_text())["secret"]
+    assert secret not in result.output and "flags" not in record
+    path = tmp_path / "gen.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    detected = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
+    assert json.loads(detected.stdout)["n_sentences"] == len(record["sentences"])
+
+
+def test_invalid_options(key_file, runner) -> None:
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--alpha", "2"])
+    assert result.exit_code == 2 and "alpha" in result.output

@@ -1,0 +1,130 @@
+"""End to end on the real models: SmolLM2 generates, the mpnet detector finds the mark."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from samark.config import SAMarkConfig
+from samark.embed import new_key
+from samark.keys import WatermarkKey
+from samark.sampling import SamplingParams
+from samark.schemes import create_scheme
+from samark.schemes.samark import SAMark
+from samark.segment import first_sentence, split_sentences
+
+PROMPT = (
+    "The city council voted on Tuesday to approve a new plan for public transport. "
+    "The plan, which will cost about 40 million dollars, was backed by seven of nine members."
+)
+
+
+@pytest.fixture(scope="module")
+def generation(mpnet, smollm2):
+    # The paper's N = 64 and 6 sentences; a fixed key, so the run is deterministic here.
+    key = WatermarkKey(
+        b"samark-e2e-key-00000000000000000", mpnet.identity, mpnet.reference_directions()
+    )
+    scheme = SAMark(key, config=SAMarkConfig(), sampler=smollm2)
+    return scheme, scheme.generate(PROMPT, max_new_sentences=6, seed=7)
+
+
+def test_generation_record(generation) -> None:
+    _, gen = generation
+    assert 1 <= len(gen.sentences) <= 6
+    assert gen.text.startswith(gen.sentences[0])
+    assert split_sentences(gen.text) == list(gen.sentences)
+    assert gen.tokens_sampled > gen.output_tokens > 0
+    assert gen.seconds >= gen.sampling_seconds > 0
+    assert len(gen.steps) == len(gen.sentences)
+    assert sum(gen.fallbacks.values()) == sum(s["kind"] != "matched" for s in gen.steps)
+    assert all(
+        s["matched"] <= s["semantic_pass"] <= s["ngram_pass"] <= s["candidates"] for s in gen.steps
+    )
+
+
+def test_detected_with_right_key_only(generation, mpnet) -> None:
+    scheme, gen = generation
+    # 6 sentences of one topic leave the test little room (README: power at 6 sentences),
+    # so the end-to-end check is at the 5% level; wrong keys must look like chance.
+    right = scheme.detect(gen.text)
+    assert right.p_value < 0.05
+    wrong = [
+        SAMark(WatermarkKey(bytes([i]) * 32, mpnet.identity, mpnet.reference_directions()))
+        .detect(gen.text)
+        .p_value
+        for i in range(20)
+    ]
+    assert np.median(wrong) > 0.1
+    assert np.mean(np.array(wrong) < 0.01) <= 0.15
+
+
+def test_detection_survives_sentence_shuffle(generation) -> None:
+    scheme, gen = generation
+    sents = list(gen.sentences)
+    random.Random(1).shuffle(sents)
+    assert scheme.detect(" ".join(sents)).p_value == scheme.detect(gen.text).p_value
+
+
+def test_seed_makes_generation_reproducible(mpnet, smollm2) -> None:
+    scheme = SAMark(new_key(mpnet), config=SAMarkConfig(candidates=6), sampler=smollm2)
+    a = scheme.generate(PROMPT, max_new_sentences=1, seed=3)
+    b = scheme.generate(PROMPT, max_new_sentences=1, seed=3)
+    assert a.text == b.text
+
+
+def test_fallback_fires_and_is_counted(mpnet, smollm2) -> None:
+    # One candidate per batch and no extra batch: with c=2 the single candidate misses the
+    # flag quadrant about 3 times in 4, so over 4 steps a fallback fires almost surely;
+    # 16 channels make a match impossible in practice.
+    config = SAMarkConfig(candidates=1, channels=16, extra_batches=0)
+    scheme = SAMark(new_key(mpnet), config=config, sampler=smollm2)
+    gen = scheme.generate(PROMPT, max_new_sentences=2, seed=11)
+    assert gen.fallbacks.get("unmatched", 0) + gen.fallbacks.get("unfiltered", 0) == len(
+        gen.sentences
+    )
+    config = SAMarkConfig(candidates=1, channels=16, extra_batches=2)
+    gen = SAMark(new_key(mpnet), config=config, sampler=smollm2).generate(
+        PROMPT, max_new_sentences=1, seed=1
+    )
+    assert gen.extra_batches == 2
+
+
+def test_engine_candidates_are_first_sentences(smollm2) -> None:
+    batch = smollm2.sample(PROMPT, 8, SamplingParams(max_sentence_tokens=48), seed=0)
+    assert len(batch.candidates) == 8
+    assert batch.tokens_sampled >= sum(c.n_tokens for c in batch.candidates)
+    for cand in batch.candidates:
+        if cand.text is not None:
+            assert len(split_sentences(cand.text)) == 1
+            assert first_sentence(cand.text + " Next", final=False) == cand.text
+
+
+def test_long_prompt_is_truncated_from_the_left(smollm2) -> None:
+    ids = smollm2.encode_prefix("word " * 20000, reserve=64)
+    assert len(ids) == smollm2.max_context - 64
+
+
+def test_dagger_and_registry(mpnet, smollm2) -> None:
+    key = new_key(mpnet)
+    dagger = create_scheme("samark-dagger", key=key, sampler=smollm2)
+    assert dagger.name == "samark-dagger"
+    assert dagger.config.lambda_div == 0 and not dagger.config.ngram_filter
+    assert create_scheme("samark", key=key).config == SAMarkConfig()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(candidates=0),
+        dict(theta_sem=0.0),
+        dict(top_p=1.5),
+        dict(temperature=0),
+        dict(statistic="x"),
+    ],
+)
+def test_config_validation(kwargs) -> None:
+    with pytest.raises(ValueError):
+        SAMarkConfig(**kwargs)
