@@ -1,4 +1,12 @@
-"""samark: robust semantic-level watermarking of LLM text (SAMark), with calibrated p-values."""
+"""samark: robust semantic-level watermarking of LLM text (SAMark), with calibrated p-values.
+
+Models load from local folders only; samark sets ``HF_HUB_OFFLINE=1`` unless you set it.
+"""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 
 from samark.config import SAMarkConfig
 from samark.detection import Detection

