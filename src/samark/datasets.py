@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from samark.errors import SamarkError
+from samark.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -22,29 +23,16 @@ class Document:
 
 
 DatasetLoader = Callable[..., list[Document]]
-_REGISTRY: dict[str, DatasetLoader] = {}
-
-
-def register_dataset(name: str) -> Callable[[DatasetLoader], DatasetLoader]:
-    def wrap(fn: DatasetLoader) -> DatasetLoader:
-        if name in _REGISTRY:
-            raise ValueError(f"dataset {name!r} is already registered")
-        _REGISTRY[name] = fn
-        return fn
-
-    return wrap
+DATASETS: Registry[DatasetLoader] = Registry("dataset")
+register_dataset = DATASETS.register
 
 
 def load_dataset(name: str, **kwargs: object) -> list[Document]:
-    try:
-        loader = _REGISTRY[name]
-    except KeyError:
-        raise SamarkError(f"unknown dataset {name!r}; known: {sorted(_REGISTRY)}") from None
-    return loader(**kwargs)
+    return DATASETS.get(name)(**kwargs)
 
 
 def dataset_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return DATASETS.names()
 
 
 def _find_data_file(filename: str) -> Path:

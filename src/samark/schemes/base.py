@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from samark.detection import Detection
-from samark.errors import SamarkError
+from samark.registry import Registry
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
 
@@ -60,26 +60,13 @@ class Watermark(abc.ABC):
 
 
 SchemeFactory = Callable[..., Watermark]
-_REGISTRY: dict[str, SchemeFactory] = {}
-
-
-def register_scheme(name: str) -> Callable[[SchemeFactory], SchemeFactory]:
-    def wrap(factory: SchemeFactory) -> SchemeFactory:
-        if name in _REGISTRY:
-            raise ValueError(f"scheme {name!r} is already registered")
-        _REGISTRY[name] = factory
-        return factory
-
-    return wrap
+SCHEMES: Registry[SchemeFactory] = Registry("scheme")
+register_scheme = SCHEMES.register
 
 
 def create_scheme(name: str, **kwargs: Any) -> Watermark:
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise SamarkError(f"unknown scheme {name!r}; known: {sorted(_REGISTRY)}") from None
-    return factory(**kwargs)
+    return SCHEMES.get(name)(**kwargs)
 
 
 def scheme_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return SCHEMES.names()
