@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
-from samark.keys import WatermarkKey
+from samark.keys import EmbedderIdentity, WatermarkKey
 
 HUMAN = (
     "The museum reopened after a two-year renovation. Visitors queued along the river to see "
@@ -100,10 +100,12 @@ def test_wrong_key_files(runner, tmp_path, minilm) -> None:
     garbage.write_text("hello")
     result = runner.invoke(app, ["detect", HUMAN, "--key", str(garbage)])
     assert result.exit_code == 2 and "not a samark key file" in result.output
-    other = WatermarkKey.generate(minilm.identity).save(tmp_path / "minilm.key")
-    result = runner.invoke(app, ["detect", HUMAN, "--key", str(other)])
-    assert result.exit_code == 2 and "made for embedder 'all-minilm-l6-v2'" in result.output
-    secret = json.loads(other.read_text())["secret"]
+    # A key made for other weights under the same name (e.g. another build of mpnet)
+    stale = WatermarkKey.generate(EmbedderIdentity("all-mpnet-base-v2", "0" * 64))
+    stale.save(tmp_path / "stale.key")
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(tmp_path / "stale.key")])
+    assert result.exit_code == 2 and "made for embedder 'all-mpnet-base-v2'" in result.output
+    secret = json.loads((tmp_path / "stale.key").read_text())["secret"]
     assert secret not in result.output
     missing = runner.invoke(app, ["detect", HUMAN, "--key", str(tmp_path / "none.key")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
@@ -138,6 +140,13 @@ def test_generate_json_then_detect(key_file, runner, smollm2, tmp_path) -> None:
     path.write_text(json.dumps(record) + "\n")
     detected = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
     assert json.loads(detected.stdout)["n_sentences"] == len(record["sentences"])
+
+
+def test_key_brings_its_own_embedder(runner, tmp_path, minilm) -> None:
+    path = WatermarkKey.generate(minilm.identity).save(tmp_path / "minilm.key")
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(path)])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout.splitlines()[0])["n_sentences"] == 4
 
 
 def test_invalid_options(key_file, runner) -> None:
