@@ -49,7 +49,7 @@ class SAMarkDetector:
         channels: int = 2,
         kappa: float = 30.0,
         use_tanh: bool = True,
-        statistic: Statistic = "alignment",
+        statistic: Statistic = "z",
         n_null: int = 999,
         null_seed: int = 0,
         alpha: float = 0.01,
