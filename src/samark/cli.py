@@ -124,7 +124,9 @@ def generate(
     seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
     generator: Annotated[str, typer.Option(help="Generator preset or folder.")] = DEFAULT_GENERATOR,
     dagger: Annotated[bool, typer.Option(help="SAMark-dagger: diversity terms off.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON record.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
+    ] = False,
 ) -> None:
     """Continue PROMPT with watermarked sentences."""
     text = _read_text(prompt)
@@ -144,7 +146,7 @@ def generate(
     if as_json:
         record = result.to_dict()
         record.pop("steps")
-        out.print_json(json.dumps(record))
+        typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
     else:
         typer.echo(result.text)
     if result.fallbacks:

@@ -13,8 +13,9 @@ class Detection:
 
     ``p_value`` is the calibrated answer: under H0 (the text does not depend on the key) it
     is uniform, so ``p_value < alpha`` has false-positive rate ``alpha``. ``z`` is the paper's
-    score, kept for comparison; it is *not* calibrated and decides nothing. ``score`` is the
-    value of the test statistic named by ``statistic`` from which ``p_value`` comes.
+    score; compared with a fixed threshold it is *not* calibrated, so it decides nothing on
+    its own. ``score`` is the value of the test statistic named by ``statistic`` (by default
+    z itself) whose rank among the null pivot sets gives ``p_value``.
     """
 
     scheme: str
