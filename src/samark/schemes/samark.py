@@ -123,9 +123,10 @@ class SAMark(Watermark):
                 embs.append(self._embed_unique(new))
                 embedding_s += time.perf_counter() - t0
                 texts.extend(new)
+                pool = np.concatenate(embs)
                 choice = select(
                     texts,
-                    np.concatenate(embs),
+                    pool,
                     self._pivots,
                     flags,
                     context_ngrams,
@@ -150,13 +151,15 @@ class SAMark(Watermark):
                 break
             fallbacks[choice.kind] += 1
             sentence = texts[choice.index]
-            all_embs = np.concatenate(embs)
-            history = np.vstack([history, all_embs[choice.index]])
+            history = np.vstack([history, pool[choice.index]])
             chosen.append(sentence)
             context += sentence
             new_words = words(sentence)
             context_words.extend(new_words)
-            context_ngrams = set(ngrams(context_words, c.ngram_n))
+            # only the n-grams that end in the new sentence are new
+            context_ngrams.update(
+                ngrams(context_words[-(len(new_words) + c.ngram_n - 1) :], c.ngram_n)
+            )
             vocabulary.update(new_words)
             steps.append(
                 {
