@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samark.sampling.base import SamplingParams
-from samark.statistics import STATISTICS
+from samark.statistics import STATISTICS, Statistic
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class SAMarkConfig:
     extra_batches: int = 1
     # detection
     tanh_detection: bool = True
-    statistic: str = "z"  # the paper's z, calibrated; chosen by measured power (README)
+    statistic: Statistic = "z"  # the paper's z, calibrated; chosen by measured power (README)
     n_null: int = 999
     null_seed: int = 0
     alpha: float = 0.01

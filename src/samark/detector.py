@@ -22,6 +22,7 @@ from samark.statistics import (
     alignment,
     channel_responses,
     exchangeable_p_value,
+    inferred_flags,
     paper_z,
     statistic_values,
 )
@@ -101,7 +102,7 @@ class SAMarkDetector:
         values = statistic_values(evidence, self.statistic)
         z = float(paper_z(evidence[:1])[0]) if self.statistic != "z" else float(values[0])
         own = evidence[0]
-        flags = np.where(responses[0].sum(axis=0) >= 0, 1, -1)
+        flags = inferred_flags(responses[:1])[0]
         return Detection(
             scheme="samark",
             p_value=exchangeable_p_value(float(values[0]), values[1:]),

@@ -53,7 +53,7 @@ class SAMark(Watermark):
             channels=c.channels,
             kappa=c.kappa,
             use_tanh=c.tanh_detection,
-            statistic=c.statistic,  # type: ignore[arg-type]
+            statistic=c.statistic,
             n_null=c.n_null,
             null_seed=c.null_seed,
             alpha=c.alpha,
