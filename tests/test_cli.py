@@ -152,3 +152,33 @@ def test_key_brings_its_own_embedder(runner, tmp_path, minilm) -> None:
 def test_invalid_options(key_file, runner) -> None:
     result = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--alpha", "2"])
     assert result.exit_code == 2 and "alpha" in result.output
+
+
+def test_generate_with_a_server_that_is_down_fails_clearly(key_file, runner) -> None:
+    pytest.importorskip("openai")
+    result = runner.invoke(
+        app,
+        [
+            "generate",
+            "A prompt.",
+            "--key",
+            str(key_file),
+            "--sentences",
+            "1",
+            "--candidates",
+            "2",
+            "--sampler",
+            "http://127.0.0.1:9/v1#m",
+        ],
+    )
+    assert result.exit_code == 2
+    assert "unreachable" in result.output
+
+
+def test_eval_rejects_a_bad_experiment(runner, tmp_path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\n[[schemes]]\nname = "nope"\n')
+    result = runner.invoke(app, ["eval", "run", str(bad), "-o", str(tmp_path / "run")])
+    assert result.exit_code == 2
+    assert "unknown scheme" in result.output
+    assert not (tmp_path / "run").exists()  # nothing was started

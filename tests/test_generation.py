@@ -128,3 +128,22 @@ def test_dagger_and_registry(mpnet, smollm2) -> None:
 def test_config_validation(kwargs) -> None:
     with pytest.raises(ValueError):
         SAMarkConfig(**kwargs)
+
+
+def test_adaptive_budget_draws_in_chunks_and_stops_early(mpnet, smollm2) -> None:
+    # level 0: any match is "saturated", so a step stops at the first chunk with a match
+    config = SAMarkConfig(candidates=24, adaptive=True, adaptive_chunk=4, adaptive_saturation=0.0)
+    gen = SAMark(new_key(mpnet), config=config, sampler=smollm2).generate(
+        PROMPT, max_new_sentences=3, seed=4
+    )
+    drawn = [s["candidates"] for s in gen.steps]
+    assert all(d <= 24 * (1 + config.extra_batches) for d in drawn)
+    for s in gen.steps:
+        if s["kind"] == "matched" and s["candidates"] <= 24:
+            # stopped at the first chunk holding a match: fewer than a chunk before it
+            assert s["saturated"] >= 1
+    assert min(drawn) < 24  # early stop happened
+    fixed = SAMark(new_key(mpnet), config=config.replace(adaptive=False), sampler=smollm2)
+    assert all(
+        s["candidates"] > 12 for s in fixed.generate(PROMPT, max_new_sentences=1, seed=4).steps
+    )

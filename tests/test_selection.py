@@ -154,3 +154,16 @@ def test_select_softmax_prefers_higher_scores() -> None:
 def test_select_needs_candidates() -> None:
     with pytest.raises(ValueError):
         _select([], np.zeros((0, 2)))
+
+
+def test_saturated_matches_by_hand() -> None:
+    import numpy as np
+
+    from samark.selection import saturated_matches
+
+    flags = np.array([1.0, -1.0])
+    cos = np.array([[0.05, -0.05], [0.05, -0.001], [0.02, -0.02]])
+    matched = np.array([True, True, False])
+    # tanh(30 * 0.05) = 0.905, tanh(30 * 0.001) = 0.03, row 2 is not a match
+    assert saturated_matches(cos, flags, 30.0, 0.9, matched).tolist() == [True, False, False]
+    assert saturated_matches(cos, flags, 30.0, 0.0, matched).tolist() == [True, True, False]

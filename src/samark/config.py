@@ -40,6 +40,15 @@ class SAMarkConfig:
     tanh_generation: bool = True
     # when no candidate survives: draw up to this many extra batches, then fall back
     extra_batches: int = 1
+    # adaptive budget (off = the paper's fixed N): draw ``adaptive_chunk`` candidates at a
+    # time; stop once ``adaptive_matches`` matches are saturated (every channel's
+    # tanh(kappa r_j cos_j) >= ``adaptive_saturation``), or, after ``adaptive_patience``
+    # candidates, once any candidate matches; never beyond the fixed-N budget
+    adaptive: bool = False
+    adaptive_chunk: int = 8
+    adaptive_matches: int = 1
+    adaptive_saturation: float = 0.3
+    adaptive_patience: int = 16
     # detection
     tanh_detection: bool = True
     statistic: Statistic = "z"  # the paper's z, calibrated; chosen by measured power (README)
@@ -58,6 +67,10 @@ class SAMarkConfig:
         _check(0 < self.theta_ngram <= 1, "theta_ngram must be in (0, 1]")
         _check(self.ngram_n >= 1, "ngram_n must be >= 1")
         _check(self.extra_batches >= 0, "extra_batches must be >= 0")
+        _check(self.adaptive_chunk >= 1, "adaptive_chunk must be >= 1")
+        _check(self.adaptive_matches >= 1, "adaptive_matches must be >= 1")
+        _check(0 <= self.adaptive_saturation < 1, "adaptive_saturation must be in [0, 1)")
+        _check(self.adaptive_patience >= 1, "adaptive_patience must be >= 1")
         _check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         _check(self.n_null >= 19, "n_null must be >= 19")
         _check(0 < self.alpha < 1, "alpha must be in (0, 1)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from samark.errors import SamarkError
 from samark.registry import Registry
+from samark.segment import split_sentences
 
 
 @dataclass(frozen=True)
@@ -88,3 +89,84 @@ def wikipedia_leads(limit: int | None = None) -> list[Document]:
 def jsonl(path: str | os.PathLike[str], field: str = "text") -> list[Document]:
     """Any JSONL file with a text field."""
     return read_jsonl(path, field=field)
+
+
+def _hub_dataset(path: str, name: str | None, split: str, field: str, limit: int) -> list[Document]:
+    """A Hugging Face dataset through ``datasets`` (needs network; streamed, first ``limit``)."""
+    try:
+        import datasets
+    except ImportError:
+        raise SamarkError("this data set needs `pip install datasets` and network access") from None
+    try:
+        stream = datasets.load_dataset(path, name, split=split, streaming=True)
+        docs = []
+        for i, rec in enumerate(stream):
+            if i >= limit:
+                break
+            docs.append(Document(str(rec.get("id", rec.get("url", i))), str(rec[field])))
+    except Exception as e:  # the hub is unreachable, or the set moved
+        raise SamarkError(f"could not load {path} from the Hugging Face hub: {e}") from None
+    return docs
+
+
+@register_dataset("c4")
+def c4(limit: int = 2000, split: str = "validation") -> list[Document]:
+    """C4 realnewslike (the paper's news set); needs network access."""
+    return _hub_dataset("allenai/c4", "realnewslike", split, "text", limit)
+
+
+@register_dataset("booksum")
+def booksum(limit: int = 2000, split: str = "test") -> list[Document]:
+    """BookSum chapters (the paper's long-form set); needs network access."""
+    return _hub_dataset("kmfoda/booksum", None, split, "chapter", limit)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A generation prompt and its human counterpart from the same document."""
+
+    id: str
+    prompt: str  # the document's leading sentences
+    human: str  # the document's own continuation, as many sentences as are generated
+
+
+def prompt_examples(
+    docs: list[Document], *, prompt_sentences: int, sentences: int, count: int
+) -> list[Example]:
+    """The first ``count`` documents long enough for a prompt and a continuation."""
+    out = []
+    for doc in docs:
+        sents = split_sentences(doc.text)
+        if len(sents) < prompt_sentences + sentences:
+            continue
+        out.append(
+            Example(
+                doc.id,
+                " ".join(sents[:prompt_sentences]),
+                " ".join(sents[prompt_sentences : prompt_sentences + sentences]),
+            )
+        )
+        if len(out) == count:
+            break
+    return out
+
+
+def human_windows(docs: list[Document], *, sentences: int, count: int) -> list[Document]:
+    """Up to ``count`` human texts of ``sentences`` sentences: non-overlapping windows taken
+    round-robin across documents (the negatives of every FPR)."""
+    per_doc = [split_sentences(d.text) for d in docs]
+    out: list[Document] = []
+    k = 0
+    while len(out) < count:
+        added = False
+        for doc, sents in zip(docs, per_doc, strict=True):
+            window = sents[k * sentences : (k + 1) * sentences]
+            if len(window) == sentences:
+                out.append(Document(f"{doc.id}#{k}", " ".join(window)))
+                added = True
+                if len(out) == count:
+                    break
+        if not added:
+            break
+        k += 1
+    return out

@@ -83,6 +83,14 @@ class WatermarkKey:
     def __reduce__(self) -> None:  # type: ignore[override]
         raise TypeError("WatermarkKey is not picklable; pass the key file path instead")
 
+    def derive_ints(self, label: str, count: int, bits: int = 62) -> list[int]:
+        """``count`` secret integers for another scheme's key (e.g. KGW's hashing key),
+        derived one-way from the secret and ``label``; the secret cannot be recovered."""
+        stream = hashlib.shake_256(b"samark/derive/" + label.encode() + b"/" + self._secret)
+        raw = stream.digest(8 * count)
+        mask = (1 << bits) - 1
+        return [int.from_bytes(raw[8 * i : 8 * i + 8], "little") & mask for i in range(count)]
+
     def check_embedder(self, embedder: EmbedderIdentity) -> None:
         """Raise unless ``embedder`` is the one this key was made for."""
         if not self.embedder.matches(embedder):

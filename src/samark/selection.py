@@ -63,6 +63,14 @@ def watermark_score(
     return (np.tanh(kappa * signed) if use_tanh else signed).sum(axis=1)
 
 
+def saturated_matches(
+    cosines: np.ndarray, flags: np.ndarray, kappa: float, level: float, matched: np.ndarray
+) -> np.ndarray:
+    """Matched candidates whose every channel term tanh(kappa r_j cos_j) is >= ``level``
+    (strong matches: the adaptive budget's stop rule), shape (m,)."""
+    return matched & np.all(np.tanh(kappa * cosines * flags[None, :]) >= level, axis=1)
+
+
 def softmax_pick(
     scores: np.ndarray, epsilon: float, rng: np.random.Generator
 ) -> tuple[int, np.ndarray]:
@@ -84,6 +92,8 @@ class StepChoice:
     n_ngram_pass: int
     n_semantic_pass: int
     n_matched: int
+    #: matched candidates whose every channel term tanh(kappa r_j cos_j) >= ``saturation``
+    n_saturated: int = 0
     #: (S_wm, D, N) of every matched candidate, for studying epsilon offline
     matched_terms: tuple[tuple[float, float, float], ...] = ()
 
@@ -107,9 +117,13 @@ def select(
     ngram_filter: bool = True,
     semantic_filter: bool = True,
     use_tanh: bool = True,
+    saturation: float = 0.3,
     rng: np.random.Generator,
 ) -> StepChoice:
-    """Choose the next sentence among complete ``candidates`` (non-empty)."""
+    """Choose the next sentence among complete ``candidates`` (non-empty).
+
+    ``saturation`` only feeds the ``n_saturated`` count (the adaptive budget's stop rule).
+    """
     m = len(candidates)
     if m == 0:
         raise ValueError("select() needs at least one candidate")
@@ -133,6 +147,7 @@ def select(
         n_ngram_pass=int(ngram_ok.sum()),
         n_semantic_pass=int((ngram_ok & sem_ok).sum()),
         n_matched=int(matched.sum()),
+        n_saturated=int(saturated_matches(cosines, flags, kappa, saturation, matched).sum()),
     )
     if matched.any():
         pool = np.flatnonzero(matched)

@@ -36,7 +36,7 @@ class Candidate:
     """
 
     text: str | None
-    n_tokens: int
+    n_tokens: int  # tokens decoded for this candidate (0: the engine reports only totals)
 
     @property
     def complete(self) -> bool:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from samark.models import DEFAULT_GENERATOR, resolve_generator
+from samark.sampling import shared_prefix
 from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
 from samark.segment import first_sentence
 
@@ -56,14 +58,76 @@ def _nucleus_pick(
     return idx.gather(-1, pick).squeeze(-1)
 
 
+class BatchDecoder:
+    """Decodes ``rows`` continuations of one prefilled prefix, one token per row per step.
+
+    The prefix is prefilled once; decoding attends to it through shared-prefix attention
+    (one copy of its KV for all rows, see :mod:`samark.sampling.shared_prefix`) where that is
+    exact for the model, else through transformers' cache expanded to the batch.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        ids: list[int],
+        rows: int,
+        max_new_tokens: int,
+        *,
+        share_prefix: bool = True,
+    ) -> None:
+        self.model = model
+        cache = DynamicCache(config=model.config)
+        out = model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        #: next-token logits of every live row, shape (rows, vocab)
+        self.logits: torch.Tensor = out.logits[:, -1, :].expand(rows, -1)
+        self.shared = share_prefix and shared_prefix.supports(model, len(ids) + max_new_tokens)
+        if self.shared:
+            self.state = shared_prefix.SharedPrefixState(out.past_key_values, rows, max_new_tokens)
+        else:
+            self.cache = out.past_key_values
+            self.cache.batch_repeat_interleave(rows)
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only these live rows (indices into the current batch, ascending)."""
+        index = torch.tensor(rows)
+        if self.shared:
+            self.state.keep_rows(index)
+        else:
+            self.cache.batch_select_indices(index)
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed one token per live row; returns the next logits, shape (rows, vocab)."""
+        if self.shared:
+            with shared_prefix.decoding(self.model):
+                out = self.model(
+                    tokens[:, None],
+                    position_ids=torch.tensor([[self.state.position]]),
+                    use_cache=False,
+                    **{shared_prefix.STATE_KWARG: self.state},
+                )
+            self.state.advance()
+        else:
+            out = self.model(tokens[:, None], past_key_values=self.cache, use_cache=True)
+            self.cache = out.past_key_values
+        self.logits = out.logits[:, -1, :]
+        return self.logits
+
+
 class TransformersSampler:
     """Samples candidates from a transformers causal LM (a preset name or local folder)."""
 
-    def __init__(self, model: str = DEFAULT_GENERATOR, *, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_GENERATOR,
+        *,
+        threads: int | None = None,
+        share_prefix: bool = True,
+    ) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         self.name, self.path = resolve_generator(model)
+        self.share_prefix = share_prefix
         if threads:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
@@ -96,12 +160,8 @@ class TransformersSampler:
             seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
         )
         ids = self.encode_prefix(prefix, params.max_sentence_tokens)
-        cache = DynamicCache(config=self.model.config)
-        out = self.model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        cache.batch_repeat_interleave(n)
-        logits = out.logits[:, -1, :].expand(n, -1)
-
+        decoder = self.decoder(ids, n, params.max_sentence_tokens)
+        logits = decoder.logits
         rows = list(range(n))  # candidate index of each batch row
         tokens: list[list[int]] = [[] for _ in range(n)]
         texts: list[str | None] = [None] * n
@@ -127,14 +187,32 @@ class TransformersSampler:
             if not keep:
                 break
             if len(keep) < len(rows):
-                cache.batch_select_indices(torch.tensor(keep))
+                decoder.keep(keep)
                 nxt = nxt[keep]
                 rows = [rows[b] for b in keep]
-            out = self.model(nxt[:, None], past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            logits = out.logits[:, -1, :]
+            logits = decoder.step(nxt)
         candidates = tuple(Candidate(texts[i], len(tokens[i])) for i in range(n))
         return CandidateBatch(candidates, sampled, len(ids), time.perf_counter() - start)
+
+    def decoder(self, ids: list[int], rows: int, max_new_tokens: int) -> BatchDecoder:
+        """Prefill ``ids`` once and get ready to decode ``rows`` continuations of it."""
+        return BatchDecoder(self.model, ids, rows, max_new_tokens, share_prefix=self.share_prefix)
+
+    @torch.inference_mode()
+    def sample_tokens(
+        self, prefix: str, n: int, params: SamplingParams, steps: int, *, seed: int = 0
+    ) -> torch.Tensor:
+        """``steps`` raw tokens for each of ``n`` rows (no sentence stopping, EOS included):
+        the same prefill, cache sharing and sampling as :meth:`sample`, for testing its law."""
+        gen = torch.Generator().manual_seed(seed)
+        decoder = self.decoder(self.encode_prefix(prefix, steps), n, steps)
+        logits = decoder.logits
+        out = torch.empty((n, steps), dtype=torch.long)
+        for step in range(steps):
+            out[:, step] = sample_top_p(logits, params.temperature, params.top_p, gen)
+            if step < steps - 1:
+                logits = decoder.step(out[:, step])
+        return out
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

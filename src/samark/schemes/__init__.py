@@ -1,5 +1,6 @@
 """Watermarking schemes behind one interface, by name."""
 
+from samark.schemes import kgw, lm_generate, synthid  # noqa: F401  (register schemes)
 from samark.schemes.base import Generation, Watermark, create_scheme, register_scheme, scheme_names
 from samark.schemes.samark import SAMark
 

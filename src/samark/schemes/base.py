@@ -44,6 +44,13 @@ class Watermark(abc.ABC):
     """A watermarking scheme: generate marked text, detect it with a calibrated p-value."""
 
     name: str
+    #: False for rows that only generate (the unwatermarked reference)
+    detectable: bool = True
+
+    def detector_id(self) -> str:
+        """Equal for two schemes exactly when their detectors give the same answers, so the
+        harness scores shared human negatives once."""
+        return self.name
 
     @abc.abstractmethod
     def generate(

@@ -73,6 +73,13 @@ class SAMark(Watermark):
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
 
+    def detector_id(self) -> str:
+        c = self.config
+        return (
+            f"samark/{self._key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
+            f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
+        )
+
     def generate(
         self,
         prompt: str,
@@ -109,42 +116,51 @@ class SAMark(Watermark):
             texts: list[str] = []
             embs: list[np.ndarray] = []
             choice = None
-            for attempt in range(1 + c.extra_batches):
+            drawn = 0
+            for size, extra_draw, boundary in self._draw_plan():
+                drawn += size
                 batch = self.sampler.sample(
-                    context, c.candidates, c.sampling, seed=int(seeder.integers(2**62))
+                    context, size, c.sampling, seed=int(seeder.integers(2**62))
                 )
                 tokens_sampled += batch.tokens_sampled
                 sampling_s += batch.seconds
-                extra += attempt > 0
+                extra += extra_draw
                 new = batch.complete
-                if not new:
+                if new:
+                    t0 = time.perf_counter()
+                    embs.append(self._embed_unique(new))
+                    embedding_s += time.perf_counter() - t0
+                    texts.extend(new)
+                    pool = np.concatenate(embs)
+                    choice = select(
+                        texts,
+                        pool,
+                        self._pivots,
+                        flags,
+                        context_ngrams,
+                        vocabulary,
+                        history,
+                        kappa=c.kappa,
+                        epsilon=c.epsilon,
+                        lambda_div=c.lambda_div,
+                        lambda_nov=c.lambda_nov,
+                        theta_sem=c.theta_sem,
+                        theta_ngram=c.theta_ngram,
+                        ngram_n=c.ngram_n,
+                        ngram_filter=c.ngram_filter,
+                        semantic_filter=c.semantic_filter,
+                        use_tanh=c.tanh_generation,
+                        saturation=c.adaptive_saturation,
+                        rng=rng,
+                    )
+                if choice is None:
                     continue
-                t0 = time.perf_counter()
-                embs.append(self._embed_unique(new))
-                embedding_s += time.perf_counter() - t0
-                texts.extend(new)
-                pool = np.concatenate(embs)
-                choice = select(
-                    texts,
-                    pool,
-                    self._pivots,
-                    flags,
-                    context_ngrams,
-                    vocabulary,
-                    history,
-                    kappa=c.kappa,
-                    epsilon=c.epsilon,
-                    lambda_div=c.lambda_div,
-                    lambda_nov=c.lambda_nov,
-                    theta_sem=c.theta_sem,
-                    theta_ngram=c.theta_ngram,
-                    ngram_n=c.ngram_n,
-                    ngram_filter=c.ngram_filter,
-                    semantic_filter=c.semantic_filter,
-                    use_tanh=c.tanh_generation,
-                    rng=rng,
-                )
-                if choice.n_matched:
+                if c.adaptive and (
+                    choice.n_saturated >= c.adaptive_matches
+                    or (drawn >= c.adaptive_patience and choice.n_matched)
+                ):
+                    break
+                if boundary and choice.n_matched:
                     break
             if choice is None:  # the model produced no complete sentence at all
                 fallbacks["exhausted"] += 1
@@ -168,6 +184,7 @@ class SAMark(Watermark):
                     "ngram_pass": choice.n_ngram_pass,
                     "semantic_pass": choice.n_semantic_pass,
                     "matched": choice.n_matched,
+                    "saturated": choice.n_saturated,
                     "matched_terms": choice.matched_terms,
                 }
             )
@@ -192,6 +209,24 @@ class SAMark(Watermark):
             extra_batches=extra,
             steps=tuple(steps),
         )
+
+    def _draw_plan(self) -> list[tuple[int, bool, bool]]:
+        """The candidate draws of one step: (size, is an extra batch, ends a batch of N).
+
+        Fixed N (the paper): N, then up to ``extra_batches`` more N while nothing matched.
+        Adaptive: the same budget in chunks of ``adaptive_chunk``; the caller stops early
+        once enough matches are saturated.
+        """
+        c = self.config
+        chunk = c.adaptive_chunk if c.adaptive else c.candidates
+        plan: list[tuple[int, bool, bool]] = []
+        for attempt in range(1 + c.extra_batches):
+            left = c.candidates
+            while left > 0:
+                size = min(chunk, left)
+                left -= size
+                plan.append((size, attempt > 0, left == 0))
+        return plan
 
     def _embed_unique(self, texts: list[str]) -> np.ndarray:
         unique = list(dict.fromkeys(t.strip() for t in texts))

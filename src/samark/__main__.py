@@ -1,0 +1,3 @@
+from samark.cli import app
+
+app(prog_name="samark")

@@ -1,0 +1,147 @@
+"""Chat LMs for attacks and judging: a local instruct model, or any OpenAI-compatible
+endpoint (a user with GPT-4.1-mini reproduces the paper's protocol exactly).
+
+The endpoint's API key is read from an environment variable (``api_key_env``), never from
+the experiment file, and never logged or stored.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Protocol
+
+import torch
+from transformers import GenerationConfig
+
+from samark.errors import SamarkError
+from samark.models import DEFAULT_GENERATOR
+
+Messages = list[dict[str, str]]
+
+
+class ChatModel(Protocol):
+    name: str
+
+    def chat(
+        self, conversations: list[Messages], *, max_tokens: int, temperature: float, seed: int
+    ) -> list[str]: ...
+
+
+class LocalChatModel:
+    """An instruct model's chat template through transformers, batched with left padding.
+    The default (SmolLM2-135M-Instruct) is small: its rewrites are light and its judgements
+    weak; reports label it so."""
+
+    def __init__(self, model: str = DEFAULT_GENERATOR, batch_size: int = 8) -> None:
+        from samark.sampling.transformers_engine import load_transformers_sampler
+
+        self.lm = load_transformers_sampler(model)
+        self.name = f"local:{self.lm.name}"
+        self.batch_size = batch_size
+        if self.lm.tokenizer.chat_template is None:
+            raise SamarkError(f"{self.lm.name} has no chat template; use an instruct model")
+
+    @torch.inference_mode()
+    def chat(
+        self, conversations: list[Messages], *, max_tokens: int, temperature: float, seed: int
+    ) -> list[str]:
+        out: list[str] = []
+        for start in range(0, len(conversations), self.batch_size):
+            batch = conversations[start : start + self.batch_size]
+            out.extend(self._chat_batch(batch, max_tokens, temperature, seed + start))
+        return out
+
+    def _chat_batch(
+        self, batch: list[Messages], max_tokens: int, temperature: float, seed: int
+    ) -> list[str]:
+        lm = self.lm
+        tok = lm.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else min(lm.eos_ids, default=0)
+        rows = [_template_ids(tok, m)[-(lm.max_context - max_tokens) :] for m in batch]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r) :] = torch.tensor(r)
+            mask[i, width - len(r) :] = 1
+        torch.manual_seed(seed)
+        config = GenerationConfig(
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=0.95 if temperature > 0 else None,
+            max_new_tokens=max_tokens,
+            pad_token_id=pad,
+            eos_token_id=sorted(lm.eos_ids) or None,
+        )
+        model: Any = lm.model
+        gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        return [str(tok.decode(row, skip_special_tokens=True)).strip() for row in gen[:, width:]]
+
+
+def _template_ids(tok: Any, messages: Messages) -> list[int]:
+    out = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(out["input_ids"] if hasattr(out, "keys") else out)
+
+
+class OpenAIChatModel:
+    """Any OpenAI-compatible chat endpoint, with retries and timeouts."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 120.0,
+        max_retries: int = 4,
+    ) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise SamarkError(
+                "endpoints need the openai package: pip install 'samark[server]'"
+            ) from None
+        self.name = f"endpoint:{model}"
+        self.model = model
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=os.environ.get(api_key_env) or "EMPTY",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIChatModel({self.name!r})"
+
+    def chat(
+        self, conversations: list[Messages], *, max_tokens: int, temperature: float, seed: int
+    ) -> list[str]:
+        import openai
+
+        out = []
+        for i, messages in enumerate(conversations):
+            try:
+                resp = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=messages,  # type: ignore[arg-type]
+                    max_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=seed + i,
+                )
+            except openai.OpenAIError as e:
+                raise SamarkError(f"{self.name}: request failed: {type(e).__name__}: {e}") from None
+            out.append((resp.choices[0].message.content or "").strip())
+        return out
+
+
+def chat_model(spec: dict[str, Any] | str | None) -> ChatModel:
+    """``None``/``"local"``: the local default; ``{"model": preset}`` a local preset;
+    ``{"base_url": ..., "model": ...}`` an endpoint."""
+    if spec is None or spec == "local":
+        return LocalChatModel()
+    if isinstance(spec, str):
+        return LocalChatModel(spec)
+    spec = dict(spec)
+    if "base_url" in spec:
+        return OpenAIChatModel(**spec)
+    return LocalChatModel(**spec)

@@ -1,0 +1,1 @@
+"""The evaluation harness: experiments as TOML, cached stages, attacks, metrics, reports."""

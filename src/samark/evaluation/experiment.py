@@ -1,0 +1,219 @@
+"""An experiment as data: a TOML file naming the data set, schemes, attacks and metrics.
+
+See ``experiments/local.toml`` for every field. Unknown fields are errors, not ignored, so a
+typo never silently changes what a run measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from samark.errors import SamarkError
+
+
+class ExperimentError(SamarkError):
+    """The experiment file is malformed."""
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str = "cnn_dailymail"
+    prompts: int = 100
+    prompt_sentences: int = 3
+    sentences: int = 6  # generated sentences per prompt (and per human negative)
+    human_negatives: int = 1000
+    # where the negatives come from, in order, after each prompt's own human continuation
+    negatives_from: tuple[str, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SchemeSpec:
+    name: str
+    label: str
+    params: dict[str, Any] = field(default_factory=dict)
+    prompts: int | None = None  # fewer prompts than the data set's, for costly rows
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever the scheme or its parameters change (part of every cache key)."""
+        blob = json.dumps([self.name, self.params], sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class AttackSpec:
+    name: str
+    label: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        blob = json.dumps([self.name, self.params], sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class MetricsSpec:
+    quality: tuple[str, ...] = ("sd", "distinct2", "rep4")
+    oracle: str | None = None  # LM preset for perplexity (not the generator)
+    judge: dict[str, Any] | None = None  # {"kind": "local"} or {"base_url", "model", ...}
+    judge_task: str = "c4"
+    bootstrap: int = 1000
+    fprs: tuple[float, ...] = (0.01, 0.05)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    dataset: DatasetSpec
+    schemes: tuple[SchemeSpec, ...]
+    attacks: tuple[AttackSpec, ...] = ()
+    metrics: MetricsSpec = MetricsSpec()
+    seed: int = 0
+    embedder: str = "all-mpnet-base-v2"
+    generator: str = "smollm2-135m-instruct"
+    source: str = ""  # the TOML text, kept with the run
+
+    def with_prompts(self, prompts: int) -> Experiment:
+        """The same experiment on its first ``prompts`` prompts (records stay reusable)."""
+        if prompts < 1:
+            raise ExperimentError("prompts must be >= 1")
+        d = dataclasses.replace(self.dataset, prompts=min(prompts, self.dataset.prompts))
+        schemes = tuple(
+            dataclasses.replace(s, prompts=min(s.prompts or prompts, prompts)) for s in self.schemes
+        )
+        return dataclasses.replace(self, dataset=d, schemes=schemes)
+
+    def only_schemes(self, labels: list[str]) -> Experiment:
+        """The same experiment restricted to these scheme rows (for splitting work)."""
+        known = [s.label for s in self.schemes]
+        missing = set(labels) - set(known)
+        if missing:
+            raise ExperimentError(f"no scheme labelled {sorted(missing)}; labels: {known}")
+        return dataclasses.replace(
+            self, schemes=tuple(s for s in self.schemes if s.label in labels)
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> Experiment:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ExperimentError(f"cannot read experiment {path}: {e}") from None
+        return cls.parse(text, where=str(path))
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "<experiment>") -> Experiment:
+        try:
+            raw = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ExperimentError(f"{where}: not valid TOML: {e}") from None
+        top = _take(
+            raw,
+            where,
+            ["name", "seed", "embedder", "generator"],
+            ["dataset", "schemes", "attacks", "metrics"],
+        )
+        name = str(top.get("name") or Path(where).stem)
+        dataset_raw = _fields(raw.get("dataset", {}), DatasetSpec, f"{where} [dataset]")
+        if "negatives_from" in dataset_raw:
+            dataset_raw["negatives_from"] = tuple(dataset_raw["negatives_from"])
+        dataset = DatasetSpec(**dataset_raw)
+        for f in ("prompts", "prompt_sentences", "sentences", "human_negatives"):
+            if int(getattr(dataset, f)) < 1:
+                raise ExperimentError(f"{where} [dataset]: {f} must be >= 1")
+        schemes = tuple(
+            _scheme(s, f"{where} [[schemes]] #{i + 1}")
+            for i, s in enumerate(raw.get("schemes", []))
+        )
+        if not schemes:
+            raise ExperimentError(f"{where}: name at least one [[schemes]]")
+        attacks = tuple(
+            _attack(a, f"{where} [[attacks]] #{i + 1}")
+            for i, a in enumerate(raw.get("attacks", []))
+        )
+        for kind, items in (("scheme", schemes), ("attack", attacks)):
+            labels = [x.label for x in items]
+            dup = {x for x in labels if labels.count(x) > 1}
+            if dup:
+                raise ExperimentError(f"{where}: duplicate {kind} labels {sorted(dup)}")
+        metrics_raw = dict(raw.get("metrics", {}))
+        for f in ("quality", "fprs"):
+            if f in metrics_raw:
+                metrics_raw[f] = tuple(metrics_raw[f])
+        metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
+        from samark.evaluation.text_metrics import TEXT_METRICS
+
+        known = [*TEXT_METRICS.names(), "perplexity", "judge"]
+        unknown = set(metrics.quality) - set(known)
+        if unknown:
+            raise ExperimentError(
+                f"{where} [metrics]: unknown quality metrics {sorted(unknown)}; known: {known}"
+            )
+        if any(not 0 < f < 1 for f in metrics.fprs):
+            raise ExperimentError(f"{where} [metrics]: fprs must be in (0, 1)")
+        return cls(
+            name=name,
+            dataset=dataset,
+            schemes=schemes,
+            attacks=attacks,
+            metrics=metrics,
+            seed=int(top.get("seed", 0)),
+            embedder=str(top.get("embedder", "all-mpnet-base-v2")),
+            generator=str(top.get("generator", "smollm2-135m-instruct")),
+            source=text,
+        )
+
+
+def _take(raw: dict[str, Any], where: str, scalars: list[str], tables: list[str]) -> dict[str, Any]:
+    unknown = set(raw) - set(scalars) - set(tables)
+    if unknown:
+        raise ExperimentError(f"{where}: unknown fields {sorted(unknown)}")
+    return {k: raw[k] for k in scalars if k in raw}
+
+
+def _fields(raw: Any, cls: type, where: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ExperimentError(f"{where}: expected a table")
+    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    unknown = set(raw) - known
+    if unknown:
+        raise ExperimentError(f"{where}: unknown fields {sorted(unknown)}; known: {sorted(known)}")
+    return dict(raw)
+
+
+def _scheme(raw: Any, where: str) -> SchemeSpec:
+    from samark.schemes import scheme_names
+
+    fields = _fields(raw, SchemeSpec, where)
+    if "name" not in fields:
+        raise ExperimentError(f"{where}: needs a name")
+    if fields["name"] not in scheme_names():
+        raise ExperimentError(
+            f"{where}: unknown scheme {fields['name']!r}; known: {scheme_names()}"
+        )
+    fields.setdefault("label", fields["name"])
+    return SchemeSpec(**fields)
+
+
+def _attack(raw: Any, where: str) -> AttackSpec:
+    from samark.evaluation.attacks import ATTACKS
+
+    fields = _fields(raw, AttackSpec, where)
+    if "name" not in fields:
+        raise ExperimentError(f"{where}: needs a name")
+    if fields["name"] not in ATTACKS.names():
+        raise ExperimentError(
+            f"{where}: unknown attack {fields['name']!r}; known: {ATTACKS.names()}"
+        )
+    fields.setdefault("label", fields["name"])
+    return AttackSpec(**fields)

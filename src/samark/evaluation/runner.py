@@ -1,0 +1,378 @@
+"""Runs an experiment's stages, each cached in the run folder as append-only JSONL:
+
+``generations`` -> ``attacks`` -> ``detections`` -> ``quality``. A record's key names its
+scheme (label + parameter fingerprint), item, seed and attack, so re-running does no model
+work, adding an attack runs only that attack, and a killed run resumes where it stopped.
+The run's secret key lives in ``key.json`` (mode 0600) and appears in no other file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tqdm.auto import tqdm
+
+from samark.config import SAMarkConfig
+from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
+from samark.embed import Embedder, load_embedder, new_key
+from samark.errors import EmptyTextError, SamarkError
+from samark.evaluation.attacks import Attack, create_attack, word_overlap
+from samark.evaluation.experiment import AttackSpec, Experiment, SchemeSpec
+from samark.evaluation.store import Stage
+from samark.evaluation.text_metrics import TEXT_METRICS
+from samark.keys import WatermarkKey
+from samark.schemes import Watermark, create_scheme
+
+STAGES = ("generate", "attack", "detect", "quality")
+NO_ATTACK = "none"
+T = TypeVar("T")
+
+
+def item_seed(base: int, *parts: str) -> int:
+    blob = "/".join([str(base), *parts]).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def _batches(items: list[T], size: int) -> Iterator[list[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Run:
+    """One experiment in one folder."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        run_dir: str | Path,
+        *,
+        progress: bool = True,
+        reverse: bool = False,
+    ):
+        self.experiment = experiment
+        self.dir = Path(run_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "experiment.toml").write_text(experiment.source, encoding="utf-8")
+        self.progress = progress
+        #: take items last-first: a second process on the same folder then meets the first
+        #: in the middle instead of repeating its work
+        self.reverse = reverse
+        self.generations = Stage(self.dir / "generations.jsonl")
+        self.attacks = Stage(self.dir / "attacks.jsonl")
+        self.detections = Stage(self.dir / "detections.jsonl")
+        self.quality = Stage(self.dir / "quality.jsonl")
+        self._schemes: dict[str, Watermark] = {}
+        self._attackers: dict[str, Attack] = {}
+        self._embedder: Embedder | None = None
+        self._key: WatermarkKey | None = None
+        self._examples: list[Example] | None = None
+
+    # ---------- inputs ----------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = load_embedder(self.experiment.embedder)
+        return self._embedder
+
+    @property
+    def key(self) -> WatermarkKey:
+        if self._key is None:
+            path = self.dir / "key.json"
+            if path.exists():
+                self._key = WatermarkKey.load(path)
+            else:
+                self._key = new_key(self.embedder)
+                self._key.save(path)
+        return self._key
+
+    def examples(self) -> list[Example]:
+        if self._examples is None:
+            d = self.experiment.dataset
+            docs = load_dataset(d.name, **d.params)
+            self._examples = prompt_examples(
+                docs, prompt_sentences=d.prompt_sentences, sentences=d.sentences, count=d.prompts
+            )
+            if not self._examples:
+                raise SamarkError(
+                    f"{d.name} has no document with {d.prompt_sentences + d.sentences} sentences"
+                )
+        return self._examples
+
+    def negatives(self) -> list[Document]:
+        """Human texts for the FPR side: each example's own continuation, then windows."""
+        d = self.experiment.dataset
+        out = [Document(f"{e.id}:continuation", e.human) for e in self.examples()]
+        seen = {doc.text for doc in out}
+        for name in d.negatives_from or (d.name,):
+            params = d.params if name == d.name else {}
+            for doc in human_windows(
+                load_dataset(name, **params), sentences=d.sentences, count=d.human_negatives
+            ):
+                if len(out) >= d.human_negatives:
+                    break
+                if doc.text not in seen:
+                    seen.add(doc.text)
+                    out.append(Document(f"{name}:{doc.id}", doc.text))
+        return out[: d.human_negatives]
+
+    def scheme(self, spec: SchemeSpec) -> Watermark:
+        if spec.label not in self._schemes:
+            params = dict(spec.params)
+            if spec.name in ("samark", "samark-dagger"):
+                config = SAMarkConfig(**params) if params else None
+                self._schemes[spec.label] = create_scheme(
+                    spec.name,
+                    key=self.key,
+                    config=config,
+                    embedder=self.embedder,
+                    generator=self.experiment.generator,
+                )
+            else:
+                params.setdefault("generator", self.experiment.generator)
+                self._schemes[spec.label] = create_scheme(spec.name, key=self.key, **params)
+        return self._schemes[spec.label]
+
+    def attacker(self, spec: AttackSpec) -> Attack:
+        if spec.label not in self._attackers:
+            self._attackers[spec.label] = create_attack(spec.name, **spec.params)
+        return self._attackers[spec.label]
+
+    def _bar(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
+        return tqdm(items, desc=desc, total=total, disable=not self.progress, leave=False)
+
+    # ---------- stages ----------
+    def run(self, stages: Iterable[str] = STAGES) -> None:
+        for stage in stages:
+            if stage not in STAGES:
+                raise SamarkError(f"unknown stage {stage!r}; stages: {STAGES}")
+            getattr(self, f"run_{stage}")()
+
+    def run_generate(self) -> None:
+        exp = self.experiment
+        examples = self.examples()
+        for spec in exp.schemes:
+            items = examples[: spec.prompts or len(examples)]
+            todo = [e for e in items if self._gen_key(spec, e) not in self.generations]
+            if not todo:
+                continue
+            if self.reverse:
+                todo.reverse()
+            scheme = self.scheme(spec)
+            batch_size = 10 if hasattr(scheme, "generate_batch") else 1
+            bar = tqdm(total=len(todo), desc=f"generate {spec.label}", disable=not self.progress)
+            for batch in _batches(todo, batch_size):
+                self.generations.reload()  # another process may have done some meanwhile
+                batch = [e for e in batch if self._gen_key(spec, e) not in self.generations]
+                if not batch:
+                    continue
+                seed = item_seed(exp.seed, "generate", batch[0].id)
+                if batch_size > 1:
+                    outs = scheme.generate_batch(  # type: ignore[attr-defined]
+                        [e.prompt for e in batch],
+                        max_new_sentences=exp.dataset.sentences,
+                        seed=seed,
+                    )
+                else:
+                    outs = [
+                        scheme.generate(
+                            batch[0].prompt, max_new_sentences=exp.dataset.sentences, seed=seed
+                        )
+                    ]
+                self.generations.reload()
+                for e, g in zip(batch, outs, strict=True):
+                    if self._gen_key(spec, e) in self.generations:
+                        continue  # finished by another process while this one worked
+                    rec = g.to_dict()
+                    rec.pop("scheme")
+                    self.generations.append(
+                        self._gen_key(spec, e),
+                        {"scheme": spec.label, "item": e.id, "seed": seed, **rec},
+                    )
+                bar.update(len(batch))
+            bar.close()
+
+    def run_attack(self) -> None:
+        exp = self.experiment
+        humans = {e.id: e.human for e in self.examples()}
+        strength_embedder: Embedder | None = None
+        for aspec in exp.attacks:
+            for spec in exp.schemes:
+                if not self._detectable(spec):
+                    continue
+                gens = self._generations(spec)
+                todo = [
+                    g for g in gens if self._attack_key(spec, g["item"], aspec) not in self.attacks
+                ]
+                if not todo:
+                    continue
+                attacker = self.attacker(aspec)
+                if strength_embedder is None:
+                    strength_embedder = load_embedder(_strength_embedder(exp.embedder))
+                bar = tqdm(
+                    total=len(todo),
+                    desc=f"attack {aspec.label} on {spec.label}",
+                    disable=not self.progress,
+                )
+                for batch in _batches(todo, 8):
+                    seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
+                    texts = [g["text"] for g in batch]
+                    start = time.perf_counter()
+                    out = attacker.apply_batch(
+                        texts, seed=seed, human=[humans.get(g["item"], "") for g in batch]
+                    )
+                    seconds = (time.perf_counter() - start) / len(batch)
+                    sims = _similarities(strength_embedder, texts, out)
+                    for g, new, sim in zip(batch, out, sims, strict=True):
+                        self.attacks.append(
+                            self._attack_key(spec, g["item"], aspec),
+                            {
+                                "scheme": spec.label,
+                                "item": g["item"],
+                                "attack": aspec.label,
+                                "seed": seed,
+                                "text": new,
+                                "similarity": sim,
+                                "overlap": word_overlap(g["text"], new),
+                                "seconds": seconds,
+                                "strength_embedder": strength_embedder.name,
+                            },
+                        )
+                    bar.update(len(batch))
+                bar.close()
+
+    def run_detect(self) -> None:
+        exp = self.experiment
+        done_humans: set[str] = set()
+        negatives: list[Document] | None = None
+        for spec in exp.schemes:
+            if not self._detectable(spec):
+                continue
+            scheme = self.scheme(spec)
+            det = scheme.detector_id()
+            if det not in done_humans:
+                done_humans.add(det)
+                negatives = negatives if negatives is not None else self.negatives()
+                todo = [d for d in negatives if (det, "human", d.id) not in self.detections]
+                for doc in self._bar(todo, f"detect human ({spec.label})"):
+                    self._detect_one(
+                        scheme,
+                        (det, "human", doc.id),
+                        doc.text,
+                        {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
+                    )
+            texts: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
+            for g in self._generations(spec):
+                texts.append(
+                    (
+                        self._det_key(spec, g["item"], NO_ATTACK),
+                        g["text"],
+                        {"item": g["item"], "attack": NO_ATTACK},
+                    )
+                )
+            for aspec in exp.attacks:
+                for g in self._generations(spec):
+                    a = self.attacks.get(self._attack_key(spec, g["item"], aspec))
+                    if a is not None:
+                        texts.append(
+                            (
+                                self._det_key(spec, g["item"], aspec.label),
+                                a["text"],
+                                {"item": g["item"], "attack": aspec.label},
+                            )
+                        )
+            todo_t = [t for t in texts if t[0] not in self.detections]
+            for key, text, meta in self._bar(todo_t, f"detect {spec.label}"):
+                self._detect_one(scheme, key, text, {"detector": det, "scheme": spec.label, **meta})
+
+    def run_quality(self) -> None:
+        exp = self.experiment
+        names = [m for m in exp.metrics.quality if m in TEXT_METRICS.names()]
+        oracle = None
+        if "perplexity" in exp.metrics.quality:
+            from samark.evaluation.perplexity import Perplexity
+
+            oracle_name = exp.metrics.oracle or "gemma-3-270m"
+            if oracle_name == exp.generator:
+                raise SamarkError("the perplexity oracle must differ from the generator")
+            oracle = Perplexity(oracle_name)
+        for spec in exp.schemes:
+            todo = [
+                g
+                for g in self._generations(spec)
+                if self._quality_key(spec, g["item"]) not in self.quality
+            ]
+            for g in self._bar(todo, f"quality {spec.label}"):
+                rec: dict[str, Any] = {"scheme": spec.label, "item": g["item"]}
+                for name in names:
+                    rec[name] = TEXT_METRICS.get(name)(g["text"])
+                if oracle is not None:
+                    rec["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
+                self.quality.append(self._quality_key(spec, g["item"]), rec)
+        if "judge" in exp.metrics.quality:
+            from samark.evaluation.judge import run_judge
+
+            run_judge(self)
+
+    # ---------- helpers ----------
+    def _detectable(self, spec: SchemeSpec) -> bool:
+        return self.scheme(spec).detectable
+
+    def _detect_one(
+        self, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
+    ) -> None:
+        start = time.perf_counter()
+        try:
+            d = scheme.detect(text)
+            rec = {
+                "p_value": d.p_value,
+                "z": d.z,
+                "statistic": d.statistic,
+                "score": d.score,
+                "n_units": d.n_sentences,
+            }
+        except EmptyTextError:
+            rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
+        rec["seconds"] = time.perf_counter() - start
+        self.detections.append(key, {**meta, **rec})
+
+    def _generations(self, spec: SchemeSpec) -> list[dict[str, Any]]:
+        out = []
+        for e in self.examples()[: spec.prompts or None]:
+            g = self.generations.get(self._gen_key(spec, e))
+            if g is not None and g["text"].strip():
+                out.append(g)
+        return out
+
+    def _gen_key(self, spec: SchemeSpec, e: Example) -> tuple[str, ...]:
+        return ("gen", spec.label, spec.fingerprint, e.id, str(self.experiment.dataset.sentences))
+
+    def _attack_key(self, spec: SchemeSpec, item: str, a: AttackSpec) -> tuple[str, ...]:
+        return ("attack", spec.label, spec.fingerprint, item, a.label, a.fingerprint)
+
+    def _det_key(self, spec: SchemeSpec, item: str, attack: str) -> tuple[str, ...]:
+        fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
+        return ("detect", spec.label, spec.fingerprint, item, attack, fp)
+
+    def _quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
+        return (
+            "quality",
+            spec.label,
+            spec.fingerprint,
+            item,
+            ",".join(self.experiment.metrics.quality),
+        )
+
+
+def _strength_embedder(watermark_embedder: str) -> str:
+    """Attack strength is measured under an embedder other than the watermark's."""
+    return "all-minilm-l6-v2" if "mpnet" in watermark_embedder else "all-mpnet-base-v2"
+
+
+def _similarities(embedder: Embedder, a: list[str], b: list[str]) -> list[float]:
+    ea = embedder.encode([t or " " for t in a])
+    eb = embedder.encode([t or " " for t in b])
+    return [float(x) for x in (ea * eb).sum(axis=1)]

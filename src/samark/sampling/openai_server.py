@@ -1,0 +1,119 @@
+"""Candidates from any OpenAI-compatible completions server (vLLM, llama.cpp, ``transformers
+serve``): one ``/v1/completions`` request with ``n=N``.
+
+Sentence ends are found client-side with the project's segmenter, exactly as the local
+engine does: the request stops at a newline or ``max_sentence_tokens``, and every returned
+token counts as sampled. A server that returns fewer than ``n`` choices (some ignore ``n``)
+is asked again for the rest, up to ``max_rounds`` requests. Connection errors and 5xx
+answers are retried with backoff by the ``openai`` client; what still fails raises
+:class:`ServerError` with the server's message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from samark.errors import SamarkError
+from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
+from samark.segment import first_sentence
+
+
+class ServerError(SamarkError):
+    """The completions server is down, refused the request, or sent nothing usable."""
+
+
+class OpenAICompletionsSampler:
+    """``sample(prefix, n, params)`` through ``POST {base_url}/completions``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 120.0,
+        max_retries: int = 3,
+        max_rounds: int | None = None,
+        stop: tuple[str, ...] = ("\n",),
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        try:
+            import openai
+        except ImportError:
+            raise SamarkError("server sampling needs `pip install 'samark[server]'`") from None
+        self.name = f"server:{model}"
+        self.model = model
+        self.base_url = base_url
+        self.stop = list(stop)
+        self.extra_body = dict(extra_body or {})
+        self.max_rounds = max_rounds
+        self.last_requests = 0  # requests the last ``sample`` needed
+        self._client = openai.OpenAI(
+            base_url=base_url,
+            api_key=os.environ.get(api_key_env) or "EMPTY",
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAICompletionsSampler({self.base_url!r}, model={self.model!r})"
+
+    def sample(
+        self, prefix: str, n: int, params: SamplingParams, *, seed: int | None = None
+    ) -> CandidateBatch:
+        import openai
+
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        start = time.perf_counter()
+        texts: list[tuple[str, str | None]] = []
+        sampled = prompt_tokens = 0
+        rounds = self.max_rounds or n  # a server ignoring n needs n requests
+        self.last_requests = 0
+        for r in range(rounds):
+            want = n - len(texts)
+            if want <= 0:
+                break
+            self.last_requests += 1
+            try:
+                resp = self._client.completions.create(
+                    model=self.model,
+                    prompt=prefix,
+                    n=want,
+                    max_tokens=params.max_sentence_tokens,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    stop=self.stop or None,
+                    seed=None if seed is None else seed + r,
+                    extra_body=self.extra_body or None,
+                )
+            except openai.APIConnectionError as e:
+                raise ServerError(f"{self.base_url} is unreachable: {e}") from None
+            except openai.APIStatusError as e:
+                raise ServerError(
+                    f"{self.base_url} refused the request ({e.status_code}): {e.message}"
+                ) from None
+            except openai.OpenAIError as e:
+                raise ServerError(f"{self.base_url}: {type(e).__name__}: {e}") from None
+            if not resp.choices:
+                raise ServerError(f"{self.base_url} returned no choices")
+            for choice in resp.choices[:want]:
+                texts.append((choice.text or "", choice.finish_reason))
+            if resp.usage is not None:
+                sampled += resp.usage.completion_tokens
+                prompt_tokens = resp.usage.prompt_tokens
+        if len(texts) < n:
+            raise ServerError(
+                f"{self.base_url} returned {len(texts)} of {n} choices in {rounds} requests"
+            )
+        candidates = []
+        for text, finish in texts:
+            # the model stopped on its own (EOS or a stop string): the text may end a sentence
+            final = finish == "stop"
+            done = first_sentence(text, final=final)
+            candidates.append(Candidate(done, 0))
+        return CandidateBatch(
+            tuple(candidates), sampled, prompt_tokens, time.perf_counter() - start
+        )

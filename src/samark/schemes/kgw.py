@@ -1,0 +1,79 @@
+"""KGW (Kirchenbauer et al. 2023) through transformers' own implementation:
+``WatermarkingConfig`` for generation, ``WatermarkDetector`` (a one-proportion z-test on
+green tokens) for detection. The hashing key derives one-way from the run's
+:class:`~samark.keys.WatermarkKey` secret.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import WatermarkDetector, WatermarkingConfig
+
+from samark.detection import Detection
+from samark.keys import WatermarkKey
+from samark.schemes.base import register_scheme
+from samark.schemes.lm_generate import LMGenerateScheme, no_evidence, require_key, token_ids
+
+
+class KGW(LMGenerateScheme):
+    """KGW (green list, lefthash, context 1) with transformers' generator and detector."""
+
+    name = "kgw"
+    detectable = True
+
+    def __init__(
+        self,
+        key: WatermarkKey,
+        *,
+        gamma: float = 0.25,
+        delta: float = 2.0,
+        alpha: float = 0.01,
+        ignore_repeated_ngrams: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(key, **kwargs)
+        if not 0 < gamma < 1 or delta <= 0 or not 0 < alpha < 1:
+            raise ValueError("need 0 < gamma < 1, delta > 0 and 0 < alpha < 1")
+        hashing_key = require_key(key, self.name).derive_ints("kgw", 1, bits=31)[0]
+        self.config = WatermarkingConfig(
+            greenlist_ratio=gamma, bias=delta, hashing_key=hashing_key, seeding_scheme="lefthash"
+        )
+        self.alpha = alpha
+        self.ignore_repeated_ngrams = ignore_repeated_ngrams
+        self._detector: WatermarkDetector | None = None
+
+    def watermarking_config(self) -> Any:
+        return self.config
+
+    def detector_id(self) -> str:
+        c = self.config
+        return f"kgw/g{c.greenlist_ratio}/{c.seeding_scheme}/rep{int(self.ignore_repeated_ngrams)}"
+
+    def detect(self, text: str) -> Detection:
+        if self._detector is None:
+            self._detector = WatermarkDetector(
+                self.lm.model.config,
+                "cpu",
+                self.config,
+                ignore_repeated_ngrams=self.ignore_repeated_ngrams,
+            )
+        ids = token_ids(self.lm, text)
+        if ids.shape[1] < 2:
+            return no_evidence(self.name, self.alpha, "kgw_z")
+        out: Any = self._detector(ids, z_threshold=4.0, return_dict=True)
+        z = float(out.z_score[0])
+        return Detection(
+            scheme=self.name,
+            p_value=float(out.p_value[0]),
+            alpha=self.alpha,
+            z=z,
+            statistic="kgw_z",
+            score=z,
+            n_sentences=int(out.num_tokens_scored[0]),
+        )
+
+
+@register_scheme("kgw")
+def _kgw(key: WatermarkKey, **kwargs: Any) -> KGW:
+    return KGW(key, **kwargs)

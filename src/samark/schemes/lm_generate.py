@@ -1,0 +1,168 @@
+"""Schemes that write with transformers' own ``model.generate``: the unwatermarked LM and
+the token-level baselines (KGW, SynthID) that transformers implements.
+
+They share SAMark's generator model (one load per process) and its sampling settings, and
+generate a batch of prompts at once (left padding). Output is cut to whole sentences with
+the project's segmenter, so every scheme's text is measured the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from transformers import GenerationConfig
+
+from samark.detection import Detection
+from samark.errors import SamarkError
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR
+from samark.sampling.transformers_engine import TransformersSampler, load_transformers_sampler
+from samark.schemes.base import Generation, ProgressCallback, Watermark, register_scheme
+from samark.segment import split_sentences
+
+
+class LMGenerateScheme(Watermark):
+    """Plain nucleus sampling from the generator: the unwatermarked reference row."""
+
+    name = "unwatermarked"
+    detectable = False
+
+    def __init__(
+        self,
+        key: Any = None,
+        *,
+        generator: str = DEFAULT_GENERATOR,
+        temperature: float = 0.7,
+        top_p: float = 0.95,
+        max_new_sentences: int = 12,
+        tokens_per_sentence: int = 48,
+    ) -> None:
+        if not temperature > 0 or not 0 < top_p <= 1:
+            raise ValueError("temperature must be > 0 and top_p in (0, 1]")
+        if max_new_sentences < 1 or tokens_per_sentence < 1:
+            raise ValueError("max_new_sentences and tokens_per_sentence must be >= 1")
+        self.generator = generator
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_sentences = max_new_sentences
+        self.tokens_per_sentence = tokens_per_sentence
+        self._lm: TransformersSampler | None = None
+
+    @property
+    def lm(self) -> TransformersSampler:
+        if self._lm is None:
+            self._lm = load_transformers_sampler(self.generator)
+        return self._lm
+
+    def watermarking_config(self) -> Any:
+        """transformers' watermarking config for ``generate`` (None: no watermark)."""
+        return None
+
+    def detect(self, text: str) -> Detection:
+        raise SamarkError(f"{self.name} has no detector")
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_sentences: int | None = None,
+        seed: int | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> Generation:
+        out = self.generate_batch([prompt], max_new_sentences=max_new_sentences, seed=seed)[0]
+        if progress:
+            progress(len(out.sentences), max_new_sentences or self.max_new_sentences)
+        return out
+
+    @torch.inference_mode()
+    def generate_batch(
+        self, prompts: list[str], *, max_new_sentences: int | None = None, seed: int | None = None
+    ) -> list[Generation]:
+        """Continue every prompt in one left-padded ``generate`` call."""
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise TypeError("prompts must be a non-empty list of str")
+        sentences = max_new_sentences or self.max_new_sentences
+        budget = sentences * self.tokens_per_sentence
+        lm = self.lm
+        tok = lm.tokenizer
+        pad = tok.pad_token_id if tok.pad_token_id is not None else min(lm.eos_ids, default=0)
+        rows = [lm.encode_prefix(p, budget) for p in prompts]
+        width = max(len(r) for r in rows)
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, r in enumerate(rows):
+            ids[i, width - len(r) :] = torch.tensor(r)
+            mask[i, width - len(r) :] = 1
+        if seed is not None:
+            torch.manual_seed(seed)
+        config = GenerationConfig(
+            do_sample=True,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=0,
+            max_new_tokens=budget,
+            pad_token_id=pad,
+            eos_token_id=sorted(lm.eos_ids) or None,
+            watermarking_config=self.watermarking_config(),
+        )
+        start = time.perf_counter()
+        model: Any = lm.model
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        seconds = (time.perf_counter() - start) / len(prompts)
+        results = []
+        for prompt, row in zip(prompts, out[:, width:], strict=True):
+            new: list[int] = []
+            for t in row.tolist():
+                if t in lm.eos_ids or t == pad:
+                    break
+                new.append(t)
+            text = str(tok.decode(new, skip_special_tokens=True))
+            kept = _whole_sentences(text, sentences)
+            final = " ".join(kept)
+            results.append(
+                Generation(
+                    scheme=self.name,
+                    prompt=prompt,
+                    text=final,
+                    sentences=tuple(kept),
+                    tokens_sampled=len(new),
+                    output_tokens=lm.count_tokens(final) if final else 0,
+                    seconds=seconds,
+                    sampling_seconds=seconds,
+                )
+            )
+        return results
+
+
+def _whole_sentences(text: str, limit: int) -> list[str]:
+    """The first ``limit`` sentences; a trailing one cut off by the token budget is dropped."""
+    parts = split_sentences(text)
+    if len(parts) > limit:
+        return parts[:limit]
+    if parts and not parts[-1].rstrip("\"'”)").endswith((".", "!", "?", "…")):
+        parts = parts[:-1]
+    return parts
+
+
+def require_key(key: Any, scheme: str) -> WatermarkKey:
+    if not isinstance(key, WatermarkKey):
+        raise TypeError(f"{scheme} needs a WatermarkKey, got {type(key).__name__}")
+    return key
+
+
+def no_evidence(scheme: str, alpha: float, statistic: str) -> Detection:
+    """A text too short to score: no evidence, p = 1."""
+    return Detection(scheme, 1.0, alpha, 0.0, statistic, 0.0, 0)
+
+
+def token_ids(lm: TransformersSampler, text: str) -> Any:
+    """The generator's token ids of ``text`` (no special tokens), a (1, L) LongTensor."""
+    ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return torch.tensor([ids], dtype=torch.long)
+
+
+@register_scheme("unwatermarked")
+def _unwatermarked(key: Any = None, **kwargs: Any) -> LMGenerateScheme:
+    return LMGenerateScheme(key, **kwargs)

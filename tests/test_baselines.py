@@ -1,0 +1,65 @@
+"""Token-level baselines through transformers' own watermarking, on the real generator."""
+
+from __future__ import annotations
+
+import pytest
+
+from samark.errors import SamarkError
+from samark.schemes import create_scheme
+from samark.segment import first_sentence
+
+PROMPTS = [
+    "The city council met on Monday to discuss the new budget for schools.",
+    "Scientists have found a new species of frog in the rainforests of Peru, where "
+    "heavy rain had kept researchers away for years.",
+]
+HUMAN = (
+    "The river rose overnight and flooded the lower streets of the town. Shop owners "
+    "moved their goods upstairs before dawn. By noon the water had started to fall, and "
+    "volunteers arrived with pumps and sandbags from the neighbouring villages."
+)
+
+
+@pytest.mark.parametrize("name", ["kgw", "synthid"])
+def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> None:
+    scheme = create_scheme(name, key=mpnet_key)
+    gens = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    assert len(gens) == 2
+    for g in gens:
+        assert 1 <= len(g.sentences) <= 3 and g.text
+        assert g.tokens_sampled >= g.output_tokens > 0
+        d = scheme.detect(g.text)
+        assert d.scheme == name and d.p_value < 0.01, (d.p_value, g.text)
+    human = scheme.detect(HUMAN)
+    assert human.p_value > 0.01
+    # same seed, same texts
+    again = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    assert [g.text for g in again] == [g.text for g in gens]
+
+
+def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key, smollm2) -> None:
+    scheme = create_scheme("unwatermarked", key=mpnet_key)
+    tok = smollm2.tokenizer
+    saved = tok.pad_token
+    tok.pad_token = None  # a model without a pad token: left padding falls back to EOS
+    try:
+        assert tok.pad_token_id is None
+        gens = scheme.generate_batch(PROMPTS, max_new_sentences=2, seed=1)  # type: ignore[attr-defined]
+    finally:
+        tok.pad_token = saved
+    assert all(g.text and len(g.sentences) <= 2 for g in gens)
+    assert not scheme.detectable
+    with pytest.raises(SamarkError, match="no detector"):
+        scheme.detect(gens[0].text)
+
+
+def test_baseline_keys_derive_from_the_secret(mpnet_key) -> None:
+    a = mpnet_key.derive_ints("kgw", 2)
+    assert a == mpnet_key.derive_ints("kgw", 2)
+    assert a != mpnet_key.derive_ints("synthid", 2)
+    assert all(0 <= x < 2**62 for x in a)
+
+
+def test_empty_continuation_is_no_sentence() -> None:
+    assert first_sentence("", final=True) is None
+    assert first_sentence("   ", final=True) is None

@@ -1,0 +1,192 @@
+"""The evaluation harness: experiment files, the append-only stage store, and a tiny real
+experiment through the CLI that is killed with SIGKILL and resumed."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from samark.evaluation.experiment import Experiment, ExperimentError
+from samark.evaluation.store import Stage
+
+TINY = """
+name = "tiny"
+seed = 1
+[dataset]
+name = "cnn_dailymail"
+prompts = 2
+sentences = 2
+human_negatives = 5
+[[schemes]]
+name = "unwatermarked"
+[[schemes]]
+name = "kgw"
+[[schemes]]
+name = "samark"
+params = { candidates = 4, n_null = 99 }
+[[attacks]]
+name = "shuffle"
+[metrics]
+quality = ["sd", "distinct2", "rep4"]
+bootstrap = 50
+"""
+
+
+def test_experiment_errors_are_clear() -> None:
+    with pytest.raises(ExperimentError, match="unknown fields"):
+        Experiment.parse(TINY + "\ntypo = 1\n")
+    with pytest.raises(ExperimentError, match="unknown scheme"):
+        Experiment.parse(TINY.replace('name = "kgw"', 'name = "kgw2"'))
+    with pytest.raises(ExperimentError, match="unknown attack"):
+        Experiment.parse(TINY.replace('name = "shuffle"', 'name = "shufle"'))
+    with pytest.raises(ExperimentError, match="duplicate scheme labels"):
+        Experiment.parse(TINY + '[[schemes]]\nname = "kgw"\n')
+    with pytest.raises(ExperimentError, match="not valid TOML"):
+        Experiment.parse("name = ")
+    exp = Experiment.parse(TINY)
+    assert [s.label for s in exp.only_schemes(["kgw"]).schemes] == ["kgw"]
+    assert exp.with_prompts(1).dataset.prompts == 1
+    # the fingerprint changes with the parameters, so changed rows are never reused
+    other = Experiment.parse(TINY.replace("candidates = 4", "candidates = 5"))
+    assert exp.schemes[2].fingerprint != other.schemes[2].fingerprint
+
+
+WRITER = """
+import sys
+from samark.evaluation.store import Stage
+s = Stage(sys.argv[1])
+i = len(s)
+while True:
+    s.append(("k", str(i)), {"payload": "x" * 2000, "i": i})
+    i += 1
+"""
+
+
+def test_store_survives_sigkill_without_duplicates(tmp_path) -> None:
+    path = tmp_path / "stage.jsonl"
+    for round_ in range(1, 4):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path)])
+        deadline = time.time() + 120
+        while time.time() < deadline and (
+            not path.exists() or path.stat().st_size < round_ * 40_000
+        ):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # simulate a torn last line too
+    with path.open("ab") as f:
+        f.write(b'{"key": ["k", "torn')
+    stage = Stage(path)
+    n = len(stage)
+    assert n > 10
+    assert sorted(int(r["i"]) for r in stage.records()) == list(range(n))  # no gap, no dup
+    stage.append(("k", str(n)), {"i": n})
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == n + 1  # the torn line is gone, the new one is whole
+    assert all(json.loads(line) for line in lines)
+    with pytest.raises(ValueError, match="already exists"):
+        stage.append(("k", "0"), {})
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "samark", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+@pytest.mark.slow
+def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
+    toml = tmp_path / "tiny.toml"
+    toml.write_text(TINY)
+    run_dir = tmp_path / "run"
+    gens = run_dir / "generations.jsonl"
+    # 1. start, kill -9 as soon as SAMark has written its first record
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "samark",
+            "eval",
+            "run",
+            str(toml),
+            "-o",
+            str(run_dir),
+            "--no-report",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if gens.exists() and any(r["scheme"] == "samark" for r in _lines(gens)):
+            break
+        time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = {tuple(r["key"]): r for r in _lines(gens)}
+    assert any(k[1] == "samark" for k in first)
+    # 2. resume to the end, with the report
+    done = _run(["eval", "run", str(toml), "-o", str(run_dir)], tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for name in ("generations", "attacks", "detections", "quality"):
+        keys = [tuple(r["key"]) for r in _lines(run_dir / f"{name}.jsonl")]
+        assert len(keys) == len(set(keys)), f"duplicates in {name}"
+    after = {tuple(r["key"]): r for r in _lines(gens)}
+    assert Counter(k[1] for k in after) == {"unwatermarked": 2, "kgw": 2, "samark": 2}
+    for k, r in first.items():  # finished work was kept, not redone
+        assert after[k]["text"] == r["text"]
+    dets = _lines(run_dir / "detections.jsonl")
+    assert sum(d["scheme"] == "human" for d in dets) == 2 * 5  # per detector: kgw, samark
+    assert {(d["scheme"], d["attack"]) for d in dets if d["scheme"] != "human"} == {
+        ("kgw", "none"),
+        ("kgw", "shuffle"),
+        ("samark", "none"),
+        ("samark", "shuffle"),
+    }
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "| samark |" in report and "TP@FP1%" in report
+    for png in ("roc.png", "scores.png"):
+        assert (run_dir / "report" / png).stat().st_size > 1000
+    secret = json.loads((run_dir / "key.json").read_text())["secret"]
+    for f in run_dir.rglob("*"):
+        if f.is_file() and f.name != "key.json" and f.suffix in (".jsonl", ".md", ".csv", ".toml"):
+            assert secret not in f.read_text(), f"the key leaked into {f.name}"
+    # 3. re-running a finished experiment does no model work
+    sizes = {p.name: p.stat().st_size for p in run_dir.glob("*.jsonl")}
+    again = _run(["eval", "run", str(toml), "-o", str(run_dir), "--no-report"], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert {p.name: p.stat().st_size for p in run_dir.glob("*.jsonl")} == sizes
+    # 4. adding an attack runs only that attack
+    toml.write_text(
+        TINY
+        + textwrap.dedent("""
+        [[attacks]]
+        name = "word-delete"
+        label = "Word-D 30%"
+        params = { ratio = 0.3 }
+    """)
+    )
+    more = _run(["eval", "run", str(toml), "-o", str(run_dir), "--no-report"], tmp_path)
+    assert more.returncode == 0, more.stderr[-2000:]
+    assert gens.stat().st_size == sizes["generations.jsonl"]
+    new = [r for r in _lines(run_dir / "attacks.jsonl")][-4:]
+    assert {r["attack"] for r in new} == {"Word-D 30%"}
+    assert len(_lines(run_dir / "attacks.jsonl")) == 8

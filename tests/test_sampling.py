@@ -1,0 +1,138 @@
+"""The candidate engine samples from the model's own law, and its shared-prefix decoding is
+exact. Statistical tests use fixed seeds, so they are deterministic, and could fail: a wrong
+temperature, nucleus or cache changes the counts far beyond the tolerance."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import chi2_contingency, chisquare
+from transformers import TemperatureLogitsWarper, TopPLogitsWarper
+
+from samark.sampling import shared_prefix
+from samark.sampling.base import SamplingParams
+
+PREFIX = (
+    "The city council voted on Tuesday to approve a new budget that raises spending on "
+    "public transport. The mayor said"
+)
+PARAMS = SamplingParams(temperature=0.7, top_p=0.95)
+
+
+def _model_law(lm, ids: list[int]) -> np.ndarray:
+    """The next-token law after temperature and top-p, by transformers' own warpers."""
+    with torch.inference_mode():
+        logits = lm.model(torch.tensor([ids])).logits[:, -1, :].float()
+    logits = TemperatureLogitsWarper(PARAMS.temperature)(None, logits)
+    logits = TopPLogitsWarper(PARAMS.top_p)(None, logits)
+    return torch.softmax(logits, dim=-1)[0].double().numpy()
+
+
+def _gof(counts: np.ndarray, law: np.ndarray) -> float:
+    """Chi-square goodness of fit, cells with expected < 5 pooled into one."""
+    n = counts.sum()
+    expected = law * n
+    big = expected >= 5
+    obs = np.append(counts[big], counts[~big].sum())
+    exp = np.append(expected[big], expected[~big].sum())
+    if exp[-1] == 0:
+        obs, exp = obs[:-1], exp[:-1]
+    return float(chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+
+
+def test_first_token_follows_the_model_law(smollm2) -> None:
+    ids = smollm2.encode_prefix(PREFIX, 1)
+    draws = smollm2.sample_tokens(PREFIX, 4000, PARAMS, 1, seed=11)[:, 0].numpy()
+    law = _model_law(smollm2, ids)
+    counts = np.bincount(draws, minlength=law.size)
+    assert counts[law == 0].sum() == 0  # nothing outside the nucleus
+    assert _gof(counts, law) > 1e-3
+
+
+def test_second_token_law_through_the_shared_cache(smollm2) -> None:
+    """Conditioned on the first token, the second follows the model given prefix + token:
+    checks the decode step (shared prefix KV, positions) and not only the first draw."""
+    ids = smollm2.encode_prefix(PREFIX, 2)
+    draws = smollm2.sample_tokens(PREFIX, 1500, PARAMS, 2, seed=5).numpy()
+    first = np.bincount(draws[:, 0]).argmax()
+    second = draws[draws[:, 0] == first, 1]
+    assert second.size > 300
+    law = _model_law(smollm2, [*ids, int(first)])
+    counts = np.bincount(second, minlength=law.size)
+    assert counts[law == 0].sum() == 0
+    assert _gof(counts, law) > 1e-3
+
+
+def test_first_tokens_match_model_generate(smollm2) -> None:
+    """Two-sample test against transformers' own ``generate`` with the same settings
+    (a short prompt: ``generate`` prefills every row)."""
+    short = "The mayor said"
+    ids = smollm2.encode_prefix(short, 1)
+    ours = smollm2.sample_tokens(short, 1000, PARAMS, 1, seed=2)[:, 0].numpy()
+    torch.manual_seed(3)
+    with torch.inference_mode():
+        out = smollm2.model.generate(
+            torch.tensor([ids]).repeat(1000, 1),
+            do_sample=True,
+            temperature=PARAMS.temperature,
+            top_p=PARAMS.top_p,
+            top_k=0,
+            max_new_tokens=1,
+            pad_token_id=0,
+        )
+    theirs = out[:, -1].numpy()
+    tokens = np.union1d(ours, theirs)
+    table = np.array([[np.sum(ours == t), np.sum(theirs == t)] for t in tokens])
+    big = table.sum(axis=1) >= 10
+    table = np.vstack([table[big], table[~big].sum(axis=0)])
+    table = table[table.sum(axis=1) > 0]
+    assert chi2_contingency(table).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("context", [12, 300])
+def test_shared_prefix_logits_equal_full_recompute(smollm2, context) -> None:
+    """Decoding three tokens per row through shared-prefix attention gives the logits of a
+    plain forward pass over prefix + tokens."""
+    from samark.sampling.transformers_engine import BatchDecoder
+
+    text = " ".join([PREFIX] * 12)
+    ids = smollm2.tokenizer(text)["input_ids"][:context]
+    rng = np.random.default_rng(0)
+    rows = torch.tensor(rng.integers(100, 5000, size=(3, 3)))
+    dec = BatchDecoder(smollm2.model, ids, 3, 8, share_prefix=True)
+    assert dec.shared
+    with torch.inference_mode():
+        for step in range(3):
+            got = dec.step(rows[:, step])
+        dec.keep([0, 2])  # dropping a row keeps the others' caches intact
+        got_kept = dec.step(torch.tensor([7, 9]))
+        full = smollm2.model(torch.cat([torch.tensor([ids] * 3), rows], dim=1)).logits[:, -1]
+        torch.testing.assert_close(got, full, atol=2e-4, rtol=1e-4)
+        more = torch.cat([torch.tensor([ids] * 2), rows[[0, 2]], torch.tensor([[7], [9]])], 1)
+        torch.testing.assert_close(
+            got_kept, smollm2.model(more).logits[:, -1], atol=2e-4, rtol=1e-4
+        )
+
+
+def test_shared_prefix_falls_back_beyond_a_sliding_window(smollm2) -> None:
+    cfg = smollm2.model.config
+    old = getattr(cfg, "sliding_window", None)
+    try:
+        cfg.sliding_window = 16
+        assert not shared_prefix.supports(smollm2.model, 40)
+        assert shared_prefix.supports(smollm2.model, 10)
+    finally:
+        cfg.sliding_window = old
+
+
+def test_engine_is_the_same_with_and_without_shared_prefix(smollm2) -> None:
+    """Same seed, same candidates: the fast path changes the cost, not the samples."""
+    smollm2.share_prefix = False
+    try:
+        slow = smollm2.sample(PREFIX, 6, PARAMS, seed=9)
+    finally:
+        smollm2.share_prefix = True
+    fast = smollm2.sample(PREFIX, 6, PARAMS, seed=9)
+    assert [c.text for c in fast.candidates] == [c.text for c in slow.candidates]
+    assert fast.tokens_sampled == slow.tokens_sampled
