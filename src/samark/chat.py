@@ -15,6 +15,7 @@ from transformers import GenerationConfig
 
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
+from samark.sampling.transformers_engine import left_pad
 
 Messages = list[dict[str, str]]
 
@@ -56,14 +57,10 @@ class LocalChatModel:
     ) -> list[str]:
         lm = self.lm
         tok = lm.tokenizer
-        pad = tok.pad_token_id if tok.pad_token_id is not None else min(lm.eos_ids, default=0)
+        pad = lm.pad_id
         rows = [_template_ids(tok, m)[-(lm.max_context - max_tokens) :] for m in batch]
         width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            ids[i, width - len(r) :] = torch.tensor(r)
-            mask[i, width - len(r) :] = 1
+        ids, mask = left_pad(rows, pad)
         torch.manual_seed(seed)
         config = GenerationConfig(
             do_sample=temperature > 0,

@@ -58,6 +58,17 @@ def _nucleus_pick(
     return idx.gather(-1, pick).squeeze(-1)
 
 
+def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows left-padded to one width: (input_ids, attention_mask)."""
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :] = torch.tensor(r)
+        mask[i, width - len(r) :] = 1
+    return ids, mask
+
+
 class BatchDecoder:
     """Decodes ``rows`` continuations of one prefilled prefix, one token per row per step.
 
@@ -213,6 +224,12 @@ class TransformersSampler:
             if step < steps - 1:
                 logits = decoder.step(out[:, step])
         return out
+
+    @property
+    def pad_id(self) -> int:
+        """The pad token, or EOS for models without one (padding is masked anyway)."""
+        pad = self.tokenizer.pad_token_id
+        return int(pad) if pad is not None else min(self.eos_ids, default=0)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -18,7 +18,11 @@ from samark.detection import Detection
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.transformers_engine import TransformersSampler, load_transformers_sampler
+from samark.sampling.transformers_engine import (
+    TransformersSampler,
+    left_pad,
+    load_transformers_sampler,
+)
 from samark.schemes.base import Generation, ProgressCallback, Watermark, register_scheme
 from samark.segment import split_sentences
 
@@ -87,14 +91,10 @@ class LMGenerateScheme(Watermark):
         budget = sentences * self.tokens_per_sentence
         lm = self.lm
         tok = lm.tokenizer
-        pad = tok.pad_token_id if tok.pad_token_id is not None else min(lm.eos_ids, default=0)
+        pad = lm.pad_id
         rows = [lm.encode_prefix(p, budget) for p in prompts]
         width = max(len(r) for r in rows)
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for i, r in enumerate(rows):
-            ids[i, width - len(r) :] = torch.tensor(r)
-            mask[i, width - len(r) :] = 1
+        ids, mask = left_pad(rows, pad)
         if seed is not None:
             torch.manual_seed(seed)
         config = GenerationConfig(
