@@ -7,7 +7,6 @@ the experiment file, and never logged or stored.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Protocol
 
 import torch
@@ -15,6 +14,7 @@ from transformers import GenerationConfig
 
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
+from samark.openai_client import openai_client
 from samark.sampling.transformers_engine import left_pad
 
 Messages = list[dict[str, str]]
@@ -92,19 +92,10 @@ class OpenAIChatModel:
         timeout: float = 120.0,
         max_retries: int = 4,
     ) -> None:
-        try:
-            import openai
-        except ImportError:
-            raise SamarkError(
-                "endpoints need the openai package: pip install 'samark[server]'"
-            ) from None
         self.name = f"endpoint:{model}"
         self.model = model
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=os.environ.get(api_key_env) or "EMPTY",
-            timeout=timeout,
-            max_retries=max_retries,
+        self._client = openai_client(
+            base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries
         )
 
     def __repr__(self) -> str:
@@ -120,7 +111,7 @@ class OpenAIChatModel:
             try:
                 resp = self._client.chat.completions.create(
                     model=self.model,
-                    messages=messages,  # type: ignore[arg-type]
+                    messages=messages,
                     max_tokens=max_tokens,
                     temperature=temperature,
                     seed=seed + i,

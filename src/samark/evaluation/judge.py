@@ -83,7 +83,6 @@ def parse_ranking(reply: str, n: int) -> list[float] | None:
 def run_judge(run: Run) -> None:
     """Pairwise judgements vs. the unwatermarked row, and one blind ranking per item."""
     exp = run.experiment
-    spec_by_label = {s.label: s for s in exp.schemes}
     reference = next((s for s in exp.schemes if s.name == "unwatermarked"), None)
     if reference is None:
         return
@@ -144,4 +143,3 @@ def run_judge(run: Run) -> None:
                 "ranks": None if ranks is None else dict(zip(order, ranks, strict=True)),
             },
         )
-    del spec_by_label

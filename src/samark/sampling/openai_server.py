@@ -11,11 +11,11 @@ answers are retried with backoff by the ``openai`` client; what still fails rais
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from samark.errors import SamarkError
+from samark.openai_client import openai_client
 from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
 from samark.segment import first_sentence
 
@@ -39,10 +39,6 @@ class OpenAICompletionsSampler:
         stop: tuple[str, ...] = ("\n",),
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        try:
-            import openai
-        except ImportError:
-            raise SamarkError("server sampling needs `pip install 'samark[server]'`") from None
         self.name = f"server:{model}"
         self.model = model
         self.base_url = base_url
@@ -50,11 +46,8 @@ class OpenAICompletionsSampler:
         self.extra_body = dict(extra_body or {})
         self.max_rounds = max_rounds
         self.last_requests = 0  # requests the last ``sample`` needed
-        self._client = openai.OpenAI(
-            base_url=base_url,
-            api_key=os.environ.get(api_key_env) or "EMPTY",
-            timeout=timeout,
-            max_retries=max_retries,
+        self._client = openai_client(
+            base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries
         )
 
     def __repr__(self) -> str:
