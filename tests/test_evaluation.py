@@ -165,6 +165,9 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert "| samark |" in report and "TP@FP1%" in report
     for png in ("roc.png", "scores.png"):
         assert (run_dir / "report" / png).stat().st_size > 1000
+    elsewhere = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "rep")], tmp_path)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
+    assert (tmp_path / "rep" / "report.md").read_text() == report
     secret = json.loads((run_dir / "key.json").read_text())["secret"]
     for f in run_dir.rglob("*"):
         if f.is_file() and f.name != "key.json" and f.suffix in (".jsonl", ".md", ".csv", ".toml"):
@@ -190,3 +193,25 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     new = [r for r in _lines(run_dir / "attacks.jsonl")][-4:]
     assert {r["attack"] for r in new} == {"Word-D 30%"}
     assert len(_lines(run_dir / "attacks.jsonl")) == 8
+
+
+def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> None:
+    from samark.errors import SamarkError
+    from samark.evaluation.runner import Run
+
+    with pytest.raises(ExperimentError, match="key must be one of"):
+        Experiment.parse('key = "open"\n' + TINY)
+    public = Experiment.parse('key = "public"\nembedder = "all-minilm-l6-v2"\n' + TINY)
+    a, b = Run(public, tmp_path / "a", progress=False), Run(public, tmp_path / "b", progress=False)
+    assert a.key.key_id == b.key.key_id  # any machine resuming the run holds the same key
+    assert not (tmp_path / "a" / "key.json").exists()
+    reseeded = Experiment.parse(public.source.replace("seed = 1", "seed = 2"))
+    assert Run(reseeded, tmp_path / "c", progress=False).key.key_id != a.key.key_id
+    # a folder made with a secret key refuses the public one, and the other way round
+    secret = Experiment.parse('embedder = "all-minilm-l6-v2"\n' + TINY)
+    assert Run(secret, tmp_path / "s", progress=False).key.key_id != a.key.key_id
+    with pytest.raises(SamarkError, match="holds a secret key"):
+        _ = Run(public, tmp_path / "s", progress=False).key
+    a.generations.append(("gen", "x"), {"text": "..."})
+    with pytest.raises(SamarkError, match="no key\\.json"):
+        _ = Run(secret, tmp_path / "a", progress=False).key

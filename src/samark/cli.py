@@ -376,13 +376,16 @@ def eval_run(
 @eval_app.command("report")
 def eval_report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Report folder (default: RUN_DIR/report).")
+    ] = None,
 ) -> None:
     """Write tables (markdown + CSV) and plots (PNG) for a run folder."""
     _need_eval_extra()
     from samark.evaluation.report import write_report
 
     try:
-        written = write_report(run_dir)
+        written = write_report(run_dir, out_dir)
     except SamarkError as exc:
         raise _fail(str(exc)) from None
     out.print(f"report: {written}")

@@ -17,6 +17,8 @@ import tomllib
 
 from samark.errors import SamarkError
 
+KEY_KINDS = ("secret", "public")
+
 
 class ExperimentError(SamarkError):
     """The experiment file is malformed."""
@@ -80,6 +82,11 @@ class Experiment:
     seed: int = 0
     embedder: str = "all-mpnet-base-v2"
     generator: str = "smollm2-135m-instruct"
+    #: "secret": a fresh random key in the run folder's key.json (mode 0600), never shared.
+    #: "public": derived from ``name`` and ``seed``, so that a shared run (records kept in
+    #: version control, resumed on other machines) needs no key file. Anyone can then
+    #: detect and forge that run's watermark: a research setting, never a deployment.
+    key: str = "secret"
     source: str = ""  # the TOML text, kept with the run
 
     def with_prompts(self, prompts: int) -> Experiment:
@@ -120,7 +127,7 @@ class Experiment:
         top = _take(
             raw,
             where,
-            ["name", "seed", "embedder", "generator"],
+            ["name", "seed", "embedder", "generator", "key"],
             ["dataset", "schemes", "attacks", "metrics"],
         )
         name = str(top.get("name") or Path(where).stem)
@@ -161,6 +168,9 @@ class Experiment:
             )
         if any(not 0 < f < 1 for f in metrics.fprs):
             raise ExperimentError(f"{where} [metrics]: fprs must be in (0, 1)")
+        key = str(top.get("key", "secret"))
+        if key not in KEY_KINDS:
+            raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")
         return cls(
             name=name,
             dataset=dataset,
@@ -170,6 +180,7 @@ class Experiment:
             seed=int(top.get("seed", 0)),
             embedder=str(top.get("embedder", "all-mpnet-base-v2")),
             generator=str(top.get("generator", "smollm2-135m-instruct")),
+            key=key,
             source=text,
         )
 

@@ -100,9 +100,10 @@ def quality_table(run: Run) -> pd.DataFrame:
                     row[m] = float(sub[m].mean())
         outcomes = [r["pairwise"] for r in judged if r["scheme"] == spec.label]
         valid = [o for o in outcomes if o]
-        if valid:
+        if outcomes:
             for o in ("win", "lose", "tie"):
-                row[o] = valid.count(o) / len(valid)
+                row[o] = valid.count(o) / len(valid) if valid else float("nan")
+            row["judged"] = len(valid)
             row["judge_invalid"] = len(outcomes) - len(valid)
         ranks = [r["ranks"][spec.label] for r in ranked if spec.label in r["ranks"]]
         if ranks:
@@ -115,6 +116,25 @@ def quality_table(run: Run) -> pd.DataFrame:
         if len(base) and math.isfinite(base.iloc[0]):
             df["avg_rank_delta"] = df["avg_rank"] - base.iloc[0]
     return df
+
+
+def _judge_method(run: Run) -> str:
+    """How the pairwise verdicts were reached, and how often the judge chose position A."""
+    recs = [r for r in run.quality.records() if r["key"][0] == "judge"]
+    positions = [p for r in recs for p in r.get("positions") or [] if p in ("A", "B")]
+    if not recs:
+        return ""
+    local = any("logprobs" in r for r in recs)
+    text = (
+        "The local judge answers by likelihood in both A/B orders; a win or a loss needs both "
+        "orders to agree, anything else is a tie; it does not rank (AvgRank needs an endpoint)."
+        if local
+        else "One blind judgement per text, A/B order drawn at random (the paper's protocol)."
+    )
+    if positions:
+        share = positions.count("A") / len(positions)
+        text += f" The judge chose position A in {100 * share:.0f}% of its verdicts."
+    return text
 
 
 def efficiency_table(run: Run) -> pd.DataFrame:
@@ -225,13 +245,17 @@ def _markdown(
             "SD% and 4g% (lower is better), D-2 (higher is better) as the paper's appendix "
             f"defines them; PPL under `{exp.metrics.oracle}`; judge: `{judge}`"
             + (" (a 135M model: a weak judge, read it as a smoke test)" if judge == "local" else "")
-            + ".",
+            + ". "
+            + _judge_method(run),
             "",
-            "| scheme | n | SD% | D-2 | 4g% | PPL | W/L/T % | AvgRank (Δ) |",
+            "| scheme | n | SD% | D-2 | 4g% | PPL | W/L/T % (judged) | AvgRank (Δ) |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for _, r in qual.iterrows():
             wlt = "/".join(_pct(r.get(k, float("nan"))) for k in ("win", "lose", "tie"))
+            judged = r.get("judged", float("nan"))
+            if math.isfinite(judged):
+                wlt += f" ({int(judged)})"
             rank = _num(r.get("avg_rank", float("nan")))
             if math.isfinite(r.get("avg_rank_delta", float("nan"))):
                 rank += f" ({r['avg_rank_delta']:+.2f})"
@@ -365,15 +389,16 @@ def _plots(run: Run, det: pd.DataFrame, qual: pd.DataFrame, folder: Path) -> Non
         plt.close(fig)
 
 
-def write_report(run_dir: str | Path) -> Path:
-    """Write ``report/`` inside the run folder; returns the markdown file."""
+def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Write the tables and plots into ``out_dir`` (default: ``report/`` inside the run
+    folder); returns the markdown file."""
     run_dir = Path(run_dir)
     source = run_dir / "experiment.toml"
     if not source.is_file():
         raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
     run = Run(Experiment.load(source), run_dir, progress=False)
-    folder = run_dir / "report"
-    folder.mkdir(exist_ok=True)
+    folder = Path(out_dir) if out_dir is not None else run_dir / "report"
+    folder.mkdir(parents=True, exist_ok=True)
     det, qual = detection_table(run), quality_table(run)
     eff, att = efficiency_table(run), attack_table(run)
     for name, df in (("detection", det), ("quality", qual), ("efficiency", eff), ("attacks", att)):

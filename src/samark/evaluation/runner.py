@@ -3,7 +3,9 @@
 ``generations`` -> ``attacks`` -> ``detections`` -> ``quality``. A record's key names its
 scheme (label + parameter fingerprint), item, seed and attack, so re-running does no model
 work, adding an attack runs only that attack, and a killed run resumes where it stopped.
-The run's secret key lives in ``key.json`` (mode 0600) and appears in no other file.
+The run's secret key lives in ``key.json`` (mode 0600) and appears in no other file; an
+experiment with ``key = "public"`` derives its key from its name and seed instead, so that
+its records can be shared and resumed anywhere (and its watermark forged by anyone).
 """
 
 from __future__ import annotations
@@ -82,8 +84,20 @@ class Run:
     def key(self) -> WatermarkKey:
         if self._key is None:
             path = self.dir / "key.json"
-            if path.exists():
+            if self.experiment.key == "public":
+                self._key = public_key(self.experiment, self.embedder)
+                if path.exists() and WatermarkKey.load(path).key_id != self._key.key_id:
+                    raise SamarkError(
+                        f"{path} holds a secret key, but the experiment asks for its public "
+                        "key: its records were made with the other key; use another folder"
+                    )
+            elif path.exists():
                 self._key = WatermarkKey.load(path)
+            elif len(self.generations):
+                raise SamarkError(
+                    f"{self.dir} has generations but no key.json: they were made with a key "
+                    'this folder no longer holds (a public-key run? then say key = "public")'
+                )
             else:
                 self._key = new_key(self.embedder)
                 self._key.save(path)
@@ -141,8 +155,9 @@ class Run:
             self._attackers[spec.label] = create_attack(spec.name, **spec.params)
         return self._attackers[spec.label]
 
-    def _bar(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterable[T]:
-        return tqdm(items, desc=desc, total=total, disable=not self.progress, leave=False)
+    def _bar(self, items: Iterable[T] | None, desc: str, total: int | None = None) -> tqdm:
+        """The one progress-bar style: over ``items``, or updated by hand (``items=None``)."""
+        return tqdm(items, desc=desc, total=total, disable=not self.progress)
 
     # ---------- stages ----------
     def run(self, stages: Iterable[str] = STAGES) -> None:
@@ -163,7 +178,7 @@ class Run:
                 todo.reverse()
             scheme = self.scheme(spec)
             batch_size = 10 if hasattr(scheme, "generate_batch") else 1
-            bar = tqdm(total=len(todo), desc=f"generate {spec.label}", disable=not self.progress)
+            bar = self._bar(None, f"generate {spec.label}", total=len(todo))
             for batch in _batches(todo, batch_size):
                 self.generations.reload()  # another process may have done some meanwhile
                 batch = [e for e in batch if self._gen_key(spec, e) not in self.generations]
@@ -212,11 +227,7 @@ class Run:
                 attacker = self.attacker(aspec)
                 if strength_embedder is None:
                     strength_embedder = load_embedder(_strength_embedder(exp.embedder))
-                bar = tqdm(
-                    total=len(todo),
-                    desc=f"attack {aspec.label} on {spec.label}",
-                    disable=not self.progress,
-                )
+                bar = self._bar(None, f"attack {aspec.label} on {spec.label}", total=len(todo))
                 for batch in _batches(todo, 8):
                     seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
                     texts = [g["text"] for g in batch]
@@ -365,6 +376,15 @@ class Run:
             item,
             ",".join(self.experiment.metrics.quality),
         )
+
+
+def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
+    """The key of an experiment with ``key = "public"``: a function of its name and seed
+    alone, so every machine that resumes the run holds the same key. Not a secret."""
+    blob = f"samark/public-experiment-key/{experiment.name}/{experiment.seed}".encode()
+    return WatermarkKey(
+        hashlib.sha256(blob).digest(), embedder.identity, embedder.reference_directions()
+    )
 
 
 def _strength_embedder(watermark_embedder: str) -> str:
