@@ -75,5 +75,35 @@ def test_judge_parsers() -> None:
     assert parse_pairwise('Sure: {"winner": "B"}') == "B"
     assert parse_pairwise('{"winner": "Tie"}') == "tie"
     assert parse_pairwise("A is better") is None
+    # SmolLM2-135M echoes the asked template: that names every verdict, so it is none
+    echo = '{"winner": "A"} or {"winner": "B"} or {"winner": "tie"}\n\nThe first text...'
+    assert parse_pairwise(echo) is None
+    assert parse_pairwise('{"winner": "A"} ... so {"winner": "A"}') == "A"  # one verdict
     assert parse_ranking('["B", "A=C"]', 3) == [2.5, 1.0, 2.5]
     assert parse_ranking('["B", "A"]', 3) is None  # a label missing
+
+
+@pytest.mark.slow
+def test_local_judge_scores_verdicts_exactly_and_cancels_position(smollm2) -> None:
+    import torch
+
+    from samark.chat import LocalChatModel, _template_ids
+    from samark.evaluation.judge import _local_pairwise, pairwise_messages
+
+    judge = LocalChatModel(smollm2.name)
+    messages = pairwise_messages("c4", "The mayor said.", "It rained.", "Traffic was slow.")
+    options = ("A", "tie game")  # options of different lengths: padded rows
+    got = judge.option_logprobs([messages], prefix='{"winner": "', options=options)[0]
+    tok = smollm2.tokenizer
+    prefix = tok.encode('{"winner": "', add_special_tokens=False)
+    context = _template_ids(tok, messages) + prefix
+    for option, score in zip(options, got, strict=True):
+        own = tok.encode('{"winner": "' + option, add_special_tokens=False)[len(prefix) :]
+        full = context + own
+        with torch.inference_mode():
+            logp = torch.log_softmax(smollm2.model(torch.tensor([full])).logits.float(), -1)[0]
+        expect = sum(float(logp[i - 1, full[i]]) for i in range(len(context), len(full)))
+        assert score == pytest.approx(expect, abs=1e-3)  # the same as one unpadded pass
+    # the same two texts in both orders: whatever position the model prefers, it cancels
+    same = _local_pairwise(judge, "c4", "The mayor said.", "It rained.", "It rained.")
+    assert same["pairwise"] == "tie" and len(same["positions"]) == 2

@@ -74,6 +74,41 @@ class LocalChatModel:
         gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         return [str(tok.decode(row, skip_special_tokens=True)).strip() for row in gen[:, width:]]
 
+    @torch.inference_mode()
+    def option_logprobs(
+        self, conversations: list[Messages], *, prefix: str, options: tuple[str, ...]
+    ) -> list[list[float]]:
+        """For each conversation, the log-probability of each option as the start of the
+        model's reply after ``prefix`` (the sum over the option's tokens). A small model
+        that cannot write an asked format still states a preference this way."""
+        tok = self.lm.tokenizer
+        head = tok.encode(prefix, add_special_tokens=False)
+        tails = []
+        for option in options:
+            ids = tok.encode(prefix + option, add_special_tokens=False)
+            # the option's own tokens, as the model would write them after the prefix
+            own = ids[len(head) :] if ids[: len(head)] == head else None
+            tails.append(own or tok.encode(option, add_special_tokens=False))
+        longest = max(len(t) for t in tails)
+        model: Any = self.lm.model
+        out = []
+        for messages in conversations:
+            context = (_template_ids(tok, messages) + head)[-(self.lm.max_context - longest) :]
+            rows = [context + t for t in tails]
+            ids = torch.full((len(rows), max(map(len, rows))), self.lm.pad_id, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for i, r in enumerate(rows):  # right padding: positions stay those of the context
+                ids[i, : len(r)] = torch.tensor(r)
+                mask[i, : len(r)] = 1
+            logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
+            out.append(
+                [
+                    sum(float(logp[i, len(context) + j - 1, t]) for j, t in enumerate(tail))
+                    for i, tail in enumerate(tails)
+                ]
+            )
+        return out
+
 
 def _template_ids(tok: Any, messages: Messages) -> list[int]:
     out = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)

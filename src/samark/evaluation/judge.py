@@ -1,6 +1,13 @@
 """The paper's LLM judges: pairwise (W/L/T vs. unwatermarked, blind A/B order) and blind
 multi-method ranking (AvgRank), through a chat model. The local default (SmolLM2-135M) is a
 weak judge; reports label the judge by name. An endpoint reproduces the paper's protocol.
+
+An endpoint follows the paper: one judgement per item with the A/B order drawn at random,
+its JSON reply parsed strictly (one clear verdict or none). A local model rarely writes the
+asked JSON (SmolLM2-135M echoes the template or continues the text), so it answers by
+likelihood, the verdict ("A", "B" or "tie") most likely after the assistant prefix
+``{"winner": "``, in both A/B orders (see ``_local_pairwise``); it does not rank. Records
+keep the positions chosen (and the reply or log-probabilities), so a position bias shows.
 """
 
 from __future__ import annotations
@@ -10,7 +17,9 @@ import random
 import re
 from typing import TYPE_CHECKING, Any
 
-from samark.chat import chat_model
+import numpy as np
+
+from samark.chat import ChatModel, LocalChatModel, chat_model
 
 if TYPE_CHECKING:
     from samark.evaluation.runner import Run
@@ -39,15 +48,27 @@ def pairwise_messages(task: str, prompt: str, a: str, b: str) -> list[dict[str, 
 
 
 def parse_pairwise(reply: str) -> str | None:
-    """'A', 'B', 'tie', or None when the reply is not the asked JSON."""
-    m = re.search(r"\{.*?\}", reply, re.S)
-    if not m:
+    """'A', 'B', 'tie', or None when the reply is not one clear verdict in the asked JSON.
+
+    A reply that names several verdicts (a small model echoing the template
+    ``{"winner": "A"} or {"winner": "B"} ...``) is no verdict, nor is free prose."""
+    verdicts = set()
+    for m in re.finditer(r"\{[^{}]*\}", reply):
+        try:
+            obj = json.loads(m.group(0))
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and "winner" in obj:
+            verdicts.add(_VERDICTS.get(str(obj["winner"]).strip().lower()))
+    if len(verdicts) != 1:
         return None
-    try:
-        winner = str(json.loads(m.group(0)).get("winner", "")).strip()
-    except (json.JSONDecodeError, AttributeError):
-        return None
-    return {"a": "A", "b": "B", "tie": "tie"}.get(winner.lower())
+    return verdicts.pop()
+
+
+_VERDICTS = {"a": "A", "b": "B", "tie": "tie"}
+#: a local judge answers by the likelihood of each verdict after this assistant prefix
+PAIRWISE_PREFIX = '{"winner": "'
+PAIRWISE_OPTIONS = ("A", "B", "tie")
 
 
 def ranking_messages(task: str, prompt: str, texts: list[str]) -> list[dict[str, str]]:
@@ -80,6 +101,45 @@ def parse_ranking(reply: str, n: int) -> list[float] | None:
     return [ranks[LABELS[i]] for i in range(n)]
 
 
+def _endpoint_pairwise(
+    model: ChatModel, task: str, prompt: str, mine: str, ref: str, *, flip: bool
+) -> dict[str, Any]:
+    """The paper's protocol: one blind judgement, A/B order drawn per item."""
+    a, b = (ref, mine) if flip else (mine, ref)
+    reply = model.chat(
+        [pairwise_messages(task, prompt, a, b)], max_tokens=32, temperature=0.0, seed=0
+    )[0]
+    winner = parse_pairwise(reply)
+    outcome = _outcome(winner, mine="B" if flip else "A")
+    return {"pairwise": outcome, "positions": [winner], "reply": reply[:300]}
+
+
+def _local_pairwise(
+    model: LocalChatModel, task: str, prompt: str, mine: str, ref: str
+) -> dict[str, Any]:
+    """Both A/B orders, each verdict the most likely one after ``{"winner": "``; a win or a
+    loss counts only when both orders agree, otherwise a tie (the position-consistency rule
+    of MT-Bench). A small model picks one position whatever the texts; this cancels it."""
+    scores = model.option_logprobs(
+        [pairwise_messages(task, prompt, mine, ref), pairwise_messages(task, prompt, ref, mine)],
+        prefix=PAIRWISE_PREFIX,
+        options=PAIRWISE_OPTIONS,
+    )
+    winners = [PAIRWISE_OPTIONS[int(np.argmax(s))] for s in scores]
+    first, second = _outcome(winners[0], mine="A"), _outcome(winners[1], mine="B")
+    return {
+        "pairwise": first if first == second else "tie",
+        "positions": winners,
+        "logprobs": [dict(zip(PAIRWISE_OPTIONS, s, strict=True)) for s in scores],
+    }
+
+
+def _outcome(winner: str | None, *, mine: str) -> str | None:
+    if winner is None:
+        return None
+    return "tie" if winner == "tie" else ("win" if winner == mine else "lose")
+
+
 def run_judge(run: Run) -> None:
     """Pairwise judgements vs. the unwatermarked row, and one blind ranking per item."""
     exp = run.experiment
@@ -97,24 +157,23 @@ def run_judge(run: Run) -> None:
             key = ("judge", spec.label, spec.fingerprint, g["item"], model.name)
             if g["item"] not in ref or key in run.quality:
                 continue
-            flip = random.Random(f"{exp.seed}/{spec.label}/{g['item']}").random() < 0.5
-            a, b = (
-                (ref[g["item"]]["text"], g["text"]) if flip else (g["text"], ref[g["item"]]["text"])
-            )
-            reply = model.chat(
-                [pairwise_messages(task, g["prompt"], a, b)], max_tokens=32, temperature=0.0, seed=0
-            )[0]
-            winner = parse_pairwise(reply)
-            mine = "B" if flip else "A"
-            outcome = (
-                None
-                if winner is None
-                else ("tie" if winner == "tie" else ("win" if winner == mine else "lose"))
+            rec = (
+                _local_pairwise(model, task, g["prompt"], g["text"], ref[g["item"]]["text"])
+                if isinstance(model, LocalChatModel)
+                else _endpoint_pairwise(
+                    model,
+                    task,
+                    g["prompt"],
+                    g["text"],
+                    ref[g["item"]]["text"],
+                    flip=random.Random(f"{exp.seed}/{spec.label}/{g['item']}").random() < 0.5,
+                )
             )
             run.quality.append(
-                key,
-                {"scheme": spec.label, "item": g["item"], "judge": model.name, "pairwise": outcome},
+                key, {"scheme": spec.label, "item": g["item"], "judge": model.name, **rec}
             )
+    if isinstance(model, LocalChatModel):
+        return  # a small local model cannot write a ranking of six texts (see the report)
     # ranking: every scheme with an output for the item, in a seeded random order
     by_item: dict[str, dict[str, dict[str, Any]]] = {}
     for spec in exp.schemes:
@@ -141,5 +200,6 @@ def run_judge(run: Run) -> None:
                 "item": item,
                 "judge": model.name,
                 "ranks": None if ranks is None else dict(zip(order, ranks, strict=True)),
+                "reply": reply[:300],
             },
         )

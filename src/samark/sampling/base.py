@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from samark.segment import first_sentence
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -41,6 +43,13 @@ class Candidate:
     @property
     def complete(self) -> bool:
         return self.text is not None
+
+    @classmethod
+    def from_completion(cls, text: str, finish_reason: str | None, n_tokens: int) -> Candidate:
+        """A server's completion cut at its first sentence. When the model stopped on its
+        own (EOS or a stop string: ``finish_reason == "stop"``) the text may end a sentence;
+        cut by the length cap, its unfinished last sentence does not count."""
+        return cls(first_sentence(text, final=finish_reason == "stop"), n_tokens)
 
 
 @dataclass(frozen=True)

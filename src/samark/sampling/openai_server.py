@@ -17,7 +17,6 @@ from typing import Any
 from samark.errors import SamarkError
 from samark.openai_client import openai_client
 from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
-from samark.segment import first_sentence
 
 
 class ServerError(SamarkError):
@@ -101,12 +100,5 @@ class OpenAICompletionsSampler:
             raise ServerError(
                 f"{self.base_url} returned {len(texts)} of {n} choices in {rounds} requests"
             )
-        candidates = []
-        for text, finish in texts:
-            # the model stopped on its own (EOS or a stop string): the text may end a sentence
-            final = finish == "stop"
-            done = first_sentence(text, final=final)
-            candidates.append(Candidate(done, 0))
-        return CandidateBatch(
-            tuple(candidates), sampled, prompt_tokens, time.perf_counter() - start
-        )
+        candidates = tuple(Candidate.from_completion(text, finish, 0) for text, finish in texts)
+        return CandidateBatch(candidates, sampled, prompt_tokens, time.perf_counter() - start)

@@ -12,7 +12,6 @@ from typing import Any
 
 from samark.errors import SamarkError
 from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
-from samark.segment import first_sentence
 
 
 class VLLMSampler:
@@ -54,7 +53,7 @@ class VLLMSampler:
         )
         (result,) = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], sp, use_tqdm=False)
         candidates = tuple(
-            Candidate(first_sentence(o.text, final=o.finish_reason == "stop"), len(o.token_ids))
+            Candidate.from_completion(o.text, o.finish_reason, len(o.token_ids))
             for o in result.outputs
         )
         sampled = sum(c.n_tokens for c in candidates)

@@ -13,14 +13,13 @@ from transformers import WatermarkDetector, WatermarkingConfig
 from samark.detection import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import register_scheme
-from samark.schemes.lm_generate import LMGenerateScheme, no_evidence, require_key, token_ids
+from samark.schemes.lm_generate import TokenWatermark, token_ids
 
 
-class KGW(LMGenerateScheme):
+class KGW(TokenWatermark):
     """KGW (green list, lefthash, context 1) with transformers' generator and detector."""
 
     name = "kgw"
-    detectable = True
 
     def __init__(
         self,
@@ -28,18 +27,16 @@ class KGW(LMGenerateScheme):
         *,
         gamma: float = 0.25,
         delta: float = 2.0,
-        alpha: float = 0.01,
         ignore_repeated_ngrams: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(key, **kwargs)
-        if not 0 < gamma < 1 or delta <= 0 or not 0 < alpha < 1:
-            raise ValueError("need 0 < gamma < 1, delta > 0 and 0 < alpha < 1")
-        hashing_key = require_key(key, self.name).derive_ints("kgw", 1, bits=31)[0]
+        if not 0 < gamma < 1 or delta <= 0:
+            raise ValueError("need 0 < gamma < 1 and delta > 0")
+        (hashing_key,) = self.derived_keys(1)
         self.config = WatermarkingConfig(
             greenlist_ratio=gamma, bias=delta, hashing_key=hashing_key, seeding_scheme="lefthash"
         )
-        self.alpha = alpha
         self.ignore_repeated_ngrams = ignore_repeated_ngrams
         self._detector: WatermarkDetector | None = None
 
@@ -60,7 +57,7 @@ class KGW(LMGenerateScheme):
             )
         ids = token_ids(self.lm, text)
         if ids.shape[1] < 2:
-            return no_evidence(self.name, self.alpha, "kgw_z")
+            return self.no_evidence("kgw_z")
         out: Any = self._detector(ids, z_threshold=4.0, return_dict=True)
         z = float(out.z_score[0])
         return Detection(

@@ -146,15 +146,28 @@ def _whole_sentences(text: str, limit: int) -> list[str]:
     return parts
 
 
-def require_key(key: Any, scheme: str) -> WatermarkKey:
-    if not isinstance(key, WatermarkKey):
-        raise TypeError(f"{scheme} needs a WatermarkKey, got {type(key).__name__}")
-    return key
+class TokenWatermark(LMGenerateScheme):
+    """A token-level watermark that transformers implements (KGW, SynthID): generation as
+    above with its ``watermarking_config``; keys derived one-way from the run's secret."""
 
+    detectable = True
 
-def no_evidence(scheme: str, alpha: float, statistic: str) -> Detection:
-    """A text too short to score: no evidence, p = 1."""
-    return Detection(scheme, 1.0, alpha, 0.0, statistic, 0.0, 0)
+    def __init__(self, key: Any, *, alpha: float = 0.01, **kwargs: Any) -> None:
+        super().__init__(key, **kwargs)
+        if not isinstance(key, WatermarkKey):
+            raise TypeError(f"{self.name} needs a WatermarkKey, got {type(key).__name__}")
+        if not 0 < alpha < 1:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        self.key = key
+        self.alpha = alpha
+
+    def derived_keys(self, count: int) -> list[int]:
+        """``count`` 31-bit integer keys for this scheme, derived from the secret."""
+        return self.key.derive_ints(self.name, count, bits=31)
+
+    def no_evidence(self, statistic: str) -> Detection:
+        """A text too short to score: no evidence, p = 1."""
+        return Detection(self.name, 1.0, self.alpha, 0.0, statistic, 0.0, 0)
 
 
 def token_ids(lm: TransformersSampler, text: str) -> Any:

@@ -18,14 +18,13 @@ from transformers.generation.logits_process import SynthIDTextWatermarkLogitsPro
 from samark.detection import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import register_scheme
-from samark.schemes.lm_generate import LMGenerateScheme, no_evidence, require_key, token_ids
+from samark.schemes.lm_generate import TokenWatermark, token_ids
 
 
-class SynthID(LMGenerateScheme):
+class SynthID(TokenWatermark):
     """SynthID-Text (tournament sampling, depth = number of keys) via transformers."""
 
     name = "synthid"
-    detectable = True
 
     def __init__(
         self,
@@ -33,15 +32,14 @@ class SynthID(LMGenerateScheme):
         *,
         depth: int = 30,
         ngram_len: int = 5,
-        alpha: float = 0.01,
         **kwargs: Any,
     ) -> None:
         super().__init__(key, **kwargs)
-        if depth < 1 or ngram_len < 2 or not 0 < alpha < 1:
-            raise ValueError("need depth >= 1, ngram_len >= 2 and 0 < alpha < 1")
-        keys = require_key(key, self.name).derive_ints("synthid", depth, bits=31)
-        self.config = SynthIDTextWatermarkingConfig(keys=keys, ngram_len=ngram_len)
-        self.alpha = alpha
+        if depth < 1 or ngram_len < 2:
+            raise ValueError("need depth >= 1 and ngram_len >= 2")
+        self.config = SynthIDTextWatermarkingConfig(
+            keys=self.derived_keys(depth), ngram_len=ngram_len
+        )
         self._processor: SynthIDTextWatermarkLogitsProcessor | None = None
 
     def watermarking_config(self) -> Any:
@@ -65,13 +63,13 @@ class SynthID(LMGenerateScheme):
         proc = self._processor
         ids = token_ids(self.lm, text)
         if ids.shape[1] < proc.ngram_len:
-            return no_evidence(self.name, self.alpha, "synthid_mean")
+            return self.no_evidence("synthid_mean")
         g = proc.compute_g_values(ids)[0]  # (positions, depth)
         mask = proc.compute_context_repetition_mask(ids)[0].bool()
         g = g[mask]
         n, ones = int(g.numel()), int(g.sum())
         if n == 0:
-            return no_evidence(self.name, self.alpha, "synthid_mean")
+            return self.no_evidence("synthid_mean")
         mean = ones / n
         z = (ones - n / 2) / (n / 4) ** 0.5
         p = float(binomtest(ones, n, 0.5, alternative="greater").pvalue)
