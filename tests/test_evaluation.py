@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -165,6 +166,12 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert "| samark |" in report and "TP@FP1%" in report
     for png in ("roc.png", "scores.png"):
         assert (run_dir / "report" / png).stat().st_size > 1000
+    status = _run(["eval", "status", str(run_dir)], tmp_path)
+    assert status.returncode == 0, status.stderr[-2000:]
+    cells = re.findall(r"(\d+)/(\d+)", status.stdout)
+    assert len(cells) == 3 * 5 and all(done == asked for done, asked in cells), status.stdout
+    # kgw: 2 texts, 2 shuffled, 4 detections, 5 human negatives, 2 quality records
+    assert cells[5:10] == [("2", "2"), ("2", "2"), ("4", "4"), ("5", "5"), ("2", "2")]
     elsewhere = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "rep")], tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
     assert (tmp_path / "rep" / "report.md").read_text() == report

@@ -373,6 +373,36 @@ def eval_run(
         raise _fail(str(exc)) from None
 
 
+@eval_app.command("status")
+def eval_status(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
+    prompts: Annotated[
+        int | None, typer.Option(help="Count against the first N prompts (a slice).")
+    ] = None,
+) -> None:
+    """What a run has done and what is left, per scheme row and stage (done/asked)."""
+    _need_eval_extra()
+    from samark.evaluation.experiment import Experiment
+    from samark.evaluation.runner import Run
+
+    source = run_dir / "experiment.toml"
+    try:
+        if not source.is_file():
+            raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
+        exp = Experiment.load(source)
+        rows = Run(exp if prompts is None else exp.with_prompts(prompts), run_dir).status()
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+    table = Table("scheme", "generate", "attack", "detect", "human", "quality")
+    for row in rows:
+        cells = []
+        for stage in ("generate", "attack", "detect", "human", "quality"):
+            done, asked = row[stage]
+            cells.append(f"[green]{done}/{asked}[/]" if done >= asked else f"{done}/{asked}")
+        table.add_row(row["scheme"], *cells)
+    out.print(table)
+
+
 @eval_app.command("report")
 def eval_report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],

@@ -328,6 +328,51 @@ class Run:
 
             run_judge(self)
 
+    def status(self) -> list[dict[str, Any]]:
+        """Per scheme row: records done and records the experiment asks for, per stage.
+        Attacks, detections and quality follow the generations done so far; a stage's
+        count can grow as earlier stages fill in."""
+        exp = self.experiment
+        rows = []
+        negatives = self.negatives()
+        for spec in exp.schemes:
+            items = self.examples()[: spec.prompts or None]
+            gens = self._generations(spec)
+            detectable = self._detectable(spec)
+            det = self.scheme(spec).detector_id() if detectable else None
+            attacked = sum(
+                self._attack_key(spec, g["item"], a) in self.attacks
+                for g in gens
+                for a in exp.attacks
+            )
+            detected = sum(
+                self._det_key(spec, g["item"], label) in self.detections
+                for g in gens
+                for label in (NO_ATTACK, *(a.label for a in exp.attacks))
+            )
+            rows.append(
+                {
+                    "scheme": spec.label,
+                    "generate": (
+                        sum(self._gen_key(spec, e) in self.generations for e in items),
+                        len(items),
+                    ),
+                    "attack": (attacked, len(gens) * len(exp.attacks) if detectable else 0),
+                    "detect": (detected, len(gens) * (1 + len(exp.attacks)) if detectable else 0),
+                    "human": (
+                        sum((det, "human", d.id) in self.detections for d in negatives)
+                        if det
+                        else 0,
+                        len(negatives) if det else 0,
+                    ),
+                    "quality": (
+                        sum(self._quality_key(spec, g["item"]) in self.quality for g in gens),
+                        len(gens),
+                    ),
+                }
+            )
+        return rows
+
     # ---------- helpers ----------
     def _detectable(self, spec: SchemeSpec) -> bool:
         return self.scheme(spec).detectable
