@@ -170,8 +170,11 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert status.returncode == 0, status.stderr[-2000:]
     cells = re.findall(r"(\d+)/(\d+)", status.stdout)
     assert len(cells) == 3 * 5 and all(done == asked for done, asked in cells), status.stdout
-    # kgw: 2 texts, 2 shuffled, 4 detections, 5 human negatives, 2 quality records
-    assert cells[5:10] == [("2", "2"), ("2", "2"), ("4", "4"), ("5", "5"), ("2", "2")]
+    # kgw: 2 prompts generated, 5 human negatives; each non-empty text is shuffled once and
+    # detected twice (as written and shuffled), and scored once for quality
+    gen, attacked, detected, human, quality = cells[5:10]
+    assert gen == ("2", "2") and human == ("5", "5")
+    assert int(detected[1]) == 2 * int(attacked[1]) == 2 * int(quality[1]) >= 2
     elsewhere = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "rep")], tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
     assert (tmp_path / "rep" / "report.md").read_text() == report
