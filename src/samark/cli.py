@@ -382,15 +382,10 @@ def eval_status(
 ) -> None:
     """What a run has done and what is left, per scheme row and stage (done/asked)."""
     _need_eval_extra()
-    from samark.evaluation.experiment import Experiment
     from samark.evaluation.runner import Run
 
-    source = run_dir / "experiment.toml"
     try:
-        if not source.is_file():
-            raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
-        exp = Experiment.load(source)
-        rows = Run(exp if prompts is None else exp.with_prompts(prompts), run_dir).status()
+        rows = Run.open(run_dir, prompts=prompts).status()
     except SamarkError as exc:
         raise _fail(str(exc)) from None
     table = Table("scheme", "generate", "attack", "detect", "human", "quality")

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from samark.errors import SamarkError
 from samark.evaluation.detection_metrics import (
     auc,
     bootstrap_interval,
@@ -19,7 +18,6 @@ from samark.evaluation.detection_metrics import (
     rate_below,
     tpr_at_fpr,
 )
-from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import NO_ATTACK, Run
 
 
@@ -393,10 +391,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     """Write the tables and plots into ``out_dir`` (default: ``report/`` inside the run
     folder); returns the markdown file."""
     run_dir = Path(run_dir)
-    source = run_dir / "experiment.toml"
-    if not source.is_file():
-        raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
-    run = Run(Experiment.load(source), run_dir, progress=False)
+    run = Run.open(run_dir)
     folder = Path(out_dir) if out_dir is not None else run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
     det, qual = detection_table(run), quality_table(run)

@@ -73,6 +73,16 @@ class Run:
         self._key: WatermarkKey | None = None
         self._examples: list[Example] | None = None
 
+    @classmethod
+    def open(cls, run_dir: str | Path, *, prompts: int | None = None) -> Run:
+        """An existing run folder, with the experiment it was run with (its first
+        ``prompts`` prompts if given), for reading: reports and status."""
+        source = Path(run_dir) / "experiment.toml"
+        if not source.is_file():
+            raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
+        exp = Experiment.load(source)
+        return cls(exp if prompts is None else exp.with_prompts(prompts), run_dir, progress=False)
+
     # ---------- inputs ----------
     @property
     def embedder(self) -> Embedder:
