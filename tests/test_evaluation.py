@@ -55,7 +55,9 @@ def test_experiment_errors_are_clear() -> None:
         Experiment.parse("name = ")
     exp = Experiment.parse(TINY)
     assert [s.label for s in exp.only_schemes(["kgw"]).schemes] == ["kgw"]
-    assert exp.with_prompts(1).dataset.prompts == 1
+    sliced = exp.with_prompts(1)
+    assert [s.prompts for s in sliced.schemes] == [1, 1, 1]
+    assert sliced.dataset == exp.dataset  # a slice keeps the whole run's human negatives
     # the fingerprint changes with the parameters, so changed rows are never reused
     other = Experiment.parse(TINY.replace("candidates = 4", "candidates = 5"))
     assert exp.schemes[2].fingerprint != other.schemes[2].fingerprint
@@ -164,6 +166,20 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     }
     report = (run_dir / "report" / "report.md").read_text()
     assert "| samark |" in report and "TP@FP1%" in report
+    # every attack record says how faithful the attack was; shuffle keeps every sentence
+    for a in _lines(run_dir / "attacks.jsonl"):
+        assert a["aligned_similarity"] > 0.9 and a["word_overlap"] == 1.0
+        assert a["strength_embedder"] != "all-mpnet-base-v2"  # never the watermark's own
+    # every detection carries its scheme's signal diagnostics
+    for d in dets:
+        if d["detector"].startswith("kgw"):
+            assert 0 <= d["details"]["green_fraction"] <= 1
+        else:
+            assert 0 <= d["details"]["flag_side_share"] <= 1
+            assert -1 <= d["details"]["mean_signed_cosine"] <= 1
+    assert "## Attack fidelity" in report and "## Signal diagnostics" in report
+    assert "flag_side_share" in report and "green_fraction" in report
+    assert (run_dir / "report" / "signal.csv").stat().st_size > 100
     for png in ("roc.png", "scores.png"):
         assert (run_dir / "report" / png).stat().st_size > 1000
     status = _run(["eval", "status", str(run_dir)], tmp_path)

@@ -151,18 +151,24 @@ def prompt_examples(
     return out
 
 
-def human_windows(docs: list[Document], *, sentences: int, count: int) -> list[Document]:
+def human_windows(
+    docs: list[Document], *, sentences: int, count: int, shift: int = 0
+) -> list[Document]:
     """Up to ``count`` human texts of ``sentences`` sentences: non-overlapping windows taken
-    round-robin across documents (the negatives of every FPR)."""
+    round-robin across documents (the negatives of every FPR). ``shift`` starts every window
+    that many sentences later (ids ``doc#k+shift``): with half a window, each such window
+    shares half its sentences with two unshifted ones."""
     per_doc = [split_sentences(d.text) for d in docs]
     out: list[Document] = []
+    suffix = f"+{shift}" if shift else ""
     k = 0
     while len(out) < count:
         added = False
         for doc, sents in zip(docs, per_doc, strict=True):
-            window = sents[k * sentences : (k + 1) * sentences]
+            start = k * sentences + shift
+            window = sents[start : start + sentences]
             if len(window) == sentences:
-                out.append(Document(f"{doc.id}#{k}", " ".join(window)))
+                out.append(Document(f"{doc.id}#{k}{suffix}", " ".join(window)))
                 added = True
                 if len(out) == count:
                     break

@@ -31,6 +31,9 @@ class Detection:
     sentence_evidence: tuple[float, ...] = field(default=(), repr=False)
     channel_evidence: tuple[float, ...] = field(default=(), repr=False)
     evidence: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+    #: signal diagnostics, named in the scheme's own units (SAMark: ``flag_side_share``,
+    #: ``mean_signed_cosine``; KGW: ``green_fraction``; SynthID: ``g_value_mean``)
+    details: dict[str, float] = field(default_factory=dict)
 
     @property
     def is_watermarked(self) -> bool:

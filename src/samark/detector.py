@@ -103,6 +103,7 @@ class SAMarkDetector:
         z = float(paper_z(evidence[:1])[0]) if self.statistic != "z" else float(values[0])
         own = evidence[0]
         flags = inferred_flags(responses[:1])[0]
+        signed = responses[0] * flags[None, :]
         return Detection(
             scheme="samark",
             p_value=exchangeable_p_value(float(values[0]), values[1:]),
@@ -117,4 +118,9 @@ class SAMarkDetector:
             sentence_evidence=tuple(float(x) for x in own.mean(axis=1)),
             channel_evidence=tuple(float(x) for x in own.mean(axis=0)),
             evidence=tuple(tuple(float(x) for x in row) for row in own),
+            details={
+                # share of (sentence, channel) cosines on the majority-voted flag side
+                "flag_side_share": float((signed > 0).mean()),
+                "mean_signed_cosine": float(signed.mean()),
+            },
         )

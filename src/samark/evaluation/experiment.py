@@ -33,6 +33,9 @@ class DatasetSpec:
     human_negatives: int = 1000
     # where the negatives come from, in order, after each prompt's own human continuation
     negatives_from: tuple[str, ...] = ()
+    # when the non-overlapping windows run out, add windows shifted by half a window
+    # (each shares half its sentences with two others: more texts, correlated ones)
+    negative_overlap: bool = False
     params: dict[str, Any] = field(default_factory=dict)
 
 
@@ -90,14 +93,17 @@ class Experiment:
     source: str = ""  # the TOML text, kept with the run
 
     def with_prompts(self, prompts: int) -> Experiment:
-        """The same experiment on its first ``prompts`` prompts (records stay reusable)."""
+        """The same experiment on its first ``prompts`` prompts (records stay reusable).
+
+        Only the scheme rows are sliced: the human negatives stay those of the whole
+        experiment, so a slice and the full run measure FPR on the same texts."""
         if prompts < 1:
             raise ExperimentError("prompts must be >= 1")
-        d = dataclasses.replace(self.dataset, prompts=min(prompts, self.dataset.prompts))
+        prompts = min(prompts, self.dataset.prompts)
         schemes = tuple(
             dataclasses.replace(s, prompts=min(s.prompts or prompts, prompts)) for s in self.schemes
         )
-        return dataclasses.replace(self, dataset=d, schemes=schemes)
+        return dataclasses.replace(self, schemes=schemes)
 
     def only_schemes(self, labels: list[str]) -> Experiment:
         """The same experiment restricted to these scheme rows (for splitting work)."""

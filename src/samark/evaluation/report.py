@@ -18,6 +18,8 @@ from samark.evaluation.detection_metrics import (
     rate_below,
     tpr_at_fpr,
 )
+from samark.evaluation.fidelity import FIELDS as FIDELITY_FIELDS
+from samark.evaluation.fidelity import MEANING_PRESERVING, is_meaning_preserving
 from samark.evaluation.runner import NO_ATTACK, Run
 
 
@@ -45,8 +47,7 @@ def detection_table(run: Run) -> pd.DataFrame:
         mine = det[det["scheme"] == spec.label]
         if mine.empty:
             continue
-        detector = mine["detector"].iloc[0]
-        humans = det[(det["scheme"] == "human") & (det["detector"] == detector)]
+        humans = _humans(run, det, mine["detector"].iloc[0])
         neg = evidence(humans["p_value"], humans["z"])
         for attack in [NO_ATTACK, *[a.label for a in exp.attacks]]:
             sub = mine[mine["attack"] == attack]
@@ -73,6 +74,17 @@ def detection_table(run: Run) -> pd.DataFrame:
                 row[f"{tag}_lo"], row[f"{tag}_hi"] = lo, hi
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _humans(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
+    """The detector's scores on the experiment's current human negatives (records of
+    negatives that an earlier version of the experiment used are left out)."""
+    ids = {d.id for d in run.negatives()}
+    return records[
+        (records["scheme"] == "human")
+        & (records["detector"] == detector)
+        & records["item"].isin(ids)
+    ]
 
 
 def quality_table(run: Run) -> pd.DataFrame:
@@ -165,16 +177,93 @@ def efficiency_table(run: Run) -> pd.DataFrame:
 
 
 def attack_table(run: Run) -> pd.DataFrame:
+    """Fidelity per attack (all scheme rows pooled): what the attack kept of the original,
+    and whether it counts as meaning-preserving (:mod:`samark.evaluation.fidelity`)."""
     att = pd.DataFrame(list(run.attacks.records()))
     if att.empty:
         return att
-    return (
-        att.groupby("attack", sort=False)[["similarity", "overlap", "seconds"]].mean().reset_index()
-    )
+    if "overlap" in att and "word_overlap" not in att:
+        att["word_overlap"] = att["overlap"]  # records written before the fidelity fields
+    for f in FIDELITY_FIELDS:
+        if f not in att:
+            att[f] = np.nan
+    rows = []
+    for label, sub in att.groupby("attack", sort=False):
+        aligned = sub["aligned_similarity"].dropna()
+        rows.append(
+            {
+                "attack": label,
+                "n": len(sub),
+                "sentence_ratio": sub["sentence_ratio"].mean(),
+                "aligned_similarity": aligned.median() if len(aligned) else np.nan,
+                "aligned_similarity_p10": aligned.quantile(0.1) if len(aligned) else np.nan,
+                "aligned_precision": sub["aligned_precision"].median(),
+                "ngram4_copy": sub["ngram4_copy"].mean(),
+                "word_overlap": sub["word_overlap"].mean(),
+                "similarity": sub["similarity"].mean(),
+                "seconds": sub["seconds"].mean(),
+                "meaning_preserving": (
+                    is_meaning_preserving(aligned.to_numpy()) if len(aligned) else None
+                ),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def signal_table(run: Run) -> pd.DataFrame:
+    """Where the signal goes, per scheme and attack: units scored, units kept relative to
+    the unattacked text, and the scheme's own diagnostics (SAMark: share of sentence-channel
+    cosines on the majority-voted flag side and mean signed cosine; KGW: green fraction;
+    SynthID: mean g-value), averaged over texts. Human texts are the reference row."""
+    det = pd.DataFrame(list(run.detections.records()))
+    if det.empty:
+        return det
+    if "details" not in det:
+        det["details"] = None
+    det["details"] = det["details"].map(lambda d: d if isinstance(d, dict) else {})
+    rows = []
+    for spec in run.experiment.schemes:
+        mine = det[det["scheme"] == spec.label]
+        if mine.empty:
+            continue
+        humans = _humans(run, det, mine["detector"].iloc[0])
+        base = mine[mine["attack"] == NO_ATTACK].set_index("item")["n_units"]
+        groups = [("human", humans)] + [
+            (a, mine[mine["attack"] == a])
+            for a in [NO_ATTACK, *[x.label for x in run.experiment.attacks]]
+        ]
+        for attack, sub in groups:
+            if sub.empty:
+                continue
+            row: dict[str, Any] = {
+                "scheme": spec.label,
+                "attack": attack,
+                "n": len(sub),
+                "units": sub["n_units"].mean(),
+            }
+            if attack != "human":
+                kept = sub.set_index("item")["n_units"] / base.reindex(sub["item"]).to_numpy()
+                row["units_kept"] = float(kept.replace([np.inf], np.nan).mean())
+            details = pd.DataFrame(list(sub["details"]))
+            for name in details.columns:
+                row[name] = float(details[name].mean())
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _unfaithful(att: pd.DataFrame) -> set[str]:
+    if att.empty or "meaning_preserving" not in att:
+        return set()
+    return set(att.loc[att["meaning_preserving"] == False, "attack"])  # noqa: E712
 
 
 def _markdown(
-    run: Run, det: pd.DataFrame, qual: pd.DataFrame, eff: pd.DataFrame, att: pd.DataFrame
+    run: Run,
+    det: pd.DataFrame,
+    qual: pd.DataFrame,
+    eff: pd.DataFrame,
+    att: pd.DataFrame,
+    sig: pd.DataFrame,
 ) -> str:
     exp = run.experiment
     lines = [f"# Experiment `{exp.name}`", ""]
@@ -183,8 +272,14 @@ def _markdown(
         f"Python {platform.python_version()}.",
         f"Data: `{exp.dataset.name}`, {exp.dataset.sentences} sentences per text; "
         f"generator `{exp.generator}`; SAMark embedder `{exp.embedder}`.",
+        _compute_line(run),
         "",
     ]
+    unfaithful = _unfaithful(att)
+
+    def head(attack: str) -> str:
+        return f"{attack} *" if attack in unfaithful else attack
+
     if not det.empty:
         fprs = [f"tp@fp{100 * f:g}%" for f in exp.metrics.fprs]
         n_neg = int(det["n_negative"].max())
@@ -193,13 +288,20 @@ def _markdown(
             "",
             f"Empirical thresholds on {n_neg} human texts: FP 1% rests on about "
             f"{max(n_neg // 100, 1)} of them, so the 1% column is coarse (95% bootstrap "
-            "intervals in `detection.csv`). n = watermarked texts per cell.",
+            "intervals in `detection.csv`). n = watermarked texts per cell."
+            + (
+                f" * = not meaning-preserving (median sentence-aligned similarity below "
+                f"{MEANING_PRESERVING:.2f}, see Attack fidelity): a rewrite, not a paraphrase "
+                "result."
+                if unfaithful
+                else ""
+            ),
             "",
         ]
         attacks = [
             a for a in [NO_ATTACK, *[a.label for a in exp.attacks]] if a in set(det["attack"])
         ]
-        lines.append("| scheme | " + " | ".join(attacks) + " |")
+        lines.append("| scheme | " + " | ".join(map(head, attacks)) + " |")
         lines.append("|---" * (len(attacks) + 1) + "|")
         for scheme, sub in det.groupby("scheme", sort=False):
             cells = []
@@ -221,7 +323,7 @@ def _markdown(
             "The fixed rule every detector ships: its false-positive rate measured on the human "
             "texts, and the share of texts it flags.",
             "",
-            "| scheme | human FPR | " + " | ".join(attacks) + " |",
+            "| scheme | human FPR | " + " | ".join(map(head, attacks)) + " |",
             "|---" * (len(attacks) + 2) + "|",
         ]
         for scheme, sub in det.groupby("scheme", sort=False):
@@ -287,22 +389,89 @@ def _markdown(
         lines.append("")
     if not att.empty:
         lines += [
-            "## Attack strength",
+            "## Attack fidelity",
             "",
-            "Similarity: cosine between original and attacked text under an embedder other "
-            "than SAMark's; overlap: share of the original's words kept.",
+            "What each attack kept of the original (all rows pooled), measured under an "
+            "embedder other than SAMark's. Sentences: attacked / original sentence count. "
+            "Aligned sim.: for each original sentence, the best cosine among the attacked "
+            "text's sentences, averaged (median over texts, 10th percentile in brackets); "
+            "precision: the same from the attacked side (low = invented content). 4-gram "
+            "copy: share of the attacked text's 4-grams found verbatim in the original. "
+            f"Meaning-preserving: median aligned similarity >= {MEANING_PRESERVING:.2f}.",
             "",
-            "| attack | similarity | word overlap | s/text |",
-            "|---|---|---|---|",
+            "| attack | n | sentences | aligned sim. | precision | 4-gram copy | word overlap "
+            "| text sim. | s/text | meaning-preserving |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for _, r in att.iterrows():
+            keeps = r["meaning_preserving"]
+            verdict = "–" if keeps is None or keeps != keeps else ("yes" if keeps else "**no**")
             lines.append(
-                f"| {r['attack']} | {_num(r['similarity'], 3)} | {_num(r['overlap'], 3)} "
-                f"| {_num(r['seconds'], 2)} |"
+                f"| {r['attack']} | {r['n']} | {_num(r['sentence_ratio'])} | "
+                f"{_num(r['aligned_similarity'], 3)} ({_num(r['aligned_similarity_p10'], 3)}) "
+                f"| {_num(r['aligned_precision'], 3)} | {_num(r['ngram4_copy'])} | "
+                f"{_num(r['word_overlap'])} | {_num(r['similarity'], 3)} | "
+                f"{_num(r['seconds'], 2)} | {verdict} |"
+            )
+        lines.append("")
+    if not sig.empty:
+        diag = [c for c in sig.columns if c not in SIGNAL_BASE_COLUMNS]
+        lines += [
+            "## Signal diagnostics",
+            "",
+            "Where the evidence goes, averaged over texts: units scored (sentences for SAMark "
+            "rows, tokens for token rows), units kept relative to the unattacked text, and "
+            "each scheme's own signal: `flag_side_share` = share of (sentence, channel) "
+            "cosines on the majority-voted flag side, `mean_signed_cosine` = their mean "
+            "signed cosine (SAMark rows); `green_fraction` (KGW); `g_value_mean` (SynthID). "
+            "The `human` row is the same detector on the human negatives.",
+            "",
+            "| scheme | attack | n | units | units kept |" + "".join(f" {d} |" for d in diag),
+            "|---" * (5 + len(diag)) + "|",
+        ]
+        for _, r in sig.iterrows():
+            cells = [_num(r.get(c, float("nan")), 3) for c in diag]
+            lines.append(
+                f"| {r['scheme']} | {head(r['attack'])} | {r['n']} | {_num(r['units'], 1)} | "
+                f"{_num(r.get('units_kept', float('nan')))} |" + "".join(f" {c} |" for c in cells)
             )
         lines.append("")
     lines += ["Plots: `roc.png`, `scores.png`, `tradeoff.png`.", ""]
     return "\n".join(lines)
+
+
+SIGNAL_BASE_COLUMNS = ("scheme", "attack", "n", "units", "units_kept")
+
+
+def _attack_styles(attacks: list[str]) -> dict[str, dict[str, Any]]:
+    """A distinct (colour, line style) per attack, however many there are."""
+    import matplotlib
+
+    tab10 = matplotlib.colormaps["tab10"]
+    colours = [tab10(i) for i in range(10)]
+    dashes = ["-", "--", "-.", ":"]
+    return {
+        a: {"color": colours[i % len(colours)], "linestyle": dashes[(i // len(colours)) % 4]}
+        for i, a in enumerate(attacks)
+    }
+
+
+def _symlog_values(x: np.ndarray) -> np.ndarray:
+    return np.sign(x) * np.log10(1 + np.abs(x))
+
+
+def _compute_line(run: Run) -> str:
+    """The model work the records hold (seconds summed per stage, as recorded)."""
+    parts = []
+    for name, stage, field in (
+        ("generation", run.generations, "seconds"),
+        ("attacks", run.attacks, "seconds"),
+        ("detection", run.detections, "seconds"),
+    ):
+        total = sum(float(r.get(field) or 0.0) for r in stage.records())
+        if total:
+            parts.append(f"{name} {total / 3600:.2f} h")
+    return ("Recorded compute: " + ", ".join(parts) + ".") if parts else ""
 
 
 def _plots(run: Run, det: pd.DataFrame, qual: pd.DataFrame, folder: Path) -> None:
@@ -319,52 +488,77 @@ def _plots(run: Run, det: pd.DataFrame, qual: pd.DataFrame, folder: Path) -> Non
     if not schemes:
         return
     attacks = [NO_ATTACK, *[a.label for a in exp.attacks]]
-    # ROC per scheme
-    fig, axes = plt.subplots(1, len(schemes), figsize=(4 * len(schemes), 4), squeeze=False)
+    humans_of = {
+        spec.label: _humans(
+            run, records, records.loc[records["scheme"] == spec.label, "detector"].iloc[0]
+        )
+        for spec in schemes
+    }
+    # ROC per scheme: one colour and line style per attack, one legend for all panels
+    styles = _attack_styles(attacks)
+    fig, axes = plt.subplots(
+        1, len(schemes), figsize=(3.6 * len(schemes) + 2.4, 3.8), squeeze=False
+    )
     for ax, spec in zip(axes[0], schemes, strict=True):
         mine = records[records["scheme"] == spec.label]
-        humans = records[
-            (records["scheme"] == "human") & (records["detector"] == mine["detector"].iloc[0])
-        ]
+        humans = humans_of[spec.label]
         neg = evidence(humans["p_value"], humans["z"])
         for a in attacks:
             sub = mine[mine["attack"] == a]
-            if sub.empty:
+            if sub.empty or not len(neg):
                 continue
             pos = evidence(sub["p_value"], sub["z"])
             thr = np.unique(np.concatenate([neg, pos, [np.inf]]))[::-1]
             fpr = [(neg >= t).mean() for t in thr]
             tpr = [(pos >= t).mean() for t in thr]
-            ax.plot(fpr, tpr, label=a, lw=1)
+            ax.plot(fpr, tpr, label=a, lw=1.2, **styles[a])
         ax.plot([0, 1], [0, 1], "k:", lw=0.5)
+        ax.axvline(0.01, color="0.6", lw=0.6)
         ax.set_xscale("symlog", linthresh=0.01)
+        ax.set_xlim(0, 1)
         ax.set_title(spec.label)
-        ax.set_xlabel("FPR (human)")
+        ax.set_xlabel("FPR on human text (symlog)")
         ax.set_ylabel("TPR")
-    axes[0][-1].legend(fontsize=6)
-    fig.tight_layout()
+    handles = {
+        h.get_label(): h for ax in axes[0] for h in ax.get_lines() if h.get_label() in styles
+    }
+    fig.legend(
+        [handles[a] for a in attacks if a in handles],
+        [a for a in attacks if a in handles],
+        loc="center right",
+        fontsize=7,
+        frameon=False,
+    )
+    fig.tight_layout(rect=(0, 0, 1 - 2.2 / (3.6 * len(schemes) + 2.4), 1))
     fig.savefig(folder / "roc.png", dpi=120)
     plt.close(fig)
-    # score distributions: human / watermarked / attacked
-    fig, axes = plt.subplots(1, len(schemes), figsize=(4 * len(schemes), 3.5), squeeze=False)
-    for ax, spec in zip(axes[0], schemes, strict=True):
+    # what the decision uses: -log10 p (top, the alpha = 0.01 rule as a line) and the
+    # statistic whose rank gives p (bottom, symlog: SAMark's z spans 0 to hundreds)
+    fig, axes = plt.subplots(2, len(schemes), figsize=(4 * len(schemes), 6), squeeze=False)
+    for col, spec in enumerate(schemes):
         mine = records[records["scheme"] == spec.label]
-        humans = records[
-            (records["scheme"] == "human") & (records["detector"] == mine["detector"].iloc[0])
-        ]
         groups = {
-            "human": humans,
+            "human": humans_of[spec.label],
             "watermarked": mine[mine["attack"] == NO_ATTACK],
             "attacked": mine[mine["attack"] != NO_ATTACK],
         }
+        top, bottom = axes[0][col], axes[1][col]
+        logp = {
+            n: -np.log10(np.clip(g["p_value"].astype(float), 1e-300, 1)) for n, g in groups.items()
+        }
+        hi = max([float(v.max()) for v in logp.values() if len(v)] + [3.0])
+        bins = np.linspace(0, hi * 1.02, 31)
         for name, g in groups.items():
             if len(g):
-                ax.hist(
-                    np.asarray(g["z"], dtype=float), bins=30, alpha=0.5, density=True, label=name
-                )
-        ax.set_title(spec.label)
-        ax.set_xlabel("detector z")
-    axes[0][-1].legend(fontsize=7)
+                top.hist(logp[name], bins=bins, alpha=0.5, label=f"{name} ({len(g)})")
+                score = np.nan_to_num(np.asarray(g["score"], dtype=float), posinf=1e6)
+                bottom.hist(_symlog_values(score), bins=30, alpha=0.5, label=name)
+        top.axvline(2.0, color="k", lw=0.8, ls="--")
+        top.set_yscale("log")
+        top.set_title(spec.label)
+        top.set_xlabel("-log10 p  (dashed: p = 0.01)")
+        bottom.set_xlabel(f"statistic `{mine['statistic'].iloc[0]}`, sign(x)·log10(1+|x|)")
+        top.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(folder / "scores.png", dpi=120)
     plt.close(fig)
@@ -395,13 +589,26 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     folder = Path(out_dir) if out_dir is not None else run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
     det, qual = detection_table(run), quality_table(run)
-    eff, att = efficiency_table(run), attack_table(run)
-    for name, df in (("detection", det), ("quality", qual), ("efficiency", eff), ("attacks", att)):
+    eff, att, sig = efficiency_table(run), attack_table(run), signal_table(run)
+    for name, df in (
+        ("detection", det),
+        ("quality", qual),
+        ("efficiency", eff),
+        ("attacks", att),
+        ("signal", sig),
+    ):
         df.to_csv(folder / f"{name}.csv", index=False)
     md = folder / "report.md"
-    md.write_text(_markdown(run, det, qual, eff, att), encoding="utf-8")
+    md.write_text(_markdown(run, det, qual, eff, att, sig), encoding="utf-8")
     _plots(run, det, qual, folder)
     return md
 
 
-__all__ = ["detection_table", "efficiency_table", "quality_table", "write_report"]
+__all__ = [
+    "attack_table",
+    "detection_table",
+    "efficiency_table",
+    "quality_table",
+    "signal_table",
+    "write_report",
+]

@@ -22,7 +22,8 @@ from samark.config import SAMarkConfig
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import EmptyTextError, SamarkError
-from samark.evaluation.attacks import Attack, create_attack, word_overlap
+from samark.evaluation import fidelity
+from samark.evaluation.attacks import Attack, create_attack
 from samark.evaluation.experiment import AttackSpec, Experiment, SchemeSpec
 from samark.evaluation.store import Stage
 from samark.evaluation.text_metrics import TEXT_METRICS
@@ -127,21 +128,29 @@ class Run:
         return self._examples
 
     def negatives(self) -> list[Document]:
-        """Human texts for the FPR side: each example's own continuation, then windows."""
+        """Human texts for the FPR side: each example's own continuation, then windows of
+        every source in turn; with ``negative_overlap``, then half-shifted windows."""
         d = self.experiment.dataset
         out = [Document(f"{e.id}:continuation", e.human) for e in self.examples()]
         seen = {doc.text for doc in out}
-        for name in d.negatives_from or (d.name,):
-            params = d.params if name == d.name else {}
-            for doc in human_windows(
-                load_dataset(name, **params), sentences=d.sentences, count=d.human_negatives
-            ):
+        shifts = (0, d.sentences // 2) if d.negative_overlap and d.sentences > 1 else (0,)
+        sources = {
+            name: load_dataset(name, **(d.params if name == d.name else {}))
+            for name in d.negatives_from or (d.name,)
+        }
+        for shift in shifts:
+            for name, docs in sources.items():
                 if len(out) >= d.human_negatives:
                     break
-                if doc.text not in seen:
-                    seen.add(doc.text)
-                    out.append(Document(f"{name}:{doc.id}", doc.text))
-        return out[: d.human_negatives]
+                for doc in human_windows(
+                    docs, sentences=d.sentences, count=d.human_negatives, shift=shift
+                ):
+                    if len(out) >= d.human_negatives:
+                        break
+                    if doc.text not in seen:
+                        seen.add(doc.text)
+                        out.append(Document(f"{name}:{doc.id}", doc.text))
+        return out
 
     def scheme(self, spec: SchemeSpec) -> Watermark:
         if spec.label not in self._schemes:
@@ -236,7 +245,7 @@ class Run:
                     continue
                 attacker = self.attacker(aspec)
                 if strength_embedder is None:
-                    strength_embedder = load_embedder(_strength_embedder(exp.embedder))
+                    strength_embedder = load_embedder(fidelity.fidelity_embedder(exp.embedder))
                 bar = self._bar(None, f"attack {aspec.label} on {spec.label}", total=len(todo))
                 for batch in _batches(todo, 8):
                     seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
@@ -246,8 +255,8 @@ class Run:
                         texts, seed=seed, human=[humans.get(g["item"], "") for g in batch]
                     )
                     seconds = (time.perf_counter() - start) / len(batch)
-                    sims = _similarities(strength_embedder, texts, out)
-                    for g, new, sim in zip(batch, out, sims, strict=True):
+                    measured = fidelity.measure(strength_embedder, texts, out)
+                    for g, new, fid in zip(batch, out, measured, strict=True):
                         self.attacks.append(
                             self._attack_key(spec, g["item"], aspec),
                             {
@@ -256,8 +265,7 @@ class Run:
                                 "attack": aspec.label,
                                 "seed": seed,
                                 "text": new,
-                                "similarity": sim,
-                                "overlap": word_overlap(g["text"], new),
+                                **fid.to_dict(),
                                 "seconds": seconds,
                                 "strength_embedder": strength_embedder.name,
                             },
@@ -399,6 +407,7 @@ class Run:
                 "statistic": d.statistic,
                 "score": d.score,
                 "n_units": d.n_sentences,
+                "details": dict(d.details),
             }
         except EmptyTextError:
             rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
@@ -440,14 +449,3 @@ def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
     return WatermarkKey(
         hashlib.sha256(blob).digest(), embedder.identity, embedder.reference_directions()
     )
-
-
-def _strength_embedder(watermark_embedder: str) -> str:
-    """Attack strength is measured under an embedder other than the watermark's."""
-    return "all-minilm-l6-v2" if "mpnet" in watermark_embedder else "all-mpnet-base-v2"
-
-
-def _similarities(embedder: Embedder, a: list[str], b: list[str]) -> list[float]:
-    ea = embedder.encode([t or " " for t in a])
-    eb = embedder.encode([t or " " for t in b])
-    return [float(x) for x in (ea * eb).sum(axis=1)]

@@ -68,6 +68,7 @@ class KGW(TokenWatermark):
             statistic="kgw_z",
             score=z,
             n_sentences=int(out.num_tokens_scored[0]),
+            details={"green_fraction": float(out.green_fraction[0])},
         )
 
 

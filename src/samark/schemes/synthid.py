@@ -81,6 +81,7 @@ class SynthID(TokenWatermark):
             statistic="synthid_mean",
             score=mean,
             n_sentences=int(mask.sum()),
+            details={"g_value_mean": mean},
         )
 
 

@@ -1,0 +1,34 @@
+"""Attacks on watermarked text (a registry): one module per attack, each seeded.
+
+Word-level attacks follow MarkLLM's definitions and, as in the paper, apply to the whole
+paragraph. Doc-P through an OpenAI-compatible chat endpoint and Doc-T via Chinese are the
+paper's exact attacks; offline, ``doc-t`` back-translates sentence by sentence and
+``doc-p-local`` paraphrases from faithful parts. Every attack's fidelity is measured
+(:mod:`samark.evaluation.fidelity`).
+"""
+
+from samark.evaluation.attacks import (  # noqa: F401  (registration)
+    human_mix,
+    lm_rewrite,
+    local_paraphrase,
+    shuffle,
+    translation,
+    word_edit,
+)
+from samark.evaluation.attacks.base import (
+    ATTACKS,
+    Attack,
+    PerTextAttack,
+    attack_summary,
+    create_attack,
+    register_attack,
+)
+
+__all__ = [
+    "ATTACKS",
+    "Attack",
+    "PerTextAttack",
+    "attack_summary",
+    "create_attack",
+    "register_attack",
+]
