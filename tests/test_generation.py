@@ -73,6 +73,25 @@ def test_seed_makes_generation_reproducible(mpnet, smollm2) -> None:
     a = scheme.generate(PROMPT, max_new_sentences=1, seed=3)
     b = scheme.generate(PROMPT, max_new_sentences=1, seed=3)
     assert a.text == b.text
+    assert not any(k.startswith("signal_") for k in a.steps[0])  # off by default
+
+
+def test_signal_records_change_nothing_and_add_up(mpnet, smollm2) -> None:
+    key = new_key(mpnet)
+    plain = SAMark(key, config=SAMarkConfig(candidates=6), sampler=smollm2)
+    traced = SAMark(key, config=SAMarkConfig(candidates=6, record_signal=True), sampler=smollm2)
+    a = plain.generate(PROMPT, max_new_sentences=2, seed=4)
+    b = traced.generate(PROMPT, max_new_sentences=2, seed=4)
+    assert a.text == b.text  # research records never change a choice
+    first, second = b.steps
+    assert "signal_topic" not in first and len(second["signal_topic"]) == 2
+    for step in b.steps:
+        assert len(step["signal_chosen"]) == len(step["signal_pool_mean"]) == 2
+        assert all(sd >= 0 for sd in step["signal_pool_sd"])
+        if step["kind"] == "matched":  # a matched sentence lies on the flag side
+            assert all(x > 0 for x in step["signal_chosen"])
+    # the second step's topic offset is the first chosen sentence's own signed cosine
+    assert second["signal_topic"] == pytest.approx(first["signal_chosen"], abs=1e-4)
 
 
 def test_fallback_fires_and_is_counted(mpnet, smollm2) -> None:

@@ -320,7 +320,7 @@ def attack(
         ) from None
     if list_attacks:
         for known in ATTACKS.names():
-            out.print(f"{known:<16} {attack_summary(known)}", highlight=False)
+            out.print(f"{known:<16} {attack_summary(known)}", highlight=False, soft_wrap=True)
         return
     if name is None or source is None or output is None:
         raise _fail("usage: samark attack NAME INPUT.jsonl -o OUTPUT.jsonl [--param k=v]")
@@ -345,7 +345,7 @@ def attack(
             )
     except SamarkError as exc:
         raise _fail(str(exc)) from None
-    err.print(f"{output}: {summary.line()}", highlight=False)
+    err.print(f"{output}: {summary.line()}", highlight=False, soft_wrap=True)
 
 
 @models_app.command("list")

@@ -49,6 +49,11 @@ class SAMarkConfig:
     adaptive_matches: int = 1
     adaptive_saturation: float = 0.3
     adaptive_patience: int = 16
+    # research records: each step also records where its margin came from (the pool's and
+    # the chosen sentence's flag-signed cosines, the running text's topic offset). They
+    # derive from the secret pivots and flags, so only experiments turn this on; it changes
+    # no choice
+    record_signal: bool = False
     # detection
     tanh_detection: bool = True
     statistic: Statistic = "z"  # the paper's z, calibrated; chosen by measured power (README)

@@ -316,6 +316,26 @@ def _markdown(
                     + f"/{_pct(r0['auc'])} (n={r0['n_positive']})"
                 )
             lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
+        first = fprs[0]
+        lines += [
+            "",
+            f"{first.replace('tp@fp', 'TP@FP')} with its 95% bootstrap interval:",
+            "",
+            "| scheme | " + " | ".join(map(head, attacks)) + " |",
+            "|---" * (len(attacks) + 1) + "|",
+        ]
+        for scheme, sub in det.groupby("scheme", sort=False):
+            cells = []
+            for a in attacks:
+                r = sub[sub["attack"] == a]
+                if r.empty:
+                    cells.append("")
+                    continue
+                r0 = r.iloc[0]
+                cells.append(
+                    f"{_pct(r0[first])} [{_pct(r0[first + '_lo'])}, {_pct(r0[first + '_hi'])}]"
+                )
+            lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
         lines += [
             "",
             "## Calibrated decision p < 0.01",

@@ -73,6 +73,7 @@ class Run:
         self._embedder: Embedder | None = None
         self._key: WatermarkKey | None = None
         self._examples: list[Example] | None = None
+        self._negatives: list[Document] | None = None
 
     @classmethod
     def open(cls, run_dir: str | Path, *, prompts: int | None = None) -> Run:
@@ -130,6 +131,11 @@ class Run:
     def negatives(self) -> list[Document]:
         """Human texts for the FPR side: each example's own continuation, then windows of
         every source in turn; with ``negative_overlap``, then half-shifted windows."""
+        if self._negatives is None:
+            self._negatives = self._find_negatives()
+        return self._negatives
+
+    def _find_negatives(self) -> list[Document]:
         d = self.experiment.dataset
         out = [Document(f"{e.id}:continuation", e.human) for e in self.examples()]
         seen = {doc.text for doc in out}
@@ -156,7 +162,8 @@ class Run:
         if spec.label not in self._schemes:
             params = dict(spec.params)
             if spec.name in ("samark", "samark-dagger"):
-                config = SAMarkConfig(**params) if params else None
+                # experiments keep per-step signal records (their keys are the run's own)
+                config = SAMarkConfig(**params, record_signal=True)
                 self._schemes[spec.label] = create_scheme(
                     spec.name,
                     key=self.key,

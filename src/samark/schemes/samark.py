@@ -177,17 +177,18 @@ class SAMark(Watermark):
                 ngrams(context_words[-(len(new_words) + c.ngram_n - 1) :], c.ngram_n)
             )
             vocabulary.update(new_words)
-            steps.append(
-                {
-                    "kind": choice.kind,
-                    "candidates": choice.n_candidates,
-                    "ngram_pass": choice.n_ngram_pass,
-                    "semantic_pass": choice.n_semantic_pass,
-                    "matched": choice.n_matched,
-                    "saturated": choice.n_saturated,
-                    "matched_terms": choice.matched_terms,
-                }
-            )
+            step: dict[str, Any] = {
+                "kind": choice.kind,
+                "candidates": choice.n_candidates,
+                "ngram_pass": choice.n_ngram_pass,
+                "semantic_pass": choice.n_semantic_pass,
+                "matched": choice.n_matched,
+                "saturated": choice.n_saturated,
+                "matched_terms": choice.matched_terms,
+            }
+            if c.record_signal:
+                step.update(step_signal(pool, choice.index, history[:-1], self._pivots, flags))
+            steps.append(step)
             if progress:
                 progress(t + 1, total)
         count = getattr(self.sampler, "count_tokens", None)
@@ -232,6 +233,29 @@ class SAMark(Watermark):
         unique = list(dict.fromkeys(t.strip() for t in texts))
         table = dict(zip(unique, self.embedder.encode(unique), strict=True))
         return np.array([table[t.strip()] for t in texts])
+
+
+def step_signal(
+    pool: np.ndarray,
+    chosen: int,
+    history: np.ndarray,
+    pivots: np.ndarray,
+    flags: np.ndarray,
+) -> dict[str, list[float]]:
+    """Where one step's margin comes from, per channel, as cosines signed by the step's
+    flags (positive = on the flag side): the candidate pool's mean and spread, the chosen
+    sentence, and the topic offset of the text chosen so far (its mean embedding; empty
+    before the first sentence). Research records only: they derive from the key."""
+    signed = (pool @ pivots.T) * flags  # (candidates, channels)
+    out = {
+        "pool_mean": signed.mean(axis=0),
+        "pool_sd": signed.std(axis=0),
+        "chosen": signed[chosen],
+    }
+    if len(history):
+        mean = history.mean(axis=0)
+        out["topic"] = (mean @ pivots.T) * flags
+    return {f"signal_{k}": [round(float(x), 5) for x in v] for k, v in out.items()}
 
 
 @register_scheme("samark")
