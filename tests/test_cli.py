@@ -69,11 +69,13 @@ def test_detect_jsonl_keeps_fields_and_reports_bad_records(key_file, runner, tmp
         "not json",
         json.dumps({"id": "c"}),
     ]
-    path.write_text("\n".join(lines) + "\n")
+    bad_utf8 = b'{"id": "d", "text": "caf\xe9"}\n'  # Latin-1, not UTF-8
+    path.write_bytes(("\n".join(lines) + "\n").encode() + bad_utf8)
     result = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
-    assert result.exit_code in (0, 1)
+    assert result.exit_code in (0, 1)  # a verdict, not a crash
     out = [json.loads(line) for line in result.stdout.splitlines()]
-    assert len(out) == 4
+    assert len(out) == 5
+    assert out[4] == {"line": 5, "error": "record is not UTF-8 text"}
     assert out[0]["id"] == "a" and out[0]["source"] == "news" and 0 < out[0]["p_value"] <= 1
     assert out[1]["id"] == "b" and out[1]["p_value"] is None and "no sentence" in out[1]["error"]
     assert "invalid JSON" in out[2]["error"]
@@ -88,6 +90,21 @@ def test_detect_rejects_non_text_files(key_file, runner, tmp_path, content, mess
     path.write_bytes(content)
     result = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
     assert result.exit_code == 2 and message in result.output
+
+
+def test_keygen_into_a_missing_folder_is_a_clear_error(runner, tmp_path) -> None:
+    result = runner.invoke(app, ["keygen", str(tmp_path / "no" / "such" / "k.key")])
+    assert result.exit_code == 2 and "cannot write key file" in result.output
+
+
+def test_a_key_readable_by_others_is_warned_about(key_file, runner, tmp_path) -> None:
+    shared = tmp_path / "shared.key"
+    shared.write_bytes(key_file.read_bytes())
+    shared.chmod(0o644)
+    result = runner.invoke(app, ["detect", HUMAN, "--key", str(shared)])
+    assert result.exit_code in (0, 1) and "readable by other users" in result.output
+    quiet = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file)])
+    assert "readable by other users" not in quiet.output
 
 
 def test_detect_empty_text_is_an_error(key_file, runner) -> None:

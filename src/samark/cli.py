@@ -87,7 +87,14 @@ def _load_scheme(
 
     try:
         engine = load_sampler(sampler) if sampler else None
-        return SAMark(WatermarkKey.load(key), config=config, generator=generator, sampler=engine)
+        loaded = WatermarkKey.load(key)
+        if WatermarkKey.permissions_too_open(key):
+            err.print(
+                f"[yellow]warning:[/] {key} is readable by other users; a watermark key is a "
+                f"secret (chmod 600 {key})",
+                soft_wrap=True,
+            )
+        return SAMark(loaded, config=config, generator=generator, sampler=engine)
     except SamarkError as exc:
         raise _fail(str(exc)) from None
 
@@ -208,18 +215,27 @@ def detect(
 
 
 def _detect_jsonl(scheme: Any, path: Path, field: str, details: bool) -> int:
-    lines = path.read_text(encoding="utf-8").splitlines()
+    """One result line per record, streamed (constant memory): a record that cannot be
+    read (invalid UTF-8 or JSON, no text field) gets an ``error`` line, never a crash."""
     found = False
-    with _progress() as bar:
-        task = bar.add_task(f"detecting {path.name}", total=len(lines))
-        for number, line in enumerate(lines, 1):
-            bar.advance(task)
-            if not line.strip():
+    try:
+        size = path.stat().st_size
+        f = path.open("rb")
+    except OSError as exc:
+        raise _fail(f"cannot read {path}: {exc.strerror}") from None
+    with f, _progress() as bar:
+        task = bar.add_task(f"detecting {path.name}", total=size)
+        for number, raw in enumerate(f, 1):
+            bar.advance(task, len(raw))
+            if not raw.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(raw.decode("utf-8"))
                 if not isinstance(record, dict):
                     raise ValueError("not a JSON object")
+            except UnicodeDecodeError:
+                typer.echo(json.dumps({"line": number, "error": "record is not UTF-8 text"}))
+                continue
             except ValueError as exc:
                 record = {"line": number, "error": f"invalid JSON record: {exc}"}
                 typer.echo(json.dumps(record))

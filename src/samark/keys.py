@@ -137,6 +137,8 @@ class WatermarkKey:
             fd = os.open(path, flags, 0o600)
         except FileExistsError:
             raise KeyFileError(f"{path} exists; refusing to overwrite a key") from None
+        except OSError as exc:
+            raise KeyFileError(f"cannot write key file {path}: {exc.strerror}") from None
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2)
             f.write("\n")
