@@ -494,7 +494,9 @@ def _compute_line(run: Run) -> str:
     return ("Recorded compute: " + ", ".join(parts) + ".") if parts else ""
 
 
-def _plots(run: Run, det: pd.DataFrame, qual: pd.DataFrame, folder: Path) -> None:
+def _plots(
+    run: Run, det: pd.DataFrame, qual: pd.DataFrame, att: pd.DataFrame, folder: Path
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -584,8 +586,16 @@ def _plots(run: Run, det: pd.DataFrame, qual: pd.DataFrame, folder: Path) -> Non
     plt.close(fig)
     # robustness-quality trade-off
     if not det.empty and not qual.empty and "distinct2" in qual:
-        hardest = (
-            next((a.label for a in reversed(exp.attacks) if a.name == "doc-p"), None) or NO_ATTACK
+        # the last meaning-preserving paragraph paraphrase (an unfaithful rewrite says
+        # nothing about robustness to paraphrase)
+        unfaithful = _unfaithful(att)
+        hardest = next(
+            (
+                a.label
+                for a in reversed(exp.attacks)
+                if a.name in ("doc-p", "doc-p-local") and a.label not in unfaithful
+            ),
+            NO_ATTACK,
         )
         fig, ax = plt.subplots(figsize=(5, 4))
         for _, q in qual.iterrows():
@@ -620,7 +630,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         df.to_csv(folder / f"{name}.csv", index=False)
     md = folder / "report.md"
     md.write_text(_markdown(run, det, qual, eff, att, sig), encoding="utf-8")
-    _plots(run, det, qual, folder)
+    _plots(run, det, qual, att, folder)
     return md
 
 
