@@ -8,6 +8,15 @@ a channel's mean cosine, and the part that averages away with n (the sentences' 
 from m).
 
     python benchmarks/topic_offset.py --windows 200 --lengths 3 6 12 24
+    python benchmarks/topic_offset.py --lengths 12 --subspace 32 64 128
+
+``--subspace K``: would pivots drawn in a K-dimensional subspace where documents' means
+vary little, but sentences within a document vary a lot, face less topic noise? The
+subspace (top-K generalised eigenvectors of within-document vs. between-document second
+moments) is fitted on half the documents and evaluated on the other half; it prints, for
+random unit directions in it and in the whole space, the spread of a text's mean along
+the direction (the noise) and of its sentences around their mean (what a generator can
+choose from).
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=200, help="human windows per length")
     ap.add_argument("--lengths", type=int, nargs="+", default=[3, 6, 12, 24])
     ap.add_argument("--dataset", default="cnn_dailymail")
+    ap.add_argument("--subspace", type=int, nargs="*", default=[])
     args = ap.parse_args()
 
     embedder = load_embedder(args.embedder)
@@ -59,6 +69,42 @@ def main() -> None:
             f"{n:>4}{len(windows):>9}{mean_sq:>14.3f}{1 / n:>8.3f}"
             f"{np.sqrt(mean_sq / embedder.dim):>13.4f}{np.mean(devs):>11.3f}"
         )
+        if args.subspace:
+            texts = [np.array([cache[s] for s in split_sentences(w.text)]) for w in windows]
+            subspace_report(texts, args.subspace)
+
+
+def _moments(texts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    means = np.array([e.mean(axis=0) for e in texts])
+    devs = np.concatenate([e - e.mean(axis=0) for e in texts])
+    return means.T @ means / len(means), devs.T @ devs / len(devs)
+
+
+def _spreads(texts: list[np.ndarray], basis: np.ndarray, draws: int = 2000) -> tuple[float, float]:
+    """RMS of <m, v> and of <e - m, v> over texts, for random unit v in span(basis)."""
+    rng = np.random.default_rng(0)
+    v = rng.standard_normal((draws, basis.shape[1])) @ basis.T
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    between, within = _moments(texts)
+    b = np.einsum("kd,de,ke->k", v, between, v)
+    w = np.einsum("kd,de,ke->k", v, within, v)
+    return float(np.sqrt(b.mean())), float(np.sqrt(w.mean()))
+
+
+def subspace_report(texts: list[np.ndarray], sizes: list[int]) -> None:
+    from scipy.linalg import eigh
+
+    fit, held = texts[::2], texts[1::2]
+    between, within = _moments(fit)
+    dim = between.shape[0]
+    # within v = lambda between v: large lambda = sentences vary, documents' means do not
+    _, vecs = eigh(within, between + 1e-6 * np.eye(dim))
+    vecs = np.linalg.qr(vecs[:, ::-1])[0]
+    rows = [("whole space", np.eye(dim))] + [(f"top {k}", vecs[:, :k]) for k in sizes]
+    print(f"      {'pivots drawn in':<14}{'noise <m,v>':>13}{'choice <e-m,v>':>16}{'ratio':>7}")
+    for name, basis in rows:
+        noise, choice = _spreads(held, basis)
+        print(f"      {name:<14}{noise:>13.4f}{choice:>16.4f}{choice / noise:>7.2f}")
 
 
 if __name__ == "__main__":

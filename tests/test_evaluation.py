@@ -180,6 +180,10 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert "## Attack fidelity" in report and "## Signal diagnostics" in report
     assert "flag_side_share" in report and "green_fraction" in report
     assert (run_dir / "report" / "signal.csv").stat().st_size > 100
+    # experiments keep SAMark's per-step research records, and the report reads them
+    steps = [st for g in _lines(gens) if g["scheme"] == "samark" for st in g["steps"]]
+    assert steps and all(len(st["signal_chosen"]) == 2 for st in steps)
+    assert "Where the margin comes from" in report
     for png in ("roc.png", "scores.png"):
         assert (run_dir / "report" / png).stat().st_size > 1000
     status = _run(["eval", "status", str(run_dir)], tmp_path)
