@@ -55,6 +55,9 @@ def test_experiment_errors_are_clear() -> None:
         Experiment.parse("name = ")
     exp = Experiment.parse(TINY)
     assert [s.label for s in exp.only_schemes(["kgw"]).schemes] == ["kgw"]
+    assert exp.only_attacks([]).attacks == () and exp.only_attacks(["shuffle"]) == exp
+    with pytest.raises(ExperimentError, match="no attack labelled"):
+        exp.only_attacks(["Shuffle"])
     sliced = exp.with_prompts(1)
     assert [s.prompts for s in sliced.schemes] == [1, 1, 1]
     assert sliced.dataset == exp.dataset  # a slice keeps the whole run's human negatives

@@ -422,6 +422,12 @@ def eval_run(
         str | None,
         typer.Option(help="Comma-separated scheme labels to run (default: all of them)."),
     ] = None,
+    attacks: Annotated[
+        str | None,
+        typer.Option(
+            help="Semicolon-separated attack labels to run (default: all of them).",
+        ),
+    ] = None,
     reverse: Annotated[
         bool,
         typer.Option(
@@ -442,6 +448,8 @@ def eval_run(
             exp = exp.with_prompts(prompts)
         if schemes:
             exp = exp.only_schemes([x.strip() for x in schemes.split(",") if x.strip()])
+        if attacks:
+            exp = exp.only_attacks([x.strip() for x in attacks.split(";") if x.strip()])
         folder = run_dir or Path("runs") / exp.name
         run = Run(exp, folder, reverse=reverse)
         run.run([s.strip() for s in stages.split(",") if s.strip()])

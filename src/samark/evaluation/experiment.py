@@ -115,6 +115,16 @@ class Experiment:
             self, schemes=tuple(s for s in self.schemes if s.label in labels)
         )
 
+    def only_attacks(self, labels: list[str]) -> Experiment:
+        """The same experiment restricted to these attack columns (for splitting work)."""
+        known = [a.label for a in self.attacks]
+        missing = set(labels) - set(known)
+        if missing:
+            raise ExperimentError(f"no attack labelled {sorted(missing)}; labels: {known}")
+        return dataclasses.replace(
+            self, attacks=tuple(a for a in self.attacks if a.label in labels)
+        )
+
     @classmethod
     def load(cls, path: str | Path) -> Experiment:
         path = Path(path)
