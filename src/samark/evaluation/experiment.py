@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import tomllib
 
@@ -107,23 +107,11 @@ class Experiment:
 
     def only_schemes(self, labels: list[str]) -> Experiment:
         """The same experiment restricted to these scheme rows (for splitting work)."""
-        known = [s.label for s in self.schemes]
-        missing = set(labels) - set(known)
-        if missing:
-            raise ExperimentError(f"no scheme labelled {sorted(missing)}; labels: {known}")
-        return dataclasses.replace(
-            self, schemes=tuple(s for s in self.schemes if s.label in labels)
-        )
+        return dataclasses.replace(self, schemes=_labelled(self.schemes, labels, "scheme"))
 
     def only_attacks(self, labels: list[str]) -> Experiment:
         """The same experiment restricted to these attack columns (for splitting work)."""
-        known = [a.label for a in self.attacks]
-        missing = set(labels) - set(known)
-        if missing:
-            raise ExperimentError(f"no attack labelled {sorted(missing)}; labels: {known}")
-        return dataclasses.replace(
-            self, attacks=tuple(a for a in self.attacks if a.label in labels)
-        )
+        return dataclasses.replace(self, attacks=_labelled(self.attacks, labels, "attack"))
 
     @classmethod
     def load(cls, path: str | Path) -> Experiment:
@@ -199,6 +187,17 @@ class Experiment:
             key=key,
             source=text,
         )
+
+
+Labelled = TypeVar("Labelled", SchemeSpec, AttackSpec)
+
+
+def _labelled(items: tuple[Labelled, ...], labels: list[str], kind: str) -> tuple[Labelled, ...]:
+    known = [x.label for x in items]
+    missing = set(labels) - set(known)
+    if missing:
+        raise ExperimentError(f"no {kind} labelled {sorted(missing)}; labels: {known}")
+    return tuple(x for x in items if x.label in labels)
 
 
 def _take(raw: dict[str, Any], where: str, scalars: list[str], tables: list[str]) -> dict[str, Any]:

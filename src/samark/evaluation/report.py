@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import platform
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +301,24 @@ def _unfaithful(att: pd.DataFrame) -> set[str]:
     return set(att.loc[att["meaning_preserving"] == False, "attack"])  # noqa: E712
 
 
+def _cells_by_scheme(
+    det: pd.DataFrame,
+    attacks: list[str],
+    cell: Callable[[pd.Series], str],
+    lead: Callable[[pd.DataFrame], str] | None = None,
+) -> list[str]:
+    """One markdown row per scheme: ``cell`` of its detection row per attack (blank where
+    the cell has no records), after an optional ``lead`` cell."""
+    rows = []
+    for scheme, sub in det.groupby("scheme", sort=False):
+        cells = [lead(sub)] if lead else []
+        for a in attacks:
+            r = sub[sub["attack"] == a]
+            cells.append(cell(r.iloc[0]) if len(r) else "")
+        rows.append(f"| {scheme} | " + " | ".join(cells) + " |")
+    return rows
+
+
 def _markdown(
     run: Run,
     det: pd.DataFrame,
@@ -347,19 +366,13 @@ def _markdown(
         ]
         lines.append("| scheme | " + " | ".join(map(head, attacks)) + " |")
         lines.append("|---" * (len(attacks) + 1) + "|")
-        for scheme, sub in det.groupby("scheme", sort=False):
-            cells = []
-            for a in attacks:
-                r = sub[sub["attack"] == a]
-                if r.empty:
-                    cells.append("")
-                    continue
-                r0 = r.iloc[0]
-                cells.append(
-                    "/".join(_pct(r0[f]) for f in fprs)
-                    + f"/{_pct(r0['auc'])} (n={r0['n_positive']})"
-                )
-            lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
+        lines += _cells_by_scheme(
+            det,
+            attacks,
+            lambda r: (
+                "/".join(_pct(r[f]) for f in fprs) + f"/{_pct(r['auc'])} (n={r['n_positive']})"
+            ),
+        )
         first = fprs[0]
         lines += [
             "",
@@ -368,18 +381,11 @@ def _markdown(
             "| scheme | " + " | ".join(map(head, attacks)) + " |",
             "|---" * (len(attacks) + 1) + "|",
         ]
-        for scheme, sub in det.groupby("scheme", sort=False):
-            cells = []
-            for a in attacks:
-                r = sub[sub["attack"] == a]
-                if r.empty:
-                    cells.append("")
-                    continue
-                r0 = r.iloc[0]
-                cells.append(
-                    f"{_pct(r0[first])} [{_pct(r0[first + '_lo'])}, {_pct(r0[first + '_hi'])}]"
-                )
-            lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
+        lines += _cells_by_scheme(
+            det,
+            attacks,
+            lambda r: f"{_pct(r[first])} [{_pct(r[first + '_lo'])}, {_pct(r[first + '_hi'])}]",
+        )
         lines += [
             "",
             "## Calibrated decision p < 0.01",
@@ -390,16 +396,12 @@ def _markdown(
             "| scheme | human FPR | " + " | ".join(map(head, attacks)) + " |",
             "|---" * (len(attacks) + 2) + "|",
         ]
-        for scheme, sub in det.groupby("scheme", sort=False):
-            cells = []
-            for a in attacks:
-                r = sub[sub["attack"] == a]
-                cells.append(_pct(r.iloc[0]["tpr_at_p_0.01"]) if len(r) else "")
-            lines.append(
-                f"| {scheme} | {_pct(sub.iloc[0]['human_fpr_at_p_0.01'])} | "
-                + " | ".join(cells)
-                + " |"
-            )
+        lines += _cells_by_scheme(
+            det,
+            attacks,
+            lambda r: _pct(r["tpr_at_p_0.01"]),
+            lead=lambda sub: _pct(sub.iloc[0]["human_fpr_at_p_0.01"]),
+        )
         lines.append("")
     if not qual.empty:
         judge = exp.metrics.judge or "local"
