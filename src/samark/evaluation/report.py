@@ -409,15 +409,26 @@ def _markdown(
             "## Quality",
             "",
             "SD% and 4g% (lower is better), D-2 (higher is better) as the paper's appendix "
-            f"defines them; PPL under `{exp.metrics.oracle}`; judge: `{judge}`"
-            + (" (a 135M model: a weak judge, read it as a smoke test)" if judge == "local" else "")
-            + ". "
-            + _judge_method(run),
+            f"defines them; PPL under `{exp.metrics.oracle}`"
+            + (
+                f"; judge: `{judge}`"
+                + (
+                    " (a 135M model: a weak judge, read it as a smoke test)"
+                    if judge == "local"
+                    else ""
+                )
+                + ". "
+                + _judge_method(run)
+                if "judge" in exp.metrics.quality
+                else " (no judge in this experiment)."
+            ),
             "",
             "| scheme | n | SD% | D-2 | 4g% | PPL | W/L/T % (judged) | AvgRank (Δ) |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for _, r in qual.iterrows():
+            if not r.get("n"):
+                continue  # no quality record yet for this row
             wlt = "/".join(_pct(r.get(k, float("nan"))) for k in ("win", "lose", "tie"))
             judged = r.get("judged", float("nan"))
             if math.isfinite(judged):
