@@ -260,12 +260,8 @@ def generation_signal_table(run: Run) -> pd.DataFrame:
     mean embedding of its sentences, as recorded before its last step)."""
     rows = []
     for spec in run.experiment.schemes:
-        steps = [
-            st
-            for g in run._generations(spec)
-            for st in g.get("steps") or []
-            if "signal_chosen" in st
-        ]
+        gens = run._generations(spec)
+        steps = [st for g in gens for st in g.get("steps") or [] if "signal_chosen" in st]
         if not steps:
             continue
         chosen = np.array([st["signal_chosen"] for st in steps])
@@ -273,7 +269,7 @@ def generation_signal_table(run: Run) -> pd.DataFrame:
         pool_sd = np.array([st["signal_pool_sd"] for st in steps])
         finals = [
             g["steps"][-1]["signal_topic"]
-            for g in run._generations(spec)
+            for g in gens
             if g.get("steps") and "signal_topic" in g["steps"][-1]
         ]
         rows.append(
@@ -301,17 +297,20 @@ def _unfaithful(att: pd.DataFrame) -> set[str]:
     return set(att.loc[att["meaning_preserving"] == False, "attack"])  # noqa: E712
 
 
-def _cells_by_scheme(
+def _scheme_table(
     det: pd.DataFrame,
     attacks: list[str],
+    head: Callable[[str], str],
     cell: Callable[[pd.Series], str],
-    lead: Callable[[pd.DataFrame], str] | None = None,
+    lead: tuple[str, Callable[[pd.DataFrame], str]] | None = None,
 ) -> list[str]:
-    """One markdown row per scheme: ``cell`` of its detection row per attack (blank where
-    the cell has no records), after an optional ``lead`` cell."""
-    rows = []
+    """A markdown table with one row per scheme and one column per attack (headed by
+    ``head(attack)``): ``cell`` of the scheme's detection row for that attack (blank where
+    it has no records), after an optional ``(header, cell)`` lead column."""
+    heads = ["scheme", *([lead[0]] if lead else []), *map(head, attacks)]
+    rows = ["| " + " | ".join(heads) + " |", "|---" * len(heads) + "|"]
     for scheme, sub in det.groupby("scheme", sort=False):
-        cells = [lead(sub)] if lead else []
+        cells = [lead[1](sub)] if lead else []
         for a in attacks:
             r = sub[sub["attack"] == a]
             cells.append(cell(r.iloc[0]) if len(r) else "")
@@ -364,11 +363,10 @@ def _markdown(
         attacks = [
             a for a in [NO_ATTACK, *[a.label for a in exp.attacks]] if a in set(det["attack"])
         ]
-        lines.append("| scheme | " + " | ".join(map(head, attacks)) + " |")
-        lines.append("|---" * (len(attacks) + 1) + "|")
-        lines += _cells_by_scheme(
+        lines += _scheme_table(
             det,
             attacks,
+            head,
             lambda r: (
                 "/".join(_pct(r[f]) for f in fprs) + f"/{_pct(r['auc'])} (n={r['n_positive']})"
             ),
@@ -378,12 +376,11 @@ def _markdown(
             "",
             f"{first.replace('tp@fp', 'TP@FP')} with its 95% bootstrap interval:",
             "",
-            "| scheme | " + " | ".join(map(head, attacks)) + " |",
-            "|---" * (len(attacks) + 1) + "|",
         ]
-        lines += _cells_by_scheme(
+        lines += _scheme_table(
             det,
             attacks,
+            head,
             lambda r: f"{_pct(r[first])} [{_pct(r[first + '_lo'])}, {_pct(r[first + '_hi'])}]",
         )
         lines += [
@@ -393,14 +390,13 @@ def _markdown(
             "The fixed rule every detector ships: its false-positive rate measured on the human "
             "texts, and the share of texts it flags.",
             "",
-            "| scheme | human FPR | " + " | ".join(map(head, attacks)) + " |",
-            "|---" * (len(attacks) + 2) + "|",
         ]
-        lines += _cells_by_scheme(
+        lines += _scheme_table(
             det,
             attacks,
+            head,
             lambda r: _pct(r["tpr_at_p_0.01"]),
-            lead=lambda sub: _pct(sub.iloc[0]["human_fpr_at_p_0.01"]),
+            lead=("human FPR", lambda sub: _pct(sub.iloc[0]["human_fpr_at_p_0.01"])),
         )
         lines.append("")
     if not qual.empty:
