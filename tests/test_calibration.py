@@ -52,7 +52,7 @@ def _keys(mpnet):
 
 
 @pytest.mark.parametrize("corpus", ["cnn_dailymail", "wikipedia_leads"])
-@pytest.mark.parametrize("statistic", ["alignment", "z"])
+@pytest.mark.parametrize("statistic", ["alignment", "z", "scan"])
 def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str) -> None:
     embeddings = human_embeddings[corpus]
     n = len(embeddings)
@@ -68,6 +68,21 @@ def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str)
     assert stats.kstest(pooled_arr, "uniform").pvalue > 1e-3
     assert np.mean(pooled_arr < 0.01) <= 0.01 + 3 * np.sqrt(0.01 * 0.99 / pooled_arr.size)
     assert np.mean(pooled_arr < 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / pooled_arr.size)
+
+
+@pytest.mark.parametrize("corpus", ["cnn_dailymail", "wikipedia_leads"])
+def test_sentence_p_values_hold_per_key(mpnet, human_embeddings, corpus: str) -> None:
+    # Localisation on human text: a sentence gets p < 0.05 about 5% of the time, per key.
+    # Sentences of one text are correlated, so the bound uses texts (one sentence each).
+    embeddings = human_embeddings[corpus]
+    rng = np.random.default_rng(0)
+    for key in _keys(mpnet):
+        det = SAMarkDetector(key, mpnet)
+        p = np.array(
+            [rng.choice(det.score_embeddings(e).sentence_p_values) for e in embeddings]
+        )
+        assert np.sum(p < 0.05) <= stats.binom.ppf(0.999, p.size, 0.05), key
+        assert stats.kstest(p, "uniform", alternative="greater").pvalue > 1e-3
 
 
 def test_paper_z_is_not_calibrated(mpnet, human_embeddings) -> None:

@@ -53,6 +53,18 @@ def test_detect_text_argument(key_file, runner) -> None:
     assert result.exit_code == (0 if record["is_watermarked"] else 1)
 
 
+def test_detect_statistic_and_localisation(key_file, runner) -> None:
+    out = runner.invoke(
+        app, ["detect", HUMAN, "--key", str(key_file), "--statistic", "scan", "--details"]
+    )
+    record = json.loads(out.stdout.splitlines()[0])
+    assert record["statistic"] == "scan"
+    assert len(record["sentence_p_values"]) == record["n_sentences"] == 4
+    assert all(0 < p <= 1 for p in record["sentence_p_values"])
+    bad = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--statistic", "t"])
+    assert bad.exit_code == 2 and "statistic must be one of" in bad.output
+
+
 def test_detect_stdin_and_file(key_file, runner, tmp_path) -> None:
     path = tmp_path / "t.txt"
     path.write_text(HUMAN)

@@ -94,6 +94,30 @@ def test_signal_records_change_nothing_and_add_up(mpnet, smollm2) -> None:
     assert second["signal_topic"] == pytest.approx(first["signal_chosen"], abs=1e-4)
 
 
+def test_generation_kappa_sets_the_selection_score_only(mpnet, smollm2) -> None:
+    # A tiny selection kappa makes S_wm linear in the margin; with no diversity terms and a
+    # sharp softmax the pick is the matched candidate with the largest margin, whose S_wm
+    # is computed with generation_kappa, while detection keeps kappa.
+    config = SAMarkConfig(
+        candidates=8,
+        generation_kappa=0.01,
+        epsilon=1e6,
+        lambda_div=0.0,
+        lambda_nov=0.0,
+        record_signal=True,
+    )
+    scheme = SAMark(new_key(mpnet), config=config, sampler=smollm2)
+    assert config.selection_kappa == 0.01 and scheme.detector.kappa == 30.0
+    gen = scheme.generate(PROMPT, max_new_sentences=2, seed=3)
+    for step in gen.steps:
+        if step["kind"] != "matched":
+            continue
+        chosen = sum(np.tanh(0.01 * x) for x in step["signal_chosen"])
+        best = max(t[0] for t in step["matched_terms"])
+        assert chosen == pytest.approx(best, abs=1e-6)
+    assert SAMarkConfig().selection_kappa == 30.0
+
+
 def test_fallback_fires_and_is_counted(mpnet, smollm2) -> None:
     # One candidate per batch and no extra batch: with c=2 the single candidate misses the
     # flag quadrant about 3 times in 4, so over 4 steps a fallback fires almost surely;
@@ -142,6 +166,7 @@ def test_dagger_and_registry(mpnet, smollm2) -> None:
         dict(top_p=1.5),
         dict(temperature=0),
         dict(statistic="x"),
+        dict(generation_kappa=0.0),
     ],
 )
 def test_config_validation(kwargs) -> None:

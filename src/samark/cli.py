@@ -190,11 +190,24 @@ def detect(
     key: KeyOption = Path("samark.key"),
     alpha: Annotated[float, typer.Option(help="Significance level of the decision.")] = 0.01,
     field: Annotated[str, typer.Option(help="Text field of JSONL records.")] = "text",
-    details: Annotated[bool, typer.Option(help="Per-sentence and per-channel evidence.")] = False,
+    details: Annotated[
+        bool,
+        typer.Option(
+            help="Per-sentence and per-channel evidence, and per-sentence p-values "
+            "(which sentences carry the mark)."
+        ),
+    ] = False,
+    statistic: Annotated[
+        str,
+        typer.Option(
+            help="Test statistic: z (the paper's), alignment, or scan (text mixed with "
+            "human writing; docs/statistics.md). Every one has an exact p-value."
+        ),
+    ] = "z",
 ) -> None:
     """Test a text (or each record of a JSONL file) for the watermark of KEY."""
     try:
-        config = SAMarkConfig(alpha=alpha)
+        config = SAMarkConfig(alpha=alpha, statistic=statistic)  # type: ignore[arg-type]
     except ValueError as exc:
         raise _fail(str(exc)) from None
     scheme = _load_scheme(key, config)

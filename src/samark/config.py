@@ -22,6 +22,10 @@ class SAMarkConfig:
     # watermark
     channels: int = 2
     kappa: float = 30.0
+    # the selection score's kappa, if not ``kappa`` (the paper uses one kappa for both): a
+    # smaller one keeps tanh(kappa r_j cos_j) from saturating, so the pick keeps preferring
+    # larger margins (the "margin" variant in docs/parameters.md). Detection uses ``kappa``
+    generation_kappa: float | None = None
     # candidate sampling
     candidates: int = 64
     temperature: float = 0.7
@@ -64,6 +68,10 @@ class SAMarkConfig:
     def __post_init__(self) -> None:
         _check(self.channels >= 1, "channels must be >= 1")
         _check(self.kappa > 0, "kappa must be > 0")
+        _check(
+            self.generation_kappa is None or self.generation_kappa > 0,
+            "generation_kappa must be > 0 (or None: the detection kappa)",
+        )
         _check(self.candidates >= 1, "candidates must be >= 1")
         _check(self.max_new_sentences >= 1, "max_new_sentences must be >= 1")
         _check(self.epsilon > 0, "epsilon must be > 0")
@@ -80,6 +88,11 @@ class SAMarkConfig:
         _check(self.n_null >= 19, "n_null must be >= 19")
         _check(0 < self.alpha < 1, "alpha must be in (0, 1)")
         _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
+
+    @property
+    def selection_kappa(self) -> float:
+        """The kappa of the selection score: ``generation_kappa``, else ``kappa``."""
+        return self.kappa if self.generation_kappa is None else self.generation_kappa
 
     @property
     def sampling(self) -> SamplingParams:

@@ -31,6 +31,9 @@ class Detection:
     sentence_evidence: tuple[float, ...] = field(default=(), repr=False)
     channel_evidence: tuple[float, ...] = field(default=(), repr=False)
     evidence: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
+    #: localisation: one calibrated p-value per sentence (small = this sentence carries the
+    #: mark); exact for each sentence of a text that does not depend on the key
+    sentence_p_values: tuple[float, ...] = field(default=(), repr=False)
     #: signal diagnostics, named in the scheme's own units (SAMark: ``flag_side_share``,
     #: ``mean_signed_cosine``; KGW: ``green_fraction``; SynthID: ``g_value_mean``)
     details: dict[str, float] = field(default_factory=dict)
@@ -57,10 +60,20 @@ class Detection:
             out["sentence_evidence"] = list(self.sentence_evidence)
             out["channel_evidence"] = list(self.channel_evidence)
             out["evidence"] = [list(row) for row in self.evidence]
+            out["sentence_p_values"] = list(self.sentence_p_values)
         else:
-            for name in ("sentences", "sentence_evidence", "channel_evidence", "evidence"):
+            for name in _PER_SENTENCE:
                 out.pop(name)
         return out
+
+
+_PER_SENTENCE = (
+    "sentences",
+    "sentence_evidence",
+    "channel_evidence",
+    "evidence",
+    "sentence_p_values",
+)
 
 
 def _finite(x: float) -> float | str:

@@ -24,6 +24,7 @@ from samark.statistics import (
     exchangeable_p_value,
     inferred_flags,
     paper_z,
+    sentence_p_values,
     statistic_values,
 )
 
@@ -118,6 +119,7 @@ class SAMarkDetector:
             sentence_evidence=tuple(float(x) for x in own.mean(axis=1)),
             channel_evidence=tuple(float(x) for x in own.mean(axis=0)),
             evidence=tuple(tuple(float(x) for x in row) for row in own),
+            sentence_p_values=tuple(float(p) for p in sentence_p_values(evidence)),
             details={
                 # share of (sentence, channel) cosines on the majority-voted flag side
                 "flag_side_share": float((signed > 0).mean()),

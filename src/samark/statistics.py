@@ -17,8 +17,11 @@ from typing import Literal
 
 import numpy as np
 
-Statistic = Literal["z", "alignment"]  # default "z": see benchmarks/power.py
-STATISTICS: tuple[str, ...] = ("z", "alignment")
+Statistic = Literal["z", "alignment", "scan"]  # default "z": see docs/statistics.md
+STATISTICS: tuple[str, ...] = ("z", "alignment", "scan")
+
+#: the scan statistic looks at the best-scoring subsets of at least this share of sentences
+SCAN_MIN_SHARE = 0.25
 
 
 def channel_responses(embeddings: np.ndarray, pivots: np.ndarray) -> np.ndarray:
@@ -68,11 +71,64 @@ def mean_alignment(evidence: np.ndarray) -> np.ndarray:
     return evidence.reshape(k, -1).mean(axis=1)
 
 
+def sentence_scores(evidence: np.ndarray) -> np.ndarray:
+    """Each sentence's evidence averaged over channels, shape (K, n)."""
+    return evidence.mean(axis=2)
+
+
+def scan(evidence: np.ndarray, min_share: float = SCAN_MIN_SHARE) -> np.ndarray:
+    """A scan over marked subsets, for text mixed with human writing, shape (K,).
+
+    ``max_k sum(top k sentence scores) / sqrt(k)`` over ``k >= ceil(min_share * n)``: the
+    standardised evidence of the best-scoring k sentences, maximised over k. When every
+    sentence is marked it is the full sum (k = n); when half are, it ignores the other half.
+    The null pivot sets are scanned the same way, so the p-value pays for the search.
+    """
+    scores = -np.sort(-sentence_scores(evidence), axis=1)  # descending per pivot set
+    n = scores.shape[1]
+    running = np.cumsum(scores, axis=1) / np.sqrt(np.arange(1, n + 1))
+    return running[:, scan_min_count(n, min_share) - 1 :].max(axis=1)
+
+
+def scan_min_count(n: int, min_share: float = SCAN_MIN_SHARE) -> int:
+    """The fewest sentences the scan may keep out of ``n``."""
+    return max(1, int(np.ceil(min_share * n)))
+
+
+def scan_subset(evidence: np.ndarray, min_share: float = SCAN_MIN_SHARE) -> np.ndarray:
+    """The sentences the key's scan keeps (row 0 of ``evidence``): a boolean mask (n,)."""
+    own = sentence_scores(evidence[:1])[0]
+    order = np.argsort(-own, kind="stable")
+    n = own.size
+    running = np.cumsum(own[order]) / np.sqrt(np.arange(1, n + 1))
+    lo = scan_min_count(n, min_share)
+    k = lo + int(np.argmax(running[lo - 1 :]))
+    mask = np.zeros(n, dtype=bool)
+    mask[order[:k]] = True
+    return mask
+
+
+def sentence_p_values(evidence: np.ndarray) -> np.ndarray:
+    """Per-sentence p-values, shape (n,): sentence i's score under the key's pivots (row 0)
+    ranked among its scores under the null pivot sets, ``(1 + #{s_k >= s_key}) / (K + 1)``.
+
+    Exact for every sentence of a text that does not depend on the key (the same
+    exchangeability argument as the text's p-value). In a marked text mixed with human
+    sentences the flags come from the marked ones; a human sentence's key score then has
+    no preferred sign while each null set's flags lean towards it, so its p-value is
+    conservative (measured in docs/statistics.md).
+    """
+    s = sentence_scores(evidence)
+    return (1 + np.count_nonzero(s[1:] >= s[:1] - 1e-12, axis=0)) / s.shape[0]
+
+
 def statistic_values(evidence: np.ndarray, statistic: Statistic) -> np.ndarray:
     if statistic == "z":
         return paper_z(evidence)
     if statistic == "alignment":
         return mean_alignment(evidence)
+    if statistic == "scan":
+        return scan(evidence)
     raise ValueError(f"unknown statistic {statistic!r}; choose one of {STATISTICS}")
 
 

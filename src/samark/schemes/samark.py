@@ -140,7 +140,7 @@ class SAMark(Watermark):
                         context_ngrams,
                         vocabulary,
                         history,
-                        kappa=c.kappa,
+                        kappa=c.selection_kappa,
                         epsilon=c.epsilon,
                         lambda_div=c.lambda_div,
                         lambda_nov=c.lambda_nov,
