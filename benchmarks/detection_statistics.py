@@ -140,6 +140,13 @@ def main() -> None:
     ap.add_argument("--channels", type=int, default=2)
     ap.add_argument("--nulls", type=int, default=999)
     ap.add_argument("--lengths", type=int, nargs="*", default=[])
+    ap.add_argument(
+        "--length-columns",
+        nargs="*",
+        default=["none", "Doc-P (local)"],
+        help="attack columns whose first k sentences are scored at each of --lengths",
+    )
+    ap.add_argument("--plot", type=Path, default=None, help="PNG: power against length")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache/samark/research")
     ap.add_argument("--only", nargs="*", default=None, help="statistics to score")
     ap.add_argument("--out", type=Path, default=None, help="JSONL of per-text p-values")
@@ -168,10 +175,20 @@ def main() -> None:
             texts.append((a["attack"], a["item"], a["text"]))
     split = [(col, item, split_sentences(t)) for col, item, t in texts]
     rows: list[tuple[str, str, list[str]]] = [r for r in split if r[2]]
+    # power against length: the first k sentences of human and unattacked texts; an attack
+    # column attacks the unattacked text's first k sentences afresh (same attack, seed 0)
+    specs = {a.label: a for a in run.experiment.attacks}
     for k in args.lengths:
         for col, item, sents in split:
-            if col in ("human", "none") and len(sents) >= k:
+            if len(sents) < k:
+                continue
+            if col == "human" or (col == "none" and "none" in args.length_columns):
                 rows.append((f"{col}@{k}", item, sents[:k]))
+            if col == "none":
+                for label in args.length_columns:
+                    if label in specs:
+                        attacked = run.attacker(specs[label]).apply(" ".join(sents[:k]), seed=0)
+                        rows.append((f"{label}@{k}", item, split_sentences(attacked)))
 
     args.cache.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(args.cache / f"{embedder.name}.npz", embedder)
@@ -208,6 +225,8 @@ def main() -> None:
     print(f"scored {len(rows)} texts x {len(stats)} statistics in {took:.0f} s")
     _print_localisation(local)
 
+    if args.plot and args.lengths:
+        _plot_lengths(results, args.lengths, args.length_columns, args.plot)
     first = results[next(iter(stats))]
     columns = [c for c in first if c != "human" and not c.startswith("human@")]
     for col in columns:
@@ -215,13 +234,56 @@ def main() -> None:
         print(f"\n## {col} (n={len(results[next(iter(stats))][col])}, humans {human_col})")
         print(f"{'statistic':<22} {'TP@FP1%':>8} {'p<0.01':>8} {'human FPR':>10}")
         for name in stats:
-            neg = np.array(results[name][human_col])
-            pos = np.array(results[name][col])
-            ne, po = evidence(neg[:, 0], neg[:, 1]), evidence(pos[:, 0], pos[:, 1])
-            print(
-                f"{name:<22} {tpr_at_fpr(ne, po, 0.01):>8.2f} {np.mean(pos[:, 0] < 0.01):>8.2f}"
-                f" {np.mean(neg[:, 0] < 0.01):>10.3f}"
-            )
+            tp, rule = _rates(results, name, col, human_col)
+            fpr = np.mean(np.array(results[name][human_col])[:, 0] < 0.01)
+            print(f"{name:<22} {tp:>8.2f} {rule:>8.2f} {fpr:>10.3f}")
+
+
+def _rates(
+    results: dict[str, dict[str, list[tuple[float, float]]]], name: str, col: str, human: str
+) -> tuple[float, float]:
+    neg, pos = np.array(results[name][human]), np.array(results[name][col])
+    ne, po = evidence(neg[:, 0], neg[:, 1]), evidence(pos[:, 0], pos[:, 1])
+    return tpr_at_fpr(ne, po, 0.01), float(np.mean(pos[:, 0] < 0.01))
+
+
+def _plot_lengths(
+    results: dict[str, dict[str, list[tuple[float, float]]]],
+    lengths: list[int],
+    columns: list[str],
+    path: Path,
+) -> None:
+    """TP@FP1% (solid) and the p < 0.01 rate (dashed) against the number of sentences."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in ("z", "alignment", "scan") if n in results]
+    fig, axes = plt.subplots(1, len(columns), figsize=(5 * len(columns), 3.8), sharey=True)
+    for ax, col in zip(np.atleast_1d(axes), columns, strict=True):
+        for i, name in enumerate(names):
+            xs, tp, rule = [], [], []
+            for k in sorted(lengths):
+                if results[name].get(f"{col}@{k}") and results[name].get(f"human@{k}"):
+                    a, b = _rates(results, name, f"{col}@{k}", f"human@{k}")
+                    xs.append(k)
+                    tp.append(100 * a)
+                    rule.append(100 * b)
+            colour = f"C{i}"
+            ax.plot(xs, tp, "-o", color=colour, label=f"{name}: TP@FP1%")
+            ax.plot(xs, rule, "--", color=colour, label=f"{name}: p < 0.01")
+        n = len(results[names[0]].get(f"{col}@{max(lengths)}", []))
+        ax.set_title(f"{col} (first k sentences, n={n})")
+        ax.set_xlabel("sentences scored")
+        ax.set_xticks(sorted(lengths))
+        ax.grid(alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel("% of texts")
+    handles, labels = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(names), fontsize=8)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
 
 
 def _print_localisation(

@@ -78,9 +78,7 @@ def test_sentence_p_values_hold_per_key(mpnet, human_embeddings, corpus: str) ->
     rng = np.random.default_rng(0)
     for key in _keys(mpnet):
         det = SAMarkDetector(key, mpnet)
-        p = np.array(
-            [rng.choice(det.score_embeddings(e).sentence_p_values) for e in embeddings]
-        )
+        p = np.array([rng.choice(det.score_embeddings(e).sentence_p_values) for e in embeddings])
         assert np.sum(p < 0.05) <= stats.binom.ppf(0.999, p.size, 0.05), key
         assert stats.kstest(p, "uniform", alternative="greater").pvalue > 1e-3
 
