@@ -6,6 +6,7 @@ above the paper-style threshold 2.33), and for each statistic the false-positive
 
     python benchmarks/calibration.py --embedder all-mpnet-base-v2 --keys 100
     python benchmarks/calibration.py --no-avoid     # keys without reference directions
+    python benchmarks/calibration.py --dataset wikipedia_leads --statistics scan
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from samark.detector import SAMarkDetector
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.segment import split_sentences
+from samark.statistics import STATISTICS
 
 
 def human_texts(name: str, limit: int, max_sentences: int, min_sentences: int) -> list[list[str]]:
@@ -44,6 +46,7 @@ def main() -> None:
     ap.add_argument("--min-sentences", type=int, default=3)
     ap.add_argument("--null", type=int, default=999)
     ap.add_argument("--no-avoid", action="store_true", help="unconstrained pivots")
+    ap.add_argument("--statistics", nargs="+", default=list(STATISTICS), choices=STATISTICS)
     args = ap.parse_args()
 
     embedder = load_embedder(args.embedder)
@@ -58,14 +61,15 @@ def main() -> None:
     avoid = None if args.no_avoid else embedder.reference_directions()
     print(f"pivots avoid {0 if avoid is None else len(avoid)} reference directions")
     rng = np.random.default_rng(12345)
-    zs, ps = [], {"z": [], "alignment": []}
+    zs: list[list[float]] = []
+    ps: dict[str, list[list[float]]] = {s: [] for s in args.statistics}
     for _ in range(args.keys):
         key = WatermarkKey(rng.bytes(32), embedder.identity, avoid)
         for statistic in ps:
             det = SAMarkDetector(key, embedder, statistic=statistic, n_null=args.null)
             res = [det.score_embeddings(e) for e in embeddings]
             ps[statistic].append([r.p_value for r in res])
-            if statistic == "z":
+            if statistic == args.statistics[0]:
                 zs.append([r.z for r in res])
     z = np.array(zs)
     print(

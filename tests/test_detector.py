@@ -36,7 +36,13 @@ def test_result_fields(detector) -> None:
     record = d.to_dict(details=True)
     json.dumps(record)
     assert set(record) >= {"z", "p_value", "is_watermarked", "n_sentences", "evidence"}
-    assert "evidence" not in d.to_dict()
+    assert "evidence" not in d.to_dict() and "sentence_p_values" not in d.to_dict()
+    assert len(record["sentence_p_values"]) == 6
+    assert all(1 / 1000 <= p <= 1 for p in d.sentence_p_values)
+    expected = tuple(i for i, p in enumerate(d.sentence_p_values) if p < 0.5)
+    assert d.marked_sentences(0.5) == expected
+    with pytest.raises(ValueError):
+        d.marked_sentences(1.0)
 
 
 def test_reorder_invariance(detector) -> None:
@@ -50,6 +56,9 @@ def test_reorder_invariance(detector) -> None:
         assert d.p_value == base.p_value
         assert d.z == pytest.approx(base.z, rel=1e-9)
         assert d.score == pytest.approx(base.score, rel=1e-9)
+        # localisation follows each sentence wherever it moves
+        moved = dict(zip(d.sentences, d.sentence_p_values, strict=True))
+        assert moved == dict(zip(base.sentences, base.sentence_p_values, strict=True))
 
 
 @pytest.mark.parametrize("text", ["", "   \n  ", "\t"])

@@ -48,6 +48,13 @@ class Detection:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         return self.p_value < alpha
 
+    def marked_sentences(self, alpha: float = 0.05) -> tuple[int, ...]:
+        """Localisation: the indices of the sentences whose own p-value is below ``alpha``
+        (empty for schemes without per-sentence p-values)."""
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        return tuple(i for i, p in enumerate(self.sentence_p_values) if p < alpha)
+
     def to_dict(self, *, details: bool = False) -> dict[str, Any]:
         """JSON-ready fields; with ``details``, per-sentence and per-channel evidence too."""
         out = asdict(self)

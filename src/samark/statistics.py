@@ -85,9 +85,13 @@ def scan(evidence: np.ndarray, min_share: float = SCAN_MIN_SHARE) -> np.ndarray:
     The null pivot sets are scanned the same way, so the p-value pays for the search.
     """
     scores = -np.sort(-sentence_scores(evidence), axis=1)  # descending per pivot set
-    n = scores.shape[1]
-    running = np.cumsum(scores, axis=1) / np.sqrt(np.arange(1, n + 1))
-    return running[:, scan_min_count(n, min_share) - 1 :].max(axis=1)
+    lo = scan_min_count(scores.shape[1], min_share)
+    return _top_k_curve(scores)[:, lo - 1 :].max(axis=1)
+
+
+def _top_k_curve(descending: np.ndarray) -> np.ndarray:
+    """``sum(top k) / sqrt(k)`` for k = 1..n of scores sorted in descending order."""
+    return np.cumsum(descending, axis=-1) / np.sqrt(np.arange(1, descending.shape[-1] + 1))
 
 
 def scan_min_count(n: int, min_share: float = SCAN_MIN_SHARE) -> int:
@@ -99,11 +103,9 @@ def scan_subset(evidence: np.ndarray, min_share: float = SCAN_MIN_SHARE) -> np.n
     """The sentences the key's scan keeps (row 0 of ``evidence``): a boolean mask (n,)."""
     own = sentence_scores(evidence[:1])[0]
     order = np.argsort(-own, kind="stable")
-    n = own.size
-    running = np.cumsum(own[order]) / np.sqrt(np.arange(1, n + 1))
-    lo = scan_min_count(n, min_share)
-    k = lo + int(np.argmax(running[lo - 1 :]))
-    mask = np.zeros(n, dtype=bool)
+    lo = scan_min_count(own.size, min_share)
+    k = lo + int(np.argmax(_top_k_curve(own[order])[lo - 1 :]))
+    mask = np.zeros(own.size, dtype=bool)
     mask[order[:k]] = True
     return mask
 
