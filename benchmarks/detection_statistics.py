@@ -59,12 +59,13 @@ def _research_statistics() -> dict[str, StatFn]:
 
         return f
 
-    def scan(min_share: float, kappa: float | None = 30.0) -> StatFn:
+    def scan(min_share: float, kappa: float | None = 30.0, per_sentence: str = "mean") -> StatFn:
         def f(r: np.ndarray) -> np.ndarray:
             flags = np.where(r.sum(axis=1) >= 0, 1.0, -1.0)
             signed = r * flags[:, None, :]
             a = np.tanh(kappa * signed) if kappa else signed
-            s = -np.sort(-a.mean(axis=2), axis=1)  # (K, n) descending sentence scores
+            score = a.min(axis=2) if per_sentence == "min" else a.mean(axis=2)
+            s = -np.sort(-score, axis=1)  # (K, n) descending sentence scores
             n = s.shape[1]
             k = np.arange(1, n + 1)
             cum = np.cumsum(s, axis=1) / np.sqrt(k)
@@ -78,6 +79,10 @@ def _research_statistics() -> dict[str, StatFn]:
         "scan40": scan(0.40),
         "scan25_raw": scan(0.25, None),
         "scan25_k10": scan(0.25, 10.0),
+        "scan50": scan(0.50),
+        "scan25_k20": scan(0.25, 20.0),
+        "scan25_min": scan(0.25, 30.0, "min"),
+        "scan10": scan(0.10),
         "scan40_k10": scan(0.40, 10.0),
         "offset": offset,
         "offset_min": offset_min,

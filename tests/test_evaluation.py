@@ -58,6 +58,20 @@ def test_experiment_errors_are_clear() -> None:
     assert exp.only_attacks([]).attacks == () and exp.only_attacks(["shuffle"]) == exp
     with pytest.raises(ExperimentError, match="no attack labelled"):
         exp.only_attacks(["Shuffle"])
+    scan_row = '[[schemes]]\nname = "samark"\nlabel = "scan"\ntexts_from = "{}"\n'
+    with pytest.raises(ExperimentError, match="not another row"):
+        Experiment.parse(TINY + scan_row.format("samrak"))
+    with pytest.raises(ExperimentError, match="name the row that generates them"):
+        Experiment.parse(
+            TINY + scan_row.format("samark") + scan_row.replace('"scan"', '"s2"').format("scan")
+        )
+    with pytest.raises(ExperimentError, match="no prompts of its own"):
+        Experiment.parse(TINY + scan_row.format("samark") + "prompts = 1\n")
+    with pytest.raises(ExperimentError, match="unknown field 'owner'"):
+        Experiment.parse(TINY + scan_row.format("samark") + 'owner = ["samark", "x"]\n')
+    scan = Experiment.parse(TINY + scan_row.format("samark")).schemes[-1]
+    assert scan.texts_owner == ("samark", exp.schemes[2].fingerprint)
+    assert exp.schemes[2].texts_owner == ("samark", exp.schemes[2].fingerprint)
     sliced = exp.with_prompts(1)
     assert [s.prompts for s in sliced.schemes] == [1, 1, 1]
     assert sliced.dataset == exp.dataset  # a slice keeps the whole run's human negatives
@@ -226,6 +240,30 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     new = [r for r in _lines(run_dir / "attacks.jsonl")][-4:]
     assert {r["attack"] for r in new} == {"Word-D 30%"}
     assert len(_lines(run_dir / "attacks.jsonl")) == 8
+    # 5. a detection-only row scores samark's texts under another statistic: it generates,
+    # attacks and scores quality for nothing; it detects every text and its own negatives
+    sizes = {p.name: p.stat().st_size for p in run_dir.glob("*.jsonl")}
+    toml.write_text(
+        toml.read_text()
+        + textwrap.dedent("""
+        [[schemes]]
+        name = "samark"
+        label = "samark scan"
+        texts_from = "samark"
+        params = { candidates = 4, n_null = 99, statistic = "scan" }
+    """)
+    )
+    scan = _run(["eval", "run", str(toml), "-o", str(run_dir)], tmp_path)
+    assert scan.returncode == 0, scan.stderr[-2000:]
+    for name in ("generations", "attacks", "quality"):
+        assert (run_dir / f"{name}.jsonl").stat().st_size == sizes[f"{name}.jsonl"], name
+    dets = _lines(run_dir / "detections.jsonl")
+    mine = [d for d in dets if d["scheme"] == "samark scan"]
+    assert {d["statistic"] for d in mine} == {"scan"}
+    assert len(mine) == len([d for d in dets if d["scheme"] == "samark"]) >= 2
+    scan_humans = [d for d in dets if d["scheme"] == "human" and "/scan/" in d["detector"]]
+    assert len(scan_humans) == 5
+    assert "| samark scan |" in (run_dir / "report" / "report.md").read_text()
 
 
 def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> None:

@@ -45,12 +45,22 @@ class SchemeSpec:
     label: str
     params: dict[str, Any] = field(default_factory=dict)
     prompts: int | None = None  # fewer prompts than the data set's, for costly rows
+    #: a detection-only row: score the texts (and attacked texts) of the row with this
+    #: label, e.g. the same generations under another test statistic; it generates nothing
+    texts_from: str | None = None
+    #: (label, fingerprint) of the row named by ``texts_from``, resolved by Experiment.parse
+    owner: tuple[str, str] | None = None
 
     @property
     def fingerprint(self) -> str:
         """Changes whenever the scheme or its parameters change (part of every cache key)."""
         blob = json.dumps([self.name, self.params], sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+    @property
+    def texts_owner(self) -> tuple[str, str]:
+        """(label, fingerprint) of the row whose generations and attacks this row scores."""
+        return self.owner or (self.label, self.fingerprint)
 
 
 @dataclass(frozen=True)
@@ -152,6 +162,7 @@ class Experiment:
             _attack(a, f"{where} [[attacks]] #{i + 1}")
             for i, a in enumerate(raw.get("attacks", []))
         )
+        schemes = _resolve_texts_from(schemes, where)
         for kind, items in (("scheme", schemes), ("attack", attacks)):
             labels = [x.label for x in items]
             dup = {x for x in labels if labels.count(x) > 1}
@@ -200,6 +211,34 @@ def _labelled(items: tuple[Labelled, ...], labels: list[str], kind: str) -> tupl
     return tuple(x for x in items if x.label in labels)
 
 
+def _resolve_texts_from(schemes: tuple[SchemeSpec, ...], where: str) -> tuple[SchemeSpec, ...]:
+    by_label = {s.label: s for s in schemes}
+    out = []
+    for s in schemes:
+        if s.texts_from is not None:
+            owner = by_label.get(s.texts_from)
+            if owner is None or owner is s:
+                raise ExperimentError(
+                    f"{where}: row {s.label!r} takes texts_from {s.texts_from!r}, which is "
+                    f"not another row; rows: {list(by_label)}"
+                )
+            if owner.texts_from is not None:
+                raise ExperimentError(
+                    f"{where}: row {s.label!r} takes texts_from {owner.label!r}, which takes "
+                    "its own texts from another row: name the row that generates them"
+                )
+            if s.prompts is not None:
+                raise ExperimentError(
+                    f"{where}: row {s.label!r} scores the texts of {owner.label!r}: "
+                    "it has no prompts of its own"
+                )
+            s = dataclasses.replace(
+                s, owner=(owner.label, owner.fingerprint), prompts=owner.prompts
+            )
+        out.append(s)
+    return tuple(out)
+
+
 def _take(raw: dict[str, Any], where: str, scalars: list[str], tables: list[str]) -> dict[str, Any]:
     unknown = set(raw) - set(scalars) - set(tables)
     if unknown:
@@ -221,6 +260,8 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
     from samark.schemes import scheme_names
 
     fields = _fields(raw, SchemeSpec, where)
+    if "owner" in fields:
+        raise ExperimentError(f"{where}: unknown field 'owner' (say texts_from = \"LABEL\")")
     if "name" not in fields:
         raise ExperimentError(f"{where}: needs a name")
     if fields["name"] not in scheme_names():

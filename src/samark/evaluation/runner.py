@@ -196,6 +196,8 @@ class Run:
         exp = self.experiment
         examples = self.examples()
         for spec in exp.schemes:
+            if spec.texts_from:
+                continue  # scores another row's texts
             items = examples[: spec.prompts or len(examples)]
             todo = [e for e in items if self._gen_key(spec, e) not in self.generations]
             if not todo:
@@ -242,8 +244,8 @@ class Run:
         strength_embedder: Embedder | None = None
         for aspec in exp.attacks:
             for spec in exp.schemes:
-                if not self._detectable(spec):
-                    continue
+                if spec.texts_from or not self._detectable(spec):
+                    continue  # a texts_from row scores its owner's attacked texts
                 gens = self._generations(spec)
                 todo = [
                     g for g in gens if self._attack_key(spec, g["item"], aspec) not in self.attacks
@@ -336,6 +338,8 @@ class Run:
                 raise SamarkError("the perplexity oracle must differ from the generator")
             oracle = Perplexity(oracle_name)
         for spec in exp.schemes:
+            if spec.texts_from:
+                continue  # the same texts as its owner row: the same quality
             todo = [
                 g
                 for g in self._generations(spec)
@@ -392,7 +396,7 @@ class Run:
                     ),
                     "quality": (
                         sum(self._quality_key(spec, g["item"]) in self.quality for g in gens),
-                        len(gens),
+                        0 if spec.texts_from else len(gens),
                     ),
                 }
             )
@@ -430,10 +434,12 @@ class Run:
         return out
 
     def _gen_key(self, spec: SchemeSpec, e: Example) -> tuple[str, ...]:
-        return ("gen", spec.label, spec.fingerprint, e.id, str(self.experiment.dataset.sentences))
+        label, fp = spec.texts_owner
+        return ("gen", label, fp, e.id, str(self.experiment.dataset.sentences))
 
     def _attack_key(self, spec: SchemeSpec, item: str, a: AttackSpec) -> tuple[str, ...]:
-        return ("attack", spec.label, spec.fingerprint, item, a.label, a.fingerprint)
+        label, fp = spec.texts_owner
+        return ("attack", label, fp, item, a.label, a.fingerprint)
 
     def _det_key(self, spec: SchemeSpec, item: str, attack: str) -> tuple[str, ...]:
         fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
