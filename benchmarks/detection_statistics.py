@@ -152,6 +152,15 @@ def main() -> None:
         help="attack columns whose first k sentences are scored at each of --lengths",
     )
     ap.add_argument("--plot", type=Path, default=None, help="PNG: power against length")
+    ap.add_argument(
+        "--prompt-range",
+        type=int,
+        nargs=2,
+        default=None,
+        metavar=("START", "STOP"),
+        help="score only the texts of these prompts (0-based slice of the run's prompts): "
+        "choose on one range, confirm on another",
+    )
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache/samark/research")
     ap.add_argument("--only", nargs="*", default=None, help="statistics to score")
     ap.add_argument("--out", type=Path, default=None, help="JSONL of per-text p-values")
@@ -172,11 +181,14 @@ def main() -> None:
     texts: list[tuple[str, str, str]] = []  # (column, item, text)
     for doc in run.negatives():
         texts.append(("human", doc.id, doc.text))
+    examples = run.examples()
+    first_prompt, stop_prompt = args.prompt_range or (0, len(examples))
+    allowed = {e.id for e in examples[first_prompt:stop_prompt]}
     for g in run.generations.records():
-        if g.get("scheme") == args.scheme and g["text"].strip():
+        if g.get("scheme") == args.scheme and g["text"].strip() and g["item"] in allowed:
             texts.append(("none", g["item"], g["text"]))
     for a in run.attacks.records():
-        if a.get("scheme") == args.scheme:
+        if a.get("scheme") == args.scheme and a["item"] in allowed:
             texts.append((a["attack"], a["item"], a["text"]))
     split = [(col, item, split_sentences(t)) for col, item, t in texts]
     rows: list[tuple[str, str, list[str]]] = [r for r in split if r[2]]
@@ -208,7 +220,7 @@ def main() -> None:
         for g in run.generations.records()
         if g.get("scheme") == args.scheme
     }
-    local: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = defaultdict(list)
+    local: dict[str, list[tuple[np.ndarray, ...]]] = defaultdict(list)
     out = args.out.open("w") if args.out else None
     for col, item, sents in rows:
         r = channel_responses(cache.get(sents), pivots)
@@ -216,7 +228,9 @@ def main() -> None:
         if col == "human" or col.startswith("Mix"):
             ev = _tanh_evidence(r)
             truth = np.array([s in marked.get(item, ()) for s in sents])
-            local[col].append((truth, sentence_p_values(ev), scan_subset(ev)))
+            by_min = ev.min(axis=2)  # a sentence counts only as much as its weakest channel
+            p_min = (1 + np.count_nonzero(by_min[1:] >= by_min[:1] - 1e-12, axis=0)) / len(ev)
+            local[col].append((truth, sentence_p_values(ev), p_min, scan_subset(ev)))
         for name, fn in stats.items():
             v = np.nan_to_num(fn(r), nan=0.0, posinf=1e9)
             p = (1 + np.count_nonzero(v[1:] >= v[0] - 1e-12)) / (v.size)
@@ -292,17 +306,16 @@ def _plot_lengths(
 
 
 def _print_localisation(
-    local: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]],
+    local: dict[str, list[tuple[np.ndarray, ...]]],
 ) -> None:
     """Which sentences carry the mark: precision and recall of per-sentence p < alpha and
     of the scan's subset, against the sentences the attack took from the marked text."""
     print("\n## localisation (sentences)")
     print(f"{'column':<12} {'rule':<10} {'precision':>9} {'recall':>7} {'flagged':>8}")
     for col, items in local.items():
-        truth = np.concatenate([t for t, _, _ in items])
-        pvals = np.concatenate([p for _, p, _ in items])
-        subset = np.concatenate([m for _, _, m in items])
+        truth, pvals, p_min, subset = (np.concatenate(x) for x in zip(*items, strict=True))
         rules = {f"p<{a}": pvals < a for a in (0.01, 0.05, 0.1)}
+        rules.update({f"min p<{a}": p_min < a for a in (0.01, 0.05)})
         rules["scan set"] = subset
         for name, flagged in rules.items():
             hit = np.count_nonzero(flagged & truth)
