@@ -72,8 +72,13 @@ def mean_alignment(evidence: np.ndarray) -> np.ndarray:
 
 
 def sentence_scores(evidence: np.ndarray) -> np.ndarray:
-    """Each sentence's evidence averaged over channels, shape (K, n)."""
-    return evidence.mean(axis=2)
+    """Each sentence's evidence: its weakest channel, shape (K, n).
+
+    Alg. 1 keeps a candidate only if it lies on the flag side of *every* channel, so a
+    marked sentence shows positive evidence on all of them, while an unmarked one matches
+    all c flags by chance only (1 in 2^c). The minimum over channels says exactly that.
+    """
+    return evidence.min(axis=2)
 
 
 def scan(evidence: np.ndarray, min_share: float = SCAN_MIN_SHARE) -> np.ndarray:
