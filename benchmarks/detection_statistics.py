@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from samark.embed import Embedder
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
 from samark.keys import null_pivots
@@ -96,18 +97,10 @@ def _tanh_evidence(r: np.ndarray, kappa: float = 30.0) -> np.ndarray:
     return np.tanh(kappa * r * flags[:, None, :])
 
 
-def _library_statistics() -> dict[str, StatFn]:
-    """Statistics the library ships that need more than the tanh evidence."""
-    import samark.statistics as st
-
-    extra = {}
-    for name in getattr(st, "RESPONSE_STATISTICS", ()):
-        extra[name] = lambda r, name=name: st.response_statistic(r, name)  # type: ignore[attr-defined]
-    return extra
-
-
 class EmbeddingCache:
-    def __init__(self, path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Sentence embeddings kept in one .npz across runs, keyed by the sentence's SHA-1."""
+
+    def __init__(self, path: Path, embedder: Embedder) -> None:
         self.path = path
         self.embedder = embedder
         self.table: dict[str, np.ndarray] = {}
@@ -170,7 +163,7 @@ def main() -> None:
     pivots = np.concatenate(
         [key.pivots(dim, c)[None], null_pivots(args.nulls, dim, c, 0, avoid)], axis=0
     )
-    stats = {**_research_statistics(), **_library_statistics()}
+    stats = _research_statistics()
     if args.only:
         stats = {k: v for k, v in stats.items() if k in args.only}
 
@@ -315,8 +308,8 @@ def _print_localisation(
         rules["scan set"] = subset
         for name, flagged in rules.items():
             hit = np.count_nonzero(flagged & truth)
-            prec = hit / max(1, np.count_nonzero(flagged))
-            rec = hit / max(1, np.count_nonzero(truth))
+            prec = hit / max(1, int(np.count_nonzero(flagged)))
+            rec = hit / max(1, int(np.count_nonzero(truth)))
             print(f"{col:<12} {name:<10} {prec:>9.2f} {rec:>7.2f} {flagged.mean():>8.3f}")
 
 

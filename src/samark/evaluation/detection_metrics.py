@@ -19,7 +19,7 @@ from scipy.stats import rankdata
 Scores = np.ndarray
 
 
-def evidence(p_values: Sequence[float], z: Sequence[float]) -> np.ndarray:
+def evidence(p_values: Sequence[float] | np.ndarray, z: Sequence[float] | np.ndarray) -> np.ndarray:
     """One score per text, larger = more watermarked: -log10(p), ties broken by z."""
     p = np.clip(np.asarray(p_values, dtype=float), 1e-300, 1.0)
     zz = np.nan_to_num(np.asarray(z, dtype=float), nan=0.0, posinf=1e6, neginf=-1e6)
