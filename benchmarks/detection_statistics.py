@@ -31,13 +31,18 @@ from samark.keys import null_pivots
 from samark.segment import split_sentences
 from samark.statistics import (
     STATISTICS,
+    alignment,
     channel_responses,
+    exchangeable_p_value,
+    mean_alignment,
+    scan,
     scan_subset,
     sentence_p_values,
     statistic_values,
 )
 
 StatFn = Callable[[np.ndarray], np.ndarray]
+KAPPA = 30.0  # the detection kappa of the run's SAMark rows (the paper's)
 
 
 def _research_statistics() -> dict[str, StatFn]:
@@ -50,37 +55,27 @@ def _research_statistics() -> dict[str, StatFn]:
         return np.abs(r.mean(axis=1)).min(axis=1)
 
     def sign_share(r: np.ndarray) -> np.ndarray:
-        flags = np.where(r.sum(axis=1) >= 0, 1.0, -1.0)
-        return ((r * flags[:, None, :]) > 0).mean(axis=(1, 2))
+        return (alignment(r, 1.0, use_tanh=False) > 0).mean(axis=(1, 2))
 
     def alignment_k(kappa: float) -> StatFn:
-        def f(r: np.ndarray) -> np.ndarray:
-            flags = np.where(r.sum(axis=1) >= 0, 1.0, -1.0)
-            return np.tanh(kappa * r * flags[:, None, :]).mean(axis=(1, 2))
+        return lambda r: mean_alignment(alignment(r, kappa))
 
-        return f
+    def scan_by_mean(min_share: float, kappa: float | None = KAPPA) -> StatFn:
+        """The library's scan with a sentence scored by its mean over channels (one
+        channel of mean evidence) instead of its weakest channel; no tanh if no kappa."""
 
-    def scan(min_share: float, kappa: float | None = 30.0, per_sentence: str = "mean") -> StatFn:
         def f(r: np.ndarray) -> np.ndarray:
-            flags = np.where(r.sum(axis=1) >= 0, 1.0, -1.0)
-            signed = r * flags[:, None, :]
-            a = np.tanh(kappa * signed) if kappa else signed
-            score = a.min(axis=2) if per_sentence == "min" else a.mean(axis=2)
-            s = -np.sort(-score, axis=1)  # (K, n) descending sentence scores
-            n = s.shape[1]
-            k = np.arange(1, n + 1)
-            cum = np.cumsum(s, axis=1) / np.sqrt(k)
-            lo = max(1, int(np.ceil(min_share * n)))
-            return cum[:, lo - 1 :].max(axis=1)
+            ev = alignment(r, kappa or 1.0, use_tanh=kappa is not None)
+            return scan(ev.mean(axis=2, keepdims=True), min_share)
 
         return f
 
     out: dict[str, StatFn] = {
         # the library's "scan" scores a sentence by its weakest channel; these by the mean
-        "scan_mean": scan(0.25),
-        "scan_mean40": scan(0.40),
-        "scan_mean_k10": scan(0.25, 10.0),
-        "scan_min50": scan(0.50, 30.0, "min"),
+        "scan_mean": scan_by_mean(0.25),
+        "scan_mean40": scan_by_mean(0.40),
+        "scan_mean_k10": scan_by_mean(0.25, 10.0),
+        "scan_min50": lambda r: scan(alignment(r, KAPPA), 0.50),
         "offset": offset,
         "offset_min": offset_min,
         "sign_share": sign_share,
@@ -88,13 +83,8 @@ def _research_statistics() -> dict[str, StatFn]:
         "alignment_k60": alignment_k(60.0),
     }
     for name in STATISTICS:
-        out[name] = lambda r, name=name: statistic_values(_tanh_evidence(r), name)  # type: ignore[misc]
+        out[name] = lambda r, name=name: statistic_values(alignment(r, KAPPA), name)  # type: ignore[misc]
     return out
-
-
-def _tanh_evidence(r: np.ndarray, kappa: float = 30.0) -> np.ndarray:
-    flags = np.where(r.sum(axis=1) >= 0, 1.0, -1.0)
-    return np.tanh(kappa * r * flags[:, None, :])
 
 
 class EmbeddingCache:
@@ -215,15 +205,13 @@ def main() -> None:
         r = channel_responses(cache.get(sents), pivots)
         rec: dict[str, object] = {"column": col, "item": item, "n": len(sents)}
         if col == "human" or col.startswith("Mix"):
-            ev = _tanh_evidence(r)
+            ev = alignment(r, KAPPA)
             truth = np.array([s in marked.get(item, ()) for s in sents])
-            by_min = ev.min(axis=2)  # a sentence counts only as much as its weakest channel
-            p_min = (1 + np.count_nonzero(by_min[1:] >= by_min[:1] - 1e-12, axis=0)) / len(ev)
-            local[col].append((truth, sentence_p_values(ev), p_min, scan_subset(ev)))
+            local[col].append((truth, sentence_p_values(ev), scan_subset(ev)))
         for name, fn in stats.items():
             v = np.nan_to_num(fn(r), nan=0.0, posinf=1e9)
-            p = (1 + np.count_nonzero(v[1:] >= v[0] - 1e-12)) / (v.size)
-            results[name][col].append((float(p), float(v[0])))
+            p = exchangeable_p_value(float(v[0]), v[1:])
+            results[name][col].append((p, float(v[0])))
             rec[name] = float(p)
         if out:
             out.write(json.dumps(rec) + "\n")
@@ -302,9 +290,8 @@ def _print_localisation(
     print("\n## localisation (sentences)")
     print(f"{'column':<12} {'rule':<10} {'precision':>9} {'recall':>7} {'flagged':>8}")
     for col, items in local.items():
-        truth, pvals, p_min, subset = (np.concatenate(x) for x in zip(*items, strict=True))
+        truth, pvals, subset = (np.concatenate(x) for x in zip(*items, strict=True))
         rules = {f"p<{a}": pvals < a for a in (0.01, 0.05, 0.1)}
-        rules.update({f"min p<{a}": p_min < a for a in (0.01, 0.05)})
         rules["scan set"] = subset
         for name, flagged in rules.items():
             hit = np.count_nonzero(flagged & truth)
