@@ -85,6 +85,19 @@ def test_sentence_p_values_formula() -> None:
     np.testing.assert_allclose(sentence_p_values(ev), [1 / 5, 1.0, 2 / 5])
 
 
+def _topic_text(rng: np.random.Generator, sentences: int, dim: int, spread: float) -> np.ndarray:
+    """Unit "sentence embeddings" that share a random topic direction (so they are
+    correlated, as a real text's sentences are), shape (sentences, dim)."""
+    topic = rng.standard_normal(dim)
+    emb = topic + spread * rng.standard_normal((sentences, dim))
+    return emb / np.linalg.norm(emb, axis=1, keepdims=True)
+
+
+def _evidence(emb: np.ndarray, key: np.ndarray, nulls: np.ndarray) -> np.ndarray:
+    """tanh evidence under the key's pivot set (row 0) and the null sets, kappa = 30."""
+    return alignment(channel_responses(emb, np.concatenate([key, nulls])), 30.0)
+
+
 @pytest.mark.parametrize("statistic", ["z", "alignment", "scan"])
 def test_p_value_uniform_when_key_is_exchangeable(statistic: str) -> None:
     # Correlated "texts" (a shared topic direction) and a random key: p must be uniform.
@@ -93,13 +106,9 @@ def test_p_value_uniform_when_key_is_exchangeable(statistic: str) -> None:
     nulls = null_pivots(k, dim, 2, seed=0)
     ps = []
     for i in range(400):
-        topic = rng.standard_normal(dim)
-        emb = topic + 0.7 * rng.standard_normal((6, dim))
-        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+        emb = _topic_text(rng, 6, dim, 0.7)
         key = null_pivots(1, dim, 2, seed=1000 + i)
-        vals = statistic_values(
-            alignment(channel_responses(emb, np.concatenate([key, nulls])), 30.0), statistic
-        )  # type: ignore[arg-type]
+        vals = statistic_values(_evidence(emb, key, nulls), statistic)  # type: ignore[arg-type]
         ps.append(exchangeable_p_value(vals[0], vals[1:]))
     assert stats.kstest(ps, "uniform").pvalue > 1e-3
     assert np.mean(np.array(ps) <= 0.05) < 0.05 + 3 * math.sqrt(0.05 * 0.95 / 400)
@@ -113,11 +122,9 @@ def test_sentence_p_values_uniform_when_key_is_exchangeable() -> None:
     nulls = null_pivots(k, dim, 2, seed=0)
     ps = []
     for i in range(300):
-        topic = rng.standard_normal(dim)
-        emb = topic + 0.7 * rng.standard_normal((5, dim))
-        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+        emb = _topic_text(rng, 5, dim, 0.7)
         key = null_pivots(1, dim, 2, seed=5000 + i)
-        ev = alignment(channel_responses(emb, np.concatenate([key, nulls])), 30.0)
+        ev = _evidence(emb, key, nulls)
         ps.append(sentence_p_values(ev)[rng.integers(5)])  # one sentence per text
     assert stats.kstest(ps, "uniform").pvalue > 1e-3
 
@@ -133,13 +140,11 @@ def test_localisation_and_scan_find_the_marked_half() -> None:
     for i in range(40):
         key = null_pivots(1, dim, 2, seed=9000 + i)
         flags = rng.choice([-1.0, 1.0], size=2)
-        topic = rng.standard_normal(dim)
-        emb = topic + 0.8 * rng.standard_normal((12, dim))
-        emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+        emb = _topic_text(rng, 12, dim, 0.8)
         marked = np.arange(12) % 2 == 0
         emb[marked] += 0.3 * (flags @ key[0])
         emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-        ev = alignment(channel_responses(emb, np.concatenate([key, nulls])), 30.0)
+        ev = _evidence(emb, key, nulls)
         p = sentence_p_values(ev)
         hits += int(np.sum(p[marked] < 0.05))
         misses += int(np.sum(p[marked] >= 0.05))
