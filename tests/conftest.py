@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +43,70 @@ def smollm2():
     from samark.sampling.transformers_engine import load_transformers_sampler
 
     return load_transformers_sampler("smollm2-135m-instruct")
+
+
+@pytest.fixture(scope="session")
+def free_port() -> Callable[[], int]:
+    """A function returning a free loopback port."""
+
+    def pick() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return int(s.getsockname()[1])
+
+    return pick
+
+
+@pytest.fixture(scope="session")
+def transformers_server(tmp_path_factory, free_port):
+    """`transformers serve` (a real OpenAI-compatible server) with the SmolLM2 weights,
+    sampling; yields (base URL, model name). Skips where the CLI is missing."""
+    from samark.models import DEFAULT_GENERATOR, resolve_generator
+
+    if shutil.which("transformers") is None:
+        pytest.skip("the `transformers` CLI is not on PATH")
+    _, source = resolve_generator(DEFAULT_GENERATOR)
+    model = tmp_path_factory.mktemp("served") / "smollm2"
+    model.mkdir()
+    for f in Path(source).iterdir():
+        (model / f.name).symlink_to(f)
+    # the server samples only if the model's generation config says so
+    config = json.loads((Path(source) / "generation_config.json").read_text())
+    (model / "generation_config.json").unlink()
+    (model / "generation_config.json").write_text(json.dumps({**config, "do_sample": True}))
+    port = free_port()
+    log = tmp_path_factory.mktemp("served") / "server.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                "transformers",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--device",
+                "cpu",
+                "--dtype",
+                "float32",
+                str(model),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/health", timeout=2):
+                break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                pytest.fail(f"transformers serve did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+    yield f"{base}/v1", str(model)
+    proc.terminate()
+    proc.wait(timeout=30)

@@ -313,6 +313,106 @@ def demo(
 
 
 @app.command()
+def serve(
+    key: KeyOption = Path("samark.key"),
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidates from an OpenAI-compatible server, 'URL#MODEL' (vLLM, llama.cpp, "
+            "transformers serve); it also answers '\"watermark\": false' requests. "
+            "Default: the local generator."
+        ),
+    ] = None,
+    generator: Annotated[
+        str,
+        typer.Option(help="Local generator preset or folder; with --upstream, its chat template."),
+    ] = DEFAULT_GENERATOR,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(help="API bearer tokens, one per line (also: SAMARK_API_TOKENS=a,b)."),
+    ] = None,
+    admin_tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Admin tokens: may ask /v1/detect for localisation (also: SAMARK_ADMIN_TOKENS)."
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Serve without tokens (loopback demos only).")
+    ] = False,
+    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
+    sentences: Annotated[
+        int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
+    ] = 12,
+    max_sentences: Annotated[int, typer.Option(help="Most sentences a request may ask.")] = 48,
+    statistic: Annotated[str, typer.Option(help="Detection statistic: z, alignment, scan.")] = "z",
+    alpha: Annotated[float, typer.Option(help="Significance level of /v1/detect.")] = 0.01,
+    timeout: Annotated[float, typer.Option(help="Seconds a request may wait and run.")] = 120.0,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
+) -> None:
+    """Serve an OpenAI-compatible watermarking endpoint and a detection API."""
+    try:
+        import uvicorn
+
+        from samark.serving import ServeSettings, create_app, load_tokens
+        from samark.serving.app import Upstream, tokenizer_chat_renderer
+    except ImportError as exc:
+        raise _fail(
+            f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
+        ) from None
+    try:
+        settings = ServeSettings(
+            tokens=load_tokens(tokens_file, "SAMARK_API_TOKENS"),
+            admin_tokens=load_tokens(admin_tokens_file, "SAMARK_ADMIN_TOKENS"),
+            auth=not no_auth,
+            max_body_bytes=max_body_bytes,
+            request_timeout_s=timeout,
+            default_sentences=sentences,
+            max_sentences=max_sentences,
+        )
+        config = SAMarkConfig(
+            candidates=candidates,
+            max_new_sentences=sentences,
+            alpha=alpha,
+            statistic=statistic,  # type: ignore[arg-type]
+        )
+    except (SamarkError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    scheme = _load_scheme(key, config, generator, upstream)
+    err.print(f"loading {generator} ...")
+    try:
+        from transformers import AutoTokenizer
+
+        from samark.models import resolve_generator
+        from samark.openai_client import async_openai_client
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
+        try:
+            render = tokenizer_chat_renderer(tokenizer)
+        except SamarkError:
+            render = None
+            err.print("[yellow]note:[/] no chat template: /v1/chat/completions is off")
+        link = None
+        if upstream:
+            url, _, model = upstream.partition("#")
+            link = Upstream(async_openai_client(url, timeout=timeout), model)
+        app_ = create_app(
+            scheme,
+            settings,
+            render_chat=render,
+            count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+            upstream=link,
+        )
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+    if no_auth:
+        err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
+    uvicorn.run(app_, host=host, port=port, log_level="info")
+
+
+@app.command()
 def attack(
     name: Annotated[
         str | None, typer.Argument(help="A registered attack (see --list).", show_default=False)

@@ -12,16 +12,32 @@ from typing import Any
 from samark.errors import SamarkError
 
 
-def openai_client(base_url: str, *, api_key_env: str, timeout: float, max_retries: int) -> Any:
+def _openai() -> Any:
     try:
         import openai
     except ImportError:
         raise SamarkError(
             "OpenAI-compatible servers and endpoints need `pip install 'samark[server]'`"
         ) from None
-    return openai.OpenAI(
+    return openai
+
+
+def openai_client(base_url: str, *, api_key_env: str, timeout: float, max_retries: int) -> Any:
+    return _openai().OpenAI(
         base_url=base_url,
         api_key=os.environ.get(api_key_env) or "EMPTY",
         timeout=timeout,
         max_retries=max_retries,
+    )
+
+
+def async_openai_client(
+    base_url: str, *, timeout: float, api_key_env: str = "OPENAI_API_KEY"
+) -> Any:
+    """The async client of a server's pass-through (no retries: its caller is waiting)."""
+    return _openai().AsyncOpenAI(
+        base_url=base_url,
+        api_key=os.environ.get(api_key_env) or "EMPTY",
+        timeout=timeout,
+        max_retries=0,
     )

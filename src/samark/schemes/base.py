@@ -11,6 +11,9 @@ from samark.detection import Detection
 from samark.registry import Registry
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
+#: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
+#: pieces concatenate to the output); returning True ends the generation after it
+SentenceCallback = Callable[[str], bool | None]
 
 
 @dataclass(frozen=True)

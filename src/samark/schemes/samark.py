@@ -16,7 +16,13 @@ from samark.embed import Embedder, load_embedder
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler
-from samark.schemes.base import Generation, ProgressCallback, Watermark, register_scheme
+from samark.schemes.base import (
+    Generation,
+    ProgressCallback,
+    SentenceCallback,
+    Watermark,
+    register_scheme,
+)
 from samark.selection import select
 from samark.text import ngrams, words
 
@@ -87,8 +93,12 @@ class SAMark(Watermark):
         max_new_sentences: int | None = None,
         seed: int | None = None,
         progress: ProgressCallback | None = None,
+        on_sentence: SentenceCallback | None = None,
     ) -> Generation:
         """Continue ``prompt`` with up to ``max_new_sentences`` watermarked sentences.
+
+        ``on_sentence`` sees each sentence as it is chosen (a server streams it); when it
+        returns True the generation ends there (a token budget).
 
         The flag pattern R comes from OS randomness and is never stored; with a ``seed``
         the whole run (R, candidate sampling, softmax picks) is reproducible instead.
@@ -191,6 +201,8 @@ class SAMark(Watermark):
             steps.append(step)
             if progress:
                 progress(t + 1, total)
+            if on_sentence is not None and on_sentence(sentence):
+                break
         count = getattr(self.sampler, "count_tokens", None)
         output_tokens = (
             sum(count(s) for s in chosen) if count else sum(len(words(s)) for s in chosen)

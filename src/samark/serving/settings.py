@@ -1,0 +1,73 @@
+"""What an operator sets for ``samark serve``: who may call it, and its limits."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from samark.errors import SamarkError
+
+#: a bearer token shorter than this is refused: it would be guessable
+MIN_TOKEN_CHARS = 16
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Limits and access of one server.
+
+    ``tokens`` may call every route; ``admin_tokens`` may also ask ``/v1/detect`` for
+    localisation (which sentences carry the mark). ``auth=False`` serves without tokens
+    (a loopback demo); it is never the default.
+    """
+
+    tokens: frozenset[str] = frozenset()
+    admin_tokens: frozenset[str] = frozenset()
+    auth: bool = True
+    max_body_bytes: int = 1_000_000
+    max_text_chars: int = 100_000  # one text of /v1/detect (about 1,000 sentences)
+    max_batch: int = 64  # texts of one /v1/detect request
+    request_timeout_s: float = 120.0
+    default_sentences: int = 12
+    max_sentences: int = 48
+    model_name: str = "samark"
+
+    def __post_init__(self) -> None:
+        if self.auth and not (self.tokens or self.admin_tokens):
+            raise SamarkError(
+                "no API token: set SAMARK_API_TOKENS or --tokens-file "
+                "(or --no-auth for a loopback demo)"
+            )
+        for token in self.tokens | self.admin_tokens:
+            if len(token) < MIN_TOKEN_CHARS or any(ch.isspace() for ch in token):
+                raise SamarkError(
+                    f"API tokens must be at least {MIN_TOKEN_CHARS} characters without "
+                    "spaces (e.g. `python -c 'import secrets; print(secrets.token_urlsafe())'`)"
+                )
+        positive = {
+            "max_body_bytes": self.max_body_bytes,
+            "max_text_chars": self.max_text_chars,
+            "max_batch": self.max_batch,
+            "request_timeout_s": self.request_timeout_s,
+            "default_sentences": self.default_sentences,
+            "max_sentences": self.max_sentences,
+        }
+        for name, value in positive.items():
+            if not value > 0:
+                raise SamarkError(f"{name} must be > 0, got {value}")
+        if self.default_sentences > self.max_sentences:
+            raise SamarkError("default_sentences must not exceed max_sentences")
+
+
+def load_tokens(path: Path | None, env: str) -> frozenset[str]:
+    """Tokens from a file (one per line, ``#`` comments) and from the comma-separated
+    environment variable ``env``."""
+    found: set[str] = set()
+    if path is not None:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SamarkError(f"cannot read token file {path}: {exc}") from None
+        found.update(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+    found.update(t.strip() for t in os.environ.get(env, "").split(",") if t.strip())
+    return frozenset(found)

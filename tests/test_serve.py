@@ -1,0 +1,310 @@
+"""``samark serve`` on loopback: the official ``openai`` client against the real app
+(uvicorn), with the SmolLM2 generator in-process or behind a real upstream server
+(``transformers serve``), and the faults an operator will meet."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="`samark serve` needs samark[server]")
+pytest.importorskip("uvicorn", reason="`samark serve` needs samark[server]")
+openai = pytest.importorskip("openai", reason="`samark serve` needs samark[server]")
+
+import uvicorn
+
+from samark import SAMark, SAMarkConfig
+from samark.errors import SamarkError
+from samark.sampling.openai_server import OpenAICompletionsSampler
+from samark.serving import ServeSettings, create_app
+from samark.serving.app import Upstream, tokenizer_chat_renderer
+
+USER = "user-token-0123456789abcdef"
+ADMIN = "admin-token-0123456789abcdef"
+HUMAN = (
+    "The council approved the budget on Tuesday after a long debate. Residents had asked "
+    "for more money for parks and libraries. The mayor said the plan balances those needs. "
+    "Opponents argued that taxes would rise next year. The vote was five to two."
+)
+CONFIG = SAMarkConfig(candidates=4, max_sentence_tokens=40)
+
+#: every response body and log line of this module, for the key check at its end
+SEEN: list[str] = []
+
+
+class _Collect(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        SEEN.append(self.format(record))
+
+
+@contextmanager
+def _served(app: Any, port: int) -> Iterator[str]:
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, log_level="info")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 60
+    while not server.started:
+        if time.time() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _logs() -> Iterator[None]:
+    handler = _Collect(level=logging.DEBUG)
+    root = logging.getLogger()
+    old = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    yield
+    root.removeHandler(handler)
+    root.setLevel(old)
+
+
+@pytest.fixture(scope="module")
+def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
+    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=smollm2)
+    settings = ServeSettings(
+        tokens=frozenset({USER}),
+        admin_tokens=frozenset({ADMIN}),
+        max_body_bytes=50_000,
+        default_sentences=2,
+        max_sentences=3,
+    )
+    app = create_app(scheme, settings, render_chat=tokenizer_chat_renderer(smollm2.tokenizer))
+    with _served(app, free_port()) as base:
+        yield base
+
+
+def _client(base: str, token: str = USER) -> Any:
+    return openai.OpenAI(base_url=f"{base}/v1", api_key=token, max_retries=0, timeout=300)
+
+
+def _post(
+    base: str,
+    path: str,
+    body: Any,
+    token: str | None = USER,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, Any]]:
+    """POST a dict (as JSON), raw bytes, or an iterator of bytes (sent chunked)."""
+    data = json.dumps(body).encode() if isinstance(body, dict) else body
+    request = urllib.request.Request(
+        f"{base}{path}", data=data, headers={"content-type": "application/json", **(headers or {})}
+    )
+    if token:
+        request.add_header("authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            status, raw = response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        status, raw = exc.code, exc.read()
+    SEEN.append(raw.decode("utf-8", "replace"))
+    return status, json.loads(raw)
+
+
+def _get(base: str, path: str) -> tuple[int, str]:
+    with urllib.request.urlopen(f"{base}{path}", timeout=30) as response:
+        return response.status, response.read().decode()
+
+
+def test_chat_completion_with_the_openai_client_streamed_and_not(local) -> None:
+    client = _client(local)
+    messages = [{"role": "user", "content": "Tell me about the city council's new budget."}]
+    whole = client.chat.completions.create(model="samark", messages=messages, seed=11)
+    SEEN.append(whole.model_dump_json())
+    choice = whole.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.message.content and choice.message.content == choice.message.content.strip()
+    assert choice.finish_reason in ("stop", "length")
+    assert whole.usage is not None and whole.usage.completion_tokens > 0
+    assert whole.usage.prompt_tokens > 5
+
+    chunks = list(
+        client.chat.completions.create(model="samark", messages=messages, seed=11, stream=True)
+    )
+    SEEN.extend(c.model_dump_json() for c in chunks)
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks)
+    # the same seed draws the same sentences, one SSE event per sentence
+    assert streamed.strip() == choice.message.content
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices[0].finish_reason == choice.finish_reason
+    assert len([c for c in chunks if c.choices[0].delta.content]) >= 1
+
+
+def test_completions_route_and_token_budget(local) -> None:
+    client = _client(local)
+    prompt = "The city council met on Monday to discuss the budget."
+    done = client.completions.create(
+        model="samark", prompt=prompt, seed=2, extra_body={"max_sentences": 1}
+    )
+    text = done.choices[0].text
+    assert text.strip() and done.choices[0].finish_reason in ("stop", "length")
+    # a budget smaller than any sentence: nothing may be returned, and it says why
+    tight = client.completions.create(model="samark", prompt=prompt, seed=2, max_tokens=1)
+    assert tight.choices[0].text == "" and tight.choices[0].finish_reason == "length"
+    SEEN.extend([done.model_dump_json(), tight.model_dump_json()])
+
+
+def test_detect_route_roles_and_batches(local) -> None:
+    status, one = _post(local, "/v1/detect", {"text": HUMAN})
+    assert status == 200
+    assert set(one) == {"scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_sentences"}
+    assert one["n_sentences"] == 5 and 0 < one["p_value"] <= 1
+    # localisation only for an admin token
+    status, refused = _post(local, "/v1/detect", {"text": HUMAN, "details": True})
+    assert status == 403 and "admin" in refused["error"]["message"]
+    status, admin = _post(local, "/v1/detect", {"text": HUMAN, "details": True}, token=ADMIN)
+    assert status == 200 and len(admin["sentence_p_values"]) == 5
+    assert admin["p_value"] == one["p_value"]
+    # a batch keeps its order and reports a bad item in place
+    status, batch = _post(local, "/v1/detect", {"texts": [HUMAN, "   ", HUMAN]})
+    assert status == 200 and [("error" in r) for r in batch["data"]] == [False, True, False]
+    assert batch["data"][0]["p_value"] == one["p_value"]
+    status, empty = _post(local, "/v1/detect", {"text": ""})
+    assert status == 400 and empty["error"]["message"]
+    _, metrics = _get(local, "/metrics")
+    assert 'samark_detections_total{outcome="not_watermarked"}' in metrics
+    assert 'samark_detections_total{outcome="error"}' in metrics
+    assert 'samark_requests_total{route="/v1/detect",status="403"} 1.0' in metrics
+
+
+def test_auth_and_bad_requests_get_json_errors(local) -> None:
+    with pytest.raises(openai.AuthenticationError):
+        _client(local, token="wrong-token-0123456789abcdef").models.list()
+    assert [m.id for m in _client(local).models.list().data] == ["samark"]
+    status, body = _post(local, "/v1/detect", {"text": HUMAN}, token=None)
+    assert status == 401 and body["error"]["type"] == "authentication_error"
+    assert _get(local, "/healthz")[0] == 200  # health needs no token
+    cases = [
+        (b'{"text": "unterminated', 400, "not valid JSON"),
+        (b"\xff\xfe\x00binary\x00", 400, ""),
+        (b'{"text": 3}', 400, "text"),
+        (b'{"texts": ["a"], "text": "b"}', 400, "exactly one"),
+        (json.dumps({"text": "x" * 60_000}).encode(), 413, "bytes"),
+    ]
+    for raw, want, words in cases:
+        status, body = _post(local, "/v1/detect", raw)
+        assert status == want, (raw[:30], body)
+        assert words in body["error"]["message"]
+    # a chunked body (no Content-Length) over the limit is cut off too
+    status, body = _post(
+        local, "/v1/detect", iter([b'{"text": "', b"y" * 60_000, b'"}']), headers={}
+    )
+    assert status == 413
+    with pytest.raises(openai.BadRequestError, match="n > 1"):
+        _client(local).chat.completions.create(
+            model="samark", messages=[{"role": "user", "content": "hi"}], n=2
+        )
+    with pytest.raises(openai.BadRequestError, match="no upstream"):
+        _client(local).completions.create(
+            model="samark", prompt="Hello.", extra_body={"watermark": False}
+        )
+    with pytest.raises(openai.NotFoundError):
+        _client(local).embeddings.create(model="samark", input="hello")
+
+
+def test_concurrent_detection_clients(local) -> None:
+    results: list[int] = []
+
+    def client() -> None:
+        for _ in range(3):
+            results.append(_post(local, "/v1/detect", {"text": HUMAN})[0])
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert results == [200] * 24
+
+
+def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
+    mpnet, mpnet_key, free_port
+) -> None:
+    silent = socket.socket()  # accepts connections, never answers: a stalled upstream
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    slow_url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+    for url, status, words in (
+        (f"http://127.0.0.1:{free_port()}/v1", 502, "unreachable"),
+        (slow_url, 504, "longer than"),
+    ):
+        sampler = OpenAICompletionsSampler(url, "m", max_retries=0, timeout=8)
+        scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
+        settings = ServeSettings(auth=False, request_timeout_s=2, default_sentences=1)
+        with _served(create_app(scheme, settings), free_port()) as base:
+            for stream in (False, True):
+                got, body = _post(base, "/v1/completions", {"prompt": "Hi.", "stream": stream})
+                assert got == status and words in body["error"]["message"], body
+            assert _get(base, "/healthz")[0] == 200
+            assert _post(base, "/v1/detect", {"text": HUMAN})[0] == 200
+    silent.close()
+
+
+def test_through_a_real_upstream_watermarked_and_passed_through(
+    transformers_server, mpnet, mpnet_key, smollm2, free_port
+) -> None:
+    url, model = transformers_server
+    sampler = OpenAICompletionsSampler(url, model)
+    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
+    settings = ServeSettings(tokens=frozenset({USER}), default_sentences=1)
+    upstream = Upstream(openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0), model)
+    app = create_app(
+        scheme,
+        settings,
+        render_chat=tokenizer_chat_renderer(smollm2.tokenizer),
+        count_tokens=smollm2.count_tokens,
+        upstream=upstream,
+    )
+    with _served(app, free_port()) as base:
+        client = _client(base)
+        marked = client.completions.create(
+            model="samark", prompt="Scientists found a new frog species in Peru.", seed=3
+        )
+        assert marked.choices[0].text.strip()
+        plain = client.chat.completions.create(
+            model="samark",
+            messages=[{"role": "user", "content": "Say hello."}],
+            max_tokens=8,
+            extra_body={"watermark": False},
+        )
+        assert plain.choices[0].message.content  # the upstream's own answer
+        assert plain.model.startswith(model)  # the upstream named it, not samark
+        SEEN.extend([marked.model_dump_json(), plain.model_dump_json()])
+
+
+def test_settings_refuse_weak_setups() -> None:
+    with pytest.raises(SamarkError, match="no API token"):
+        ServeSettings()
+    with pytest.raises(SamarkError, match="at least 16"):
+        ServeSettings(tokens=frozenset({"short"}))
+    with pytest.raises(SamarkError, match="max_sentences"):
+        ServeSettings(auth=False, default_sentences=5, max_sentences=2)
+
+
+def test_the_key_never_appears_in_responses_or_logs(mpnet_key) -> None:
+    secret = mpnet_key._secret
+    forms = {base64.b64encode(secret).decode(), secret.hex(), secret.decode("latin-1")}
+    assert len(SEEN) > 20  # the module's other tests ran and were recorded
+    for line in SEEN:
+        for form in forms:
+            assert form not in line
