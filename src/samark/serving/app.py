@@ -545,6 +545,8 @@ def _validation_message(exc: RequestValidationError) -> str:
     first = errors[0]
     if first.get("type") == "json_invalid":
         return "the request body is not valid JSON"
+    if tuple(first.get("loc", ())) == ("body",):
+        return "the request body must be a JSON object (Content-Type: application/json)"
     where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
     message = str(first.get("msg", "invalid"))
     return f"{where}: {message}" if where else message

@@ -1,0 +1,179 @@
+"""``samark serve`` under load, on loopback: what an operator sizes a deployment by.
+
+Starts ``samark serve`` in its own process (a throwaway key, no tokens) and prints:
+
+1. ``/v1/detect`` of 12-sentence human texts (CNN/DailyMail) with ``--clients`` concurrent
+   clients for ``--seconds``: requests/s, p50, p99, p99/p50, errors; and the same texts
+   detected in-process one by one (the floor a server adds its overhead to).
+2. ``--generate K``: K watermarked completions through the server against
+   ``SAMark.generate`` in-process with the same settings and seeds (what the CLI does).
+3. ``--upstream URL#MODEL``: unwatermarked completions (``"watermark": false``) through the
+   server against the upstream directly: the latency the pass-through adds.
+
+    python benchmarks/serve.py --clients 8 --seconds 60
+    python benchmarks/serve.py --generate 3 --candidates 16 --sentences 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from samark.datasets import human_windows, load_dataset
+from samark.models import DEFAULT_EMBEDDER
+
+
+def post(url: str, body: dict[str, Any], timeout: float = 600) -> tuple[int, float]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+    )
+    start = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            response.read()
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    return status, time.perf_counter() - start
+
+
+def start_server(key: Path, port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable, "-m", "samark", "serve", "--key", str(key), "--port", str(port),
+        "--no-auth", "--candidates", str(args.candidates), "--sentences", str(args.sentences),
+        "--timeout", "600",
+    ]  # fmt: skip
+    if args.upstream:
+        cmd += ["--upstream", args.upstream]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):
+                return proc
+        except OSError:
+            if proc.poll() is not None:
+                log = proc.stderr.read().decode() if proc.stderr else ""
+                raise SystemExit(f"samark serve failed:\n{log[-2000:]}") from None
+            time.sleep(1)
+    proc.kill()
+    raise SystemExit("samark serve did not start in 300 s")
+
+
+def detect_load(base: str, texts: list[str], clients: int, seconds: float) -> None:
+    latencies: list[float] = []
+    errors = 0
+    stop = time.perf_counter() + seconds
+    lock = threading.Lock()
+
+    def client(offset: int) -> None:
+        nonlocal errors
+        i = offset
+        while time.perf_counter() < stop:
+            status, took = post(f"{base}/v1/detect", {"text": texts[i % len(texts)]})
+            with lock:
+                if status == 200:
+                    latencies.append(took)
+                else:
+                    errors += 1
+            i += clients
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    lat = np.array(latencies)
+    p50, p99 = np.percentile(lat, [50, 99])
+    print(
+        f"/v1/detect, {clients} clients, {wall:.0f} s: {len(lat) / wall:.2f} texts/s, "
+        f"p50 {p50:.3f} s, p99 {p99:.3f} s, p99/p50 {p99 / p50:.2f}, errors {errors}"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--texts", type=int, default=64, help="distinct 12-sentence texts")
+    ap.add_argument("--generate", type=int, default=0, help="watermarked completions to time")
+    ap.add_argument("--candidates", type=int, default=64)
+    ap.add_argument("--sentences", type=int, default=12)
+    ap.add_argument("--upstream", help="URL#MODEL: time the unwatermarked pass-through")
+    ap.add_argument("--requests", type=int, default=20, help="pass-through requests")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of the server")
+    ap.add_argument("--port", type=int, default=8765)
+    args = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from samark import SAMark, SAMarkConfig
+    from samark.embed import load_embedder, new_key
+
+    docs = load_dataset("cnn_dailymail")
+    texts = [d.text for d in human_windows(docs, sentences=12, count=args.texts)]
+    embedder = load_embedder(DEFAULT_EMBEDDER)
+    key = new_key(embedder)
+    config = SAMarkConfig(candidates=args.candidates, max_new_sentences=args.sentences)
+    scheme = SAMark(key, config=config, embedder=embedder)
+    with tempfile.TemporaryDirectory() as tmp:
+        key_file = key.save(Path(tmp) / "bench.key")
+        proc = start_server(key_file, args.port, args)
+        base = f"http://127.0.0.1:{args.port}"
+        print(
+            f"machine: {os.cpu_count()} CPUs; server: samark serve, {args.threads} torch "
+            f"thread(s), {DEFAULT_EMBEDDER}; texts: {len(texts)} CNN windows of 12 sentences"
+        )
+        try:
+            start = time.perf_counter()
+            for text in texts:
+                scheme.detect(text)
+            alone = (time.perf_counter() - start) / len(texts)
+            print(f"in-process detect, one by one: {1 / alone:.2f} texts/s ({alone:.3f} s/text)")
+            detect_load(base, texts, args.clients, args.seconds)
+            for k in range(args.generate):
+                prompt = docs[k].text[:400]
+                _, served = post(f"{base}/v1/completions", {"prompt": prompt, "seed": k})
+                start = time.perf_counter()
+                scheme.generate(prompt, seed=k)
+                direct = time.perf_counter() - start
+                print(
+                    f"watermarked completion {k}: server {served:.1f} s, in-process "
+                    f"generate {direct:.1f} s ({served / direct:.2f}x)"
+                )
+            if args.upstream:
+                url, _, model = args.upstream.partition("#")
+                body = {"prompt": "The weather today", "max_tokens": 16, "model": model}
+                direct_s = [post(f"{url}/completions", body)[1] for _ in range(args.requests)]
+                through = [
+                    post(f"{base}/v1/completions", {**body, "watermark": False})[1]
+                    for _ in range(args.requests)
+                ]
+                d, s = float(np.median(direct_s)), float(np.median(through))
+                print(
+                    f"unwatermarked pass-through, median of {args.requests}: upstream {d:.3f} s, "
+                    f"through samark {s:.3f} s (+{100 * (s / d - 1):.1f}%)"
+                )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
