@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 
 import pytest
@@ -163,6 +164,8 @@ def test_generate_json_then_detect(key_file, runner, smollm2, tmp_path) -> None:
         record
     )
     assert 1 <= len(record["sentences"]) <= 2
+    # progress per sentence, as lines when stderr is not a terminal (CI logs, nohup)
+    assert re.search(r"sentence 1/2: \d+ candidates, \d+ matched", result.stderr)
     secret = json.loads(key_file.read_text())["secret"]
     assert secret not in result.output and "flags" not in record
     path = tmp_path / "gen.jsonl"
@@ -281,3 +284,12 @@ def test_attack_list_and_usage(runner) -> None:
     assert runner.invoke(app, ["attack", "shuffle"]).exit_code == 2
     unknown = runner.invoke(app, ["attack", "nope", "x.jsonl", "-o", "y.jsonl"])
     assert unknown.exit_code == 2 and "unknown attack" in unknown.output
+
+
+def test_demo_streams_sentences_and_says_what_it_used(runner, smollm2, mpnet) -> None:
+    result = runner.invoke(app, ["demo", "--candidates", "4", "--sentences", "2", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert "Watermarked continuation:" in result.stdout and "Detection" in result.stdout
+    assert "4 candidates each" in result.stderr and "N = 64" in result.stderr
+    assert re.search(r"sentence 1/2: \d+ candidates, \d+ matched", result.stderr)
+    assert "total" in result.stdout and "human" in result.stdout

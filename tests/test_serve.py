@@ -20,8 +20,9 @@ import pytest
 
 pytest.importorskip("fastapi", reason="`samark serve` needs samark[server]")
 pytest.importorskip("uvicorn", reason="`samark serve` needs samark[server]")
-openai = pytest.importorskip("openai", reason="`samark serve` needs samark[server]")
+pytest.importorskip("openai", reason="`samark serve` needs samark[server]")
 
+import openai
 import uvicorn
 
 from samark import SAMark, SAMarkConfig

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import sys
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,7 +43,11 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _progress() -> Progress:
+def _progress() -> Any:
+    """A live bar on a terminal; elsewhere (CI logs, nohup) plain lines, so that a long job
+    is never silent."""
+    if not err.is_terminal:
+        return _LineProgress()
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -51,6 +56,82 @@ def _progress() -> Progress:
         console=err,
         transient=True,
     )
+
+
+class _LineProgress:
+    """The subset of rich's Progress the commands use, as stderr lines: one when the
+    description changes (a new sentence), else at most one every ``every`` seconds."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self.tasks: dict[int, dict[str, Any]] = {}
+        self.start = time.monotonic()
+
+    def __enter__(self) -> _LineProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for task, state in self.tasks.items():
+            if state["done"] != state["printed"]:
+                self._print(task)
+
+    def add_task(self, description: str, total: float | None = None) -> int:
+        task = len(self.tasks)
+        self.tasks[task] = {
+            "description": description,
+            "total": total,
+            "done": 0,
+            "printed": None,
+            "shown": 0.0,
+        }
+        return task
+
+    def update(
+        self, task: int, *, completed: float | None = None, description: str | None = None
+    ) -> None:
+        state = self.tasks[task]
+        changed = description is not None and description != state["description"]
+        if description is not None:
+            state["description"] = description
+        if completed is not None:
+            state["done"] = completed
+        if changed or time.monotonic() - state["shown"] >= self.every:
+            self._print(task)
+
+    def advance(self, task: int, amount: float = 1) -> None:
+        self.update(task, completed=self.tasks[task]["done"] + amount)
+
+    def _print(self, task: int) -> None:
+        state = self.tasks[task]
+        state["shown"] = time.monotonic()
+        state["printed"] = state["done"]
+        total = state["total"]
+        count = f"{state['done']:g}/{total:g}" if total else f"{state['done']:g}"
+        elapsed = time.monotonic() - self.start
+        err.print(f"{state['description']}: {count} ({elapsed:.0f} s)", highlight=False)
+
+
+def _sentence_progress(bar: Any, task: int, total: int) -> Any:
+    """An ``on_sentence`` callback that shows, per chosen sentence, its candidates, how
+    many matched the key's pattern, and its time."""
+    last = time.monotonic()
+    done = 0
+
+    def on_sentence(sentence: str, step: Any) -> None:
+        nonlocal last, done
+        now = time.monotonic()
+        done += 1
+        bar.update(
+            task,
+            completed=done,
+            description=(
+                f"sentence {done}/{total}: {step['candidates']} candidates, "
+                f"{step['matched']} matched, {now - last:.1f} s"
+            ),
+        )
+        last = now
+
+    return on_sentence
 
 
 def _read_text(source: str | None) -> str:
@@ -164,10 +245,10 @@ def generate(
         raise _fail(str(exc)) from None
     scheme = _load_scheme(key, config, generator, sampler)
     with _progress() as bar:
-        task = bar.add_task("generating sentences", total=sentences)
+        task = bar.add_task("drawing candidates for sentence 1", total=sentences)
         try:
             result = scheme.generate(
-                text, seed=seed, progress=lambda done, total: bar.update(task, completed=done)
+                text, seed=seed, on_sentence=_sentence_progress(bar, task, sentences)
             )
         except SamarkError as exc:
             raise _fail(str(exc)) from None
@@ -266,31 +347,57 @@ def _detect_jsonl(scheme: Any, path: Path, field: str, details: bool) -> int:
     return 0 if found else 1
 
 
+#: the demo's settings, chosen by measurement to finish within a minute on a 2-core CPU
+#: (benchmarks/demo.py); the paper's are N = 64 and 12-sentence texts from 8B-24B models
+DEMO_CANDIDATES = 16
+DEMO_SENTENCES = 5
+
+
 @app.command()
 def demo(
-    sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = 6,
-    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
+    sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = DEMO_SENTENCES,
+    candidates: Annotated[
+        int, typer.Option(help="Candidates per sentence (N; the paper's is 64).")
+    ] = DEMO_CANDIDATES,
     seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
 ) -> None:
     """Generate a watermarked news continuation, then test it, a human text and a
-    sentence-shuffled copy, with a throwaway key."""
+    sentence-shuffled copy, with a throwaway key (a minute on a laptop CPU)."""
     from samark.embed import load_embedder, new_key
     from samark.schemes.samark import SAMark
 
+    start = time.monotonic()
     data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
-    err.print(f"loading models ({DEFAULT_GENERATOR}, {DEFAULT_EMBEDDER}) ...")
-    key = new_key(load_embedder(DEFAULT_EMBEDDER))  # a throwaway key, never written
-    scheme = SAMark(key, config=SAMarkConfig(candidates=candidates))
-    with _progress() as bar:
-        task = bar.add_task("generating sentences", total=sentences)
-        gen = scheme.generate(
-            data["prompt"],
-            max_new_sentences=sentences,
-            seed=seed,
-            progress=lambda done, total: bar.update(task, completed=done),
-        )
+    err.print(
+        f"demo: {DEFAULT_GENERATOR} writes {sentences} sentences, {candidates} candidates "
+        f"each, embedder {DEFAULT_EMBEDDER}, c = 2 channels, a throwaway key (never "
+        f"written). The paper: N = 64, 12-sentence texts, 8B-24B generators; fewer "
+        f"candidates and sentences mean weaker evidence (docs/parameters.md).",
+        highlight=False,
+        soft_wrap=True,
+    )
+    err.print("loading the embedder ...")
+    try:
+        key = new_key(load_embedder(DEFAULT_EMBEDDER))
+        scheme = SAMark(key, config=SAMarkConfig(candidates=candidates))
+        err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)")
+        scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
+    except SamarkError as exc:
+        raise _fail(f"{exc} (run `samark models install`)") from None
     out.print(f"[bold]Prompt:[/] {data['prompt']}\n")
-    out.print(f"[bold]Watermarked continuation:[/] {gen.text}\n")
+    out.print("[bold]Watermarked continuation:[/]", end="")
+    with _progress() as bar:
+        task = bar.add_task("drawing candidates for sentence 1", total=sentences)
+        show = _sentence_progress(bar, task, sentences)
+
+        def on_sentence(sentence: str, step: Any) -> None:
+            out.print(sentence, end="", highlight=False, soft_wrap=True)
+            show(sentence, step)
+
+        gen = scheme.generate(
+            data["prompt"], max_new_sentences=sentences, seed=seed, on_sentence=on_sentence
+        )
+    out.print("\n")
     shuffled = list(gen.sentences)
     random.Random(seed).shuffle(shuffled)
     table = Table(title="Detection (p < 0.01 means watermarked)")
@@ -307,8 +414,10 @@ def demo(
         )
     out.print(table)
     out.print(
-        f"{gen.seconds:.0f}s, {gen.tokens_sampled} tokens sampled for {gen.output_tokens} "
-        f"output tokens; fallbacks: {gen.fallbacks or 'none'}"
+        f"generation {gen.seconds:.0f} s ({gen.tokens_sampled} tokens sampled for "
+        f"{gen.output_tokens} output tokens), total {time.monotonic() - start:.0f} s; "
+        f"fallbacks: {gen.fallbacks or 'none'}",
+        highlight=False,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,8 +12,9 @@ from samark.registry import Registry
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
 #: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
-#: pieces concatenate to the output); returning True ends the generation after it
-SentenceCallback = Callable[[str], bool | None]
+#: pieces concatenate to the output) and its step record (candidates, matched, ...: never
+#: key material); returning True ends the generation after it
+SentenceCallback = Callable[[str, Mapping[str, Any]], bool | None]
 
 
 @dataclass(frozen=True)

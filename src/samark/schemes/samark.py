@@ -201,7 +201,7 @@ class SAMark(Watermark):
             steps.append(step)
             if progress:
                 progress(t + 1, total)
-            if on_sentence is not None and on_sentence(sentence):
+            if on_sentence is not None and on_sentence(sentence, step):
                 break
         count = getattr(self.sampler, "count_tokens", None)
         output_tokens = (

@@ -17,7 +17,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
@@ -260,7 +260,7 @@ def create_app(
         used = 0
         finish = "length"
 
-        def on_sentence(sentence: str) -> bool:
+        def on_sentence(sentence: str, _step: Mapping[str, Any]) -> bool:
             nonlocal used, finish
             if cancelled.is_set():
                 return True
