@@ -63,6 +63,85 @@ def read_jsonl(path: str | os.PathLike[str], field: str = "text") -> list[Docume
     return docs
 
 
+@register_dataset("jane_austen")
+def jane_austen() -> list[Document]:
+    """Jane Austen's six novels, one document per chapter (Debian's ``r-cran-janeaustenr``,
+    public-domain texts from Project Gutenberg; fetched with ``apt-get download`` into the
+    user cache on first use). Human prose far from news: dialogue, long sentences."""
+    from samark.debian_packages import unpack_debian_packages
+    from samark.models import cache_dir
+
+    relative = Path("usr/lib/R/site-library/janeaustenr/data/Rdata.rdb")
+    for root in (Path("/"), cache_dir() / "janeaustenr"):
+        if (root / relative).is_file():
+            break
+    else:
+        root = unpack_debian_packages(("r-cran-janeaustenr",), "janeaustenr")
+    docs: list[Document] = []
+    for lines in _r_character_vectors((root / relative).read_bytes()):
+        title = next((x for x in lines if x.strip()), "book").strip().lower().replace(" ", "_")
+        docs.extend(_chapters(title, lines))
+    if not docs:
+        raise SamarkError(f"no novel found in {root / relative}")
+    return docs
+
+
+def _chapters(title: str, lines: list[str]) -> list[Document]:
+    """Paragraphs (blank-line separated, wrapped lines joined) grouped by chapter; the
+    front matter and the headings are dropped."""
+    chapters: list[list[str]] = []
+    paragraph: list[str] = []
+    for line in [*lines, ""]:
+        stripped = line.strip()
+        if stripped.upper().startswith(("CHAPTER", "VOLUME")):
+            chapters.append([])
+            paragraph = []
+        elif not stripped:
+            if paragraph and chapters:
+                chapters[-1].append(" ".join(paragraph))
+            paragraph = []
+        else:
+            paragraph.append(stripped)
+    return [
+        Document(f"{title}#{i}", "\n\n".join(paras))
+        for i, paras in enumerate(chapters)
+        if paras
+    ]
+
+
+def _r_character_vectors(rdb: bytes) -> list[list[str]]:
+    """The character vectors of an R lazy-load database (``Rdata.rdb``): a sequence of
+    zlib streams, each an R serialization ("X\n", big-endian) of one object."""
+    import struct
+    import zlib
+
+    out = []
+    pos = 0
+    while pos + 4 < len(rdb):
+        stream = zlib.decompressobj()
+        blob = stream.decompress(rdb[pos + 4 :])
+        pos = len(rdb) - len(stream.unused_data)
+        if blob[:2] != b"X\n":
+            continue
+        version = struct.unpack(">i", blob[2:6])[0]
+        i = 14  # format version, R version, minimal R version
+        if version == 3:  # + the native encoding's name
+            i += 4 + struct.unpack(">i", blob[i : i + 4])[0]
+        flags, count = struct.unpack(">ii", blob[i : i + 8])
+        if flags & 0xFF != 16:  # not a character vector (STRSXP)
+            continue
+        i += 8
+        strings = []
+        for _ in range(count):
+            _, length = struct.unpack(">ii", blob[i : i + 8])
+            i += 8
+            if length >= 0:
+                strings.append(blob[i : i + length].decode("utf-8", "replace"))
+                i += length
+        out.append(strings)
+    return out
+
+
 @register_dataset("cnn_dailymail")
 def cnn_dailymail(path: str | os.PathLike[str] | None = None) -> list[Document]:
     """200 CNN/DailyMail test articles (``shared/data/cnn_dailymail.jsonl``)."""

@@ -8,6 +8,7 @@ and the same statistic under ``n_null`` public Haar pivot sets for an exact p-va
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -87,6 +88,23 @@ class SAMarkDetector:
         if not sentences:
             raise EmptyTextError("the text has no sentence to score")
         return self.score_embeddings(self.embedder.encode(sentences), sentences)
+
+    def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
+        """Score many texts with one embedding call over all their sentences (the
+        embedder batches across texts, which is where the time goes): the same results as
+        ``detect`` on each, in order, with ``None`` for a text without a sentence."""
+        split = [split_sentences(text) for text in texts]
+        flat = [s for sentences in split for s in sentences]
+        embeddings = self.embedder.encode(flat)
+        out: list[Detection | None] = []
+        start = 0
+        for sentences in split:
+            stop = start + len(sentences)
+            out.append(
+                self.score_embeddings(embeddings[start:stop], sentences) if sentences else None
+            )
+            start = stop
+        return out
 
     def score_embeddings(
         self, embeddings: np.ndarray, sentences: list[str] | None = None

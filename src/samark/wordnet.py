@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
+from samark.debian_packages import unpack_debian_packages
 from samark.errors import SamarkError
 from samark.models import cache_dir
 
@@ -90,26 +89,7 @@ def install_wordnet() -> Path:
     found = wordnet_source()
     if found:
         return found
-    if shutil.which("apt-get") is None or shutil.which("dpkg-deb") is None:
-        raise SamarkError(
-            "WordNet needs Debian's wordnet-base and wordnet-sense-index packages "
-            "(apt-get install wordnet-base wordnet-sense-index)"
-        )
-    target = cache_dir() / "wordnet"
-    with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            ["apt-get", "download", *PACKAGES], cwd=tmp, capture_output=True, text=True
-        )
-        debs = sorted(Path(tmp).glob("*.deb"))
-        if done.returncode != 0 or len(debs) != len(PACKAGES):
-            raise SamarkError(f"apt-get download {' '.join(PACKAGES)} failed: {done.stderr[-500:]}")
-        staging = Path(tmp) / "root"
-        for deb in debs:
-            subprocess.run(["dpkg-deb", "-x", str(deb), str(staging)], check=True)
-        if target.exists():
-            shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(staging), str(target))
+    unpack_debian_packages(PACKAGES, "wordnet")
     found = wordnet_source()
     if found is None:
         raise SamarkError("the WordNet packages did not contain the expected files")

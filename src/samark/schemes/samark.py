@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -78,6 +79,11 @@ class SAMark(Watermark):
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
+
+    def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
+        """``detect`` on each text with one batched embedding call; ``None`` for a text
+        without a sentence."""
+        return self.detector.detect_many(texts)
 
     def detector_id(self) -> str:
         c = self.config

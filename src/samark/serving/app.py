@@ -364,7 +364,7 @@ def create_app(
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    def checked_budget(req: GenerationRequest, budget: int | None) -> int | None:
+    def check_pass_through(req: GenerationRequest) -> None:
         if not req.watermark and upstream is None:
             raise ApiError(
                 400,
@@ -372,7 +372,6 @@ def create_app(
                 "invalid_request_error",
                 "no_upstream",
             )
-        return budget
 
     # ---- routes ----
     @app.get("/healthz")
@@ -392,7 +391,8 @@ def create_app(
     async def chat_completions(
         req: ChatCompletionRequest, _: Authorized
     ) -> dict[str, Any] | Response:
-        budget = checked_budget(req, req.token_budget())
+        check_pass_through(req)
+        budget = req.token_budget()
         if not req.watermark:
             return await _pass_through(upstream, "chat", req)
         if render_chat is None:
@@ -427,7 +427,8 @@ def create_app(
 
     @app.post("/v1/completions", response_model=None)
     async def completions(req: CompletionRequest, _: Authorized) -> dict[str, Any] | Response:
-        budget = checked_budget(req, req.max_tokens)
+        check_pass_through(req)
+        budget = req.max_tokens
         if not req.watermark:
             return await _pass_through(upstream, "completions", req)
         try:
@@ -545,7 +546,10 @@ def _validation_message(exc: RequestValidationError) -> str:
     first = errors[0]
     if first.get("type") == "json_invalid":
         return "the request body is not valid JSON"
-    if tuple(first.get("loc", ())) == ("body",):
+    if tuple(first.get("loc", ())) == ("body",) and first.get("type") in (
+        "model_attributes_type",
+        "dict_type",
+    ):
         return "the request body must be a JSON object (Content-Type: application/json)"
     where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
     message = str(first.get("msg", "invalid"))
@@ -558,7 +562,7 @@ async def _pass_through(
     """An unwatermarked request, sent to the upstream unchanged (but for its model)."""
     import openai
 
-    assert upstream is not None  # checked_budget refused it otherwise
+    assert upstream is not None  # check_pass_through refused it otherwise
     body = req.model_dump(exclude_none=True, exclude={"watermark", "max_sentences", "model"})
     stream = bool(body.pop("stream", False))
     endpoint = upstream.client.chat.completions if route == "chat" else upstream.client.completions

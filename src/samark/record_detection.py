@@ -1,0 +1,130 @@
+"""Detection over record files of any size: JSONL or Parquet read a chunk at a time, the
+sentences of a chunk embedded in one batched call, one result per record, in order.
+
+Memory stays bounded by the chunk, never the file. A record that cannot be read (invalid
+UTF-8 or JSON, not an object, no string text field, no sentence) keeps its place with an
+``error`` field instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
+from pathlib import Path
+from typing import Any, Protocol
+
+from samark.detection import Detection
+from samark.errors import SamarkError
+
+Record = dict[str, Any]
+Advance = Callable[[int], None]
+
+#: records whose sentences are embedded together (the embedder batches across texts)
+DEFAULT_CHUNK = 32
+NO_SENTENCE = "the text has no sentence to score"
+
+
+class UnreadableRecord(dict[str, Any]):
+    """The place of a line that could not be read: ``{"line", "error"}`` (a class of its
+    own, so that a record's own ``error`` field is never taken for one)."""
+
+
+class BatchDetector(Protocol):
+    def detect_many(self, texts: list[str]) -> list[Detection | None]: ...
+
+
+def read_jsonl(path: Path, advance: Advance | None = None) -> Iterator[Record]:
+    """Records of a JSONL file, streamed; a bad line becomes ``{"line", "error"}``.
+    ``advance`` receives the bytes read (for progress)."""
+    try:
+        f = path.open("rb")
+    except OSError as exc:
+        raise SamarkError(f"cannot read {path}: {exc.strerror}") from None
+    with f:
+        for number, raw in enumerate(f, 1):
+            if advance:
+                advance(len(raw))
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw.decode("utf-8"))
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except UnicodeDecodeError:
+                yield UnreadableRecord(line=number, error="record is not UTF-8 text")
+                continue
+            except ValueError as exc:
+                yield UnreadableRecord(line=number, error=f"invalid JSON record: {exc}")
+                continue
+            yield record
+
+
+def read_parquet(path: Path, advance: Advance | None = None, rows: int = 1024) -> Iterator[Record]:
+    """Rows of a Parquet file, ``rows`` at a time (needs pyarrow: ``samark[scale]``).
+    ``advance`` receives the rows read."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise SamarkError("Parquet files need pyarrow: pip install 'samark[scale]'") from None
+    try:
+        table = pq.ParquetFile(path)
+    except (OSError, ValueError) as exc:
+        raise SamarkError(f"cannot read {path} as Parquet: {exc}") from None
+    for batch in table.iter_batches(batch_size=rows):
+        records = batch.to_pylist()
+        if advance:
+            advance(len(records))
+        yield from records
+
+
+def parquet_rows(path: Path) -> int | None:
+    try:
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except Exception:  # progress only: the reader reports the real error
+        return None
+
+
+def detect_records(
+    scheme: BatchDetector,
+    records: Iterable[Record],
+    field: str = "text",
+    *,
+    details: bool = False,
+    chunk: int = DEFAULT_CHUNK,
+) -> Iterator[Record]:
+    """Each record with its detection fields added (``p_value``, ``is_watermarked``, ...),
+    or an ``error`` field; in input order, ``chunk`` records embedded at a time."""
+    if chunk < 1:
+        raise ValueError("chunk must be >= 1")
+    it = iter(records)
+    while batch := list(islice(it, chunk)):
+        todo: list[tuple[Record, str]] = []
+        for record in batch:
+            if isinstance(record, UnreadableRecord):
+                continue
+            text = record.get(field)
+            if isinstance(text, str):
+                todo.append((record, text))
+            else:
+                record["error"] = f"record has no string field {field!r}"
+        results = scheme.detect_many([text for _, text in todo])
+        for (record, _), result in zip(todo, results, strict=True):
+            if result is None:
+                record.update(p_value=None, is_watermarked=None, error=NO_SENTENCE)
+            else:
+                record.update(result.to_dict(details=details))
+        yield from batch
+
+
+def result_columns(results: list[Detection | None]) -> dict[str, list[Any]]:
+    """The summary fields of many detections as columns (a table's new columns)."""
+    return {
+        "p_value": [r.p_value if r else None for r in results],
+        "is_watermarked": [r.is_watermarked if r else None for r in results],
+        "n_sentences": [r.n_sentences if r else 0 for r in results],
+        "statistic": [r.statistic if r else None for r in results],
+        "error": [None if r else NO_SENTENCE for r in results],
+    }

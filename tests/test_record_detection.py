@@ -1,0 +1,113 @@
+"""Detection of record files: batched embedding gives the per-text answers, JSONL and
+Parquet stream the same results, and the same job on a local Ray instance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from samark.cli import app
+from samark.detector import SAMarkDetector
+from samark.record_detection import detect_records, read_jsonl
+
+TEXTS = [
+    "The council approved the budget on Tuesday. Residents asked for more parks. The vote "
+    "was five to two.",
+    "",
+    "A storm hit the coast overnight. Power was cut to thousands of homes.",
+    "   \n ",
+    "Scientists found a new frog species in Peru. It lives high in the cloud forest. Its "
+    "call sounds like a whistle. The team named it after a local guide.",
+    "One sentence only.",
+]
+
+
+@pytest.fixture(scope="module")
+def detector(mpnet, mpnet_key) -> SAMarkDetector:
+    return SAMarkDetector(mpnet_key, mpnet)
+
+
+@pytest.fixture(scope="module")
+def key_file(mpnet_key, tmp_path_factory) -> Path:
+    return mpnet_key.save(tmp_path_factory.mktemp("key") / "test.key")
+
+
+def test_detect_many_is_detect_on_each(detector) -> None:
+    many = detector.detect_many(TEXTS)
+    for text, result in zip(TEXTS, many, strict=True):
+        if not text.strip():
+            assert result is None
+            continue
+        single = detector.detect(text)
+        assert result is not None and result.n_sentences == single.n_sentences
+        assert result.p_value == single.p_value
+        assert result.sentence_p_values == single.sentence_p_values
+
+
+def test_records_keep_order_fields_and_errors(detector, tmp_path) -> None:
+    path = tmp_path / "in.jsonl"
+    lines = [json.dumps({"id": i, "text": t}).encode() for i, t in enumerate(TEXTS)]
+    lines[3] = b"\xff\xfe not utf-8"
+    lines.insert(1, b'{"id": "no text"}')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    out = list(detect_records(detector, read_jsonl(path), chunk=2))
+    assert len(out) == len(lines)
+    assert out[1]["error"] == "record has no string field 'text'"
+    assert out[2]["error"] == "the text has no sentence to score"  # TEXTS[1] is empty
+    assert out[4]["error"] == "record is not UTF-8 text" and out[4]["line"] == 5
+    ok = [r for r in out if "error" not in r]
+    assert [r["id"] for r in ok] == [0, 2, 4, 5]
+    again = list(detect_records(detector, read_jsonl(path), chunk=32))
+    assert [r.get("p_value") for r in again] == [r.get("p_value") for r in out]
+
+
+def test_cli_reads_parquet_like_jsonl(key_file, tmp_path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [{"id": i, "text": t} for i, t in enumerate(TEXTS) if t.strip()]
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    parquet = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    runner = CliRunner()
+    by_jsonl = runner.invoke(app, ["detect", str(jsonl), "--key", str(key_file)])
+    by_parquet = runner.invoke(app, ["detect", str(parquet), "--key", str(key_file)])
+    assert by_jsonl.exit_code == by_parquet.exit_code == 1, by_parquet.output
+    a = [json.loads(x) for x in by_jsonl.stdout.splitlines()]
+    b = [json.loads(x) for x in by_parquet.stdout.splitlines()]
+    assert [r["p_value"] for r in a] == [r["p_value"] for r in b] and len(a) == len(rows)
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"PAR1 not really")
+    bad = runner.invoke(app, ["detect", str(broken), "--key", str(key_file)])
+    assert bad.exit_code == 2 and "Parquet" in bad.stderr
+
+
+def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
+    pytest.importorskip("ray.data", reason="samark[scale] installs ray[data]")
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    rows = [{"id": i, "text": t} for i, t in enumerate(TEXTS)]
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), source)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["detect", str(source), "--key", str(key_file), "--ray", "2", "--out", str(out)]
+    )
+    assert result.exit_code in (0, 1), result.output
+    table = pq.read_table(out).to_pylist()
+    by_id = {r["id"]: r for r in table}
+    assert sorted(by_id) == list(range(len(TEXTS)))
+    expected = detector.detect_many(TEXTS)
+    for i, want in enumerate(expected):
+        got = by_id[i]
+        if want is None:
+            assert got["p_value"] is None and got["error"]
+        else:
+            assert got["p_value"] == pytest.approx(want.p_value)
+            assert got["n_sentences"] == want.n_sentences and got["error"] is None
+    assert f"{len(TEXTS)} records" in result.stderr
