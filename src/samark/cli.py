@@ -369,12 +369,15 @@ def _detect_on_ray(
     if source.suffix not in (".jsonl", ".parquet") and not source.is_dir():
         raise _fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
     start = time.monotonic()
-    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    # one CPU per detecting actor, and one for the tasks that read and write files
+    ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False)
     try:
+        # one file is one block by default: split it so that every worker gets some
+        blocks = {} if source.is_dir() else {"override_num_blocks": 4 * workers}
         ds = (
-            ray.data.read_json(str(source), lines=True)
+            ray.data.read_json(str(source), lines=True, **blocks)
             if source.suffix == ".jsonl"
-            else ray.data.read_parquet(str(source))
+            else ray.data.read_parquet(str(source), **blocks)
         )
         detected = detect_dataset(
             ds,
