@@ -31,6 +31,7 @@ from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.record_detection import detect_records, read_jsonl
 
+P_STEPS = 2.5 / 1000  # two steps of an exchangeable p-value with 999 null sets
 EXAMPLES = int(os.environ.get("SAMARK_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -82,13 +83,18 @@ def test_detector_gives_a_result_or_a_clear_error(detector, text: str) -> None:
 
 @FUZZ
 @given(texts=st.lists(TEXTS, max_size=6))
+@example(texts=["000000000000000000. ", "?. . "])  # found by the 10,000-input run: a tie
 def test_detect_many_agrees_with_detect(detector, texts: list[str]) -> None:
     for text, got in zip(texts, detector.detect_many(texts), strict=True):
         if got is None:
             with pytest.raises(EmptyTextError):
                 detector.detect(text)
         else:
-            assert _valid(got) and got.p_value == detector.detect(text).p_value
+            alone = detector.detect(text)
+            # equal up to the embedder's float rounding (padding in a batch): a near-tie
+            # among the 999 null sets can move p by a step of 1/1000
+            assert _valid(got) and abs(got.p_value - alone.p_value) <= P_STEPS
+            assert got.z == pytest.approx(alone.z, rel=1e-4, abs=1e-4)
 
 
 @FUZZ

@@ -43,8 +43,11 @@ def test_detect_many_is_detect_on_each(detector) -> None:
             continue
         single = detector.detect(text)
         assert result is not None and result.n_sentences == single.n_sentences
-        assert result.p_value == single.p_value
-        assert result.sentence_p_values == single.sentence_p_values
+        # equal up to float rounding of batched embeddings: a near-tie among the 999 null
+        # sets may move p by one step of 1/1000 (tests/test_fuzz.py found one)
+        assert result.p_value == pytest.approx(single.p_value, abs=2.5e-3)
+        assert result.z == pytest.approx(single.z, rel=1e-4)
+        assert result.sentence_p_values == pytest.approx(single.sentence_p_values, abs=2.5e-3)
 
 
 def test_records_keep_order_fields_and_errors(detector, tmp_path) -> None:
@@ -61,7 +64,9 @@ def test_records_keep_order_fields_and_errors(detector, tmp_path) -> None:
     ok = [r for r in out if "error" not in r]
     assert [r["id"] for r in ok] == [0, 2, 4, 5]
     again = list(detect_records(detector, read_jsonl(path), chunk=32))
-    assert [r.get("p_value") for r in again] == [r.get("p_value") for r in out]
+    assert [r.get("error") for r in again] == [r.get("error") for r in out]
+    for a, b in zip(again, out, strict=True):  # other chunks, other padding: float rounding
+        assert a.get("p_value") == pytest.approx(b.get("p_value"), abs=2.5e-3)
 
 
 def test_cli_reads_parquet_like_jsonl(key_file, tmp_path) -> None:
@@ -108,6 +113,6 @@ def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
         if want is None:
             assert got["p_value"] is None and got["error"]
         else:
-            assert got["p_value"] == pytest.approx(want.p_value)
+            assert got["p_value"] == pytest.approx(want.p_value, abs=2.5e-3)
             assert got["n_sentences"] == want.n_sentences and got["error"] is None
     assert f"{len(TEXTS)} records" in result.stderr

@@ -91,8 +91,10 @@ class SAMarkDetector:
 
     def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
         """Score many texts with one embedding call over all their sentences (the
-        embedder batches across texts, which is where the time goes): the same results as
-        ``detect`` on each, in order, with ``None`` for a text without a sentence."""
+        embedder batches across texts, which is where the time goes): the results of
+        ``detect`` on each, in order, with ``None`` for a text without a sentence. Equal up
+        to float rounding: padding in a batch changes embeddings in their last bits, so a
+        near-tie among the null sets can move a p-value by one step of 1/(n_null+1)."""
         split = [split_sentences(text) for text in texts]
         flat = [s for sentences in split for s in sentences]
         embeddings = self.embedder.encode(flat)
