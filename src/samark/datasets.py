@@ -102,6 +102,7 @@ def _chapters(title: str, lines: list[str]) -> list[Document]:
             paragraph = []
         else:
             paragraph.append(stripped)
+    # ids count headings (a volume heading too), as the committed experiment records do
     return [
         Document(f"{title}#{i}", "\n\n".join(paras))
         for i, paras in enumerate(chapters)

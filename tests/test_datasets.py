@@ -1,0 +1,29 @@
+"""The human corpora the calibration and the experiments use."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from samark.datasets import human_windows, load_dataset
+
+
+def test_jane_austen_chapters_from_debian() -> None:
+    if shutil.which("apt-get") is None:
+        pytest.skip("the jane_austen corpus comes from a Debian package")
+    docs = load_dataset("jane_austen")
+    books = {d.id.split("#")[0] for d in docs}
+    assert books == {
+        "emma",
+        "mansfield_park",
+        "northanger_abbey",
+        "persuasion",
+        "pride_and_prejudice",
+        "sense_and_sensibility",
+    }
+    assert len(docs) > 250  # one document per chapter
+    assert not any(d.text.lstrip().upper().startswith("CHAPTER") for d in docs)
+    first = next(d for d in docs if d.id == "pride_and_prejudice#0")
+    assert first.text.startswith("It is a truth universally acknowledged")
+    assert len(human_windows(docs, sentences=12, count=3000)) > 2000
