@@ -75,6 +75,10 @@ class Caller:
     admin: bool
 
 
+#: a refused body is read and dropped up to this size before the 413 is sent
+DRAIN_BYTES = 16_000_000
+
+
 class BodyLimitMiddleware:
     """413 for a body over ``limit`` bytes, by its Content-Length or, for a chunked
     upload, as soon as the bytes read pass the limit (the body is buffered up to it and
@@ -91,6 +95,7 @@ class BodyLimitMiddleware:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None:
             if not declared.isdigit() or int(declared) > self.limit:
+                await self._drain(receive)
                 await self._refuse(send)
                 return
             await self.app(scope, receive, send)
@@ -104,6 +109,8 @@ class BodyLimitMiddleware:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.limit:
+                if message.get("more_body", False):
+                    await self._drain(receive)
                 await self._refuse(send)
                 return
             if not message.get("more_body", False):
@@ -119,6 +126,18 @@ class BodyLimitMiddleware:
             return message
 
         await self.app(scope, replay, send)
+
+    async def _drain(self, receive: Any) -> None:
+        """Read and drop the rest of a refused body (up to ``DRAIN_BYTES``), so that the
+        client, still sending, receives the 413 instead of a broken connection."""
+        drained = 0
+        while drained <= DRAIN_BYTES:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            drained += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
 
     async def _refuse(self, send: Any) -> None:
         body = json.dumps(
