@@ -315,6 +315,7 @@ def detect(
     if source and source.endswith((".jsonl", ".parquet")) and Path(source).is_file():
         raise typer.Exit(_detect_file(scheme, Path(source), field, details, chunk))
     text = _read_text(source)
+    scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
     try:
         result = scheme.detect(text)
     except SamarkError as exc:
@@ -373,11 +374,11 @@ def _detect_on_ray(
     ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False)
     try:
         # one file is one block by default: split it so that every worker gets some
-        blocks = {} if source.is_dir() else {"override_num_blocks": 4 * workers}
+        blocks = None if source.is_dir() else 4 * workers
         ds = (
-            ray.data.read_json(str(source), lines=True, **blocks)
+            ray.data.read_json(str(source), lines=True, override_num_blocks=blocks)
             if source.suffix == ".jsonl"
-            else ray.data.read_parquet(str(source), **blocks)
+            else ray.data.read_parquet(str(source), override_num_blocks=blocks)
         )
         detected = detect_dataset(
             ds,

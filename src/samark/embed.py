@@ -26,6 +26,8 @@ class Embedder:
         self.name, self.path = resolve_embedder(name_or_path)
         self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
         self.batch_size = batch_size
+        #: show a progress bar (stderr) when one call embeds at least this many sentences
+        self.progress_over: int | None = None
         dim = (
             self._model.get_embedding_dimension()
             if hasattr(self._model, "get_embedding_dimension")
@@ -64,7 +66,9 @@ class Embedder:
                 batch_size=self.batch_size,
                 convert_to_numpy=True,
                 normalize_embeddings=True,
-                show_progress_bar=False,
+                show_progress_bar=(
+                    self.progress_over is not None and len(sentences) >= self.progress_over
+                ),
             )
         emb = np.asarray(out, dtype=np.float64)
         return emb / np.linalg.norm(emb, axis=1, keepdims=True).clip(min=1e-12)
