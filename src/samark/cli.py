@@ -7,6 +7,7 @@ record), 1 none was found, 2 an error.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import sys
 import time
@@ -363,6 +364,7 @@ def _detect_on_ray(
     """The same detection on a local Ray instance with ``workers`` actors; writes Parquet."""
     try:
         import ray
+        import ray.data
 
         from samark.ray_detection import detect_dataset
     except ImportError as exc:
@@ -371,7 +373,14 @@ def _detect_on_ray(
         raise _fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
     start = time.monotonic()
     # one CPU per detecting actor, and one for the tasks that read and write files
-    ray.init(num_cpus=workers + 1, include_dashboard=False, log_to_driver=False)
+    ray.init(
+        num_cpus=workers + 1,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its own progress, per second
     try:
         # one file is one block by default: split it so that every worker gets some
         blocks = None if source.is_dir() else 4 * workers
