@@ -257,7 +257,7 @@ def test_attack_a_jsonl_file_keeps_fields_and_measures_fidelity(runner, tmp_path
     ("content", "args", "message"),
     [
         (b'{"text": "Fine."}\n{broken\n', [], "in.jsonl:2: invalid JSON"),
-        (b'{"text": "Fine."}\n\xff\xfe\n', [], "in.jsonl:2: not UTF-8"),
+        (b'{"text": "Fine."}\n\xff\xfe\n', [], "in.jsonl:2: record is not UTF-8"),
         (b'{"body": "Fine."}\n', [], "no string field 'text'"),
         (b'{"text": "Fine."}\n', ["-p", "ratio=2"], "ratio must be"),
         (b'{"text": "Fine."}\n', ["-p", "ratio"], "NAME=VALUE"),

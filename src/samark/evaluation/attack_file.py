@@ -22,6 +22,7 @@ import numpy as np
 from samark.errors import SamarkError
 from samark.evaluation import fidelity
 from samark.evaluation.attacks import Attack
+from samark.record_detection import UnreadableRecord, read_jsonl
 
 BATCH = 8
 
@@ -66,29 +67,15 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 
 
 def _records(path: Path, text_field: str, human_field: str | None) -> Iterator[dict[str, Any]]:
-    try:
-        f = path.open("rb")
-    except OSError as exc:
-        raise SamarkError(f"cannot read {path}: {exc.strerror}") from None
-    with f:
-        for number, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                raise SamarkError(f"{path}:{number}: not UTF-8 text") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise SamarkError(f"{path}:{number}: invalid JSON ({exc})") from None
-            if not isinstance(record, dict):
-                raise SamarkError(f"{path}:{number}: a record must be a JSON object")
-            if not isinstance(record.get(text_field), str):
-                raise SamarkError(f"{path}:{number}: no string field {text_field!r}")
-            if human_field is not None and not isinstance(record.get(human_field), str):
-                raise SamarkError(f"{path}:{number}: no string field {human_field!r}")
-            yield record
+    """The records of ``path``; the first one that cannot be used stops the run (an attack
+    output must hold every input record)."""
+    for record in read_jsonl(path):
+        if isinstance(record, UnreadableRecord):
+            raise SamarkError(f"{path}:{record['line']}: {record['error']}")
+        for name in (text_field, human_field):
+            if name is not None and not isinstance(record.get(name), str):
+                raise SamarkError(f"{path}: a record has no string field {name!r}")
+        yield record
 
 
 def batch_seed(seed: int, first_record: int) -> int:
