@@ -404,11 +404,12 @@ def _detect_on_ray(
             for x in batch["is_watermarked"]
             if x is not None
         ]
+        count = detected.count()
     finally:
         ray.shutdown()
     seconds = time.monotonic() - start
     err.print(
-        f"{detected.count()} records, {sum(flags)} watermarked, {seconds:.0f} s, "
+        f"{count} records, {sum(flags)} watermarked, {seconds:.0f} s, "
         f"{workers} Ray workers: {out_dir}",
         highlight=False,
     )
@@ -557,6 +558,8 @@ def serve(
         )
     except (SamarkError, ValueError) as exc:
         raise _fail(str(exc)) from None
+    if upstream and not upstream.startswith(("http://", "https://")):
+        raise _fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
     scheme = _load_scheme(key, config, generator, upstream)
     err.print(f"loading {generator} ...")
     try:
@@ -565,16 +568,21 @@ def serve(
         from samark.models import resolve_generator
         from samark.openai_client import async_openai_client
 
-        tokenizer = AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
+        # the local engine loads now (not in the first request) and lends its tokenizer
+        sampler = scheme.sampler
+        tokenizer = (
+            AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
+            if upstream
+            else sampler.tokenizer
+        )
         try:
             render = tokenizer_chat_renderer(tokenizer)
         except SamarkError:
             render = None
             err.print("[yellow]note:[/] no chat template: /v1/chat/completions is off")
         link = None
-        if upstream:
-            url, _, model = upstream.partition("#")
-            link = Upstream(async_openai_client(url, timeout=timeout), model)
+        if upstream:  # the sampler parsed URL#MODEL
+            link = Upstream(async_openai_client(sampler.base_url, timeout=timeout), sampler.model)
         app_ = create_app(
             scheme,
             settings,

@@ -104,9 +104,7 @@ def _chapters(title: str, lines: list[str]) -> list[Document]:
             paragraph.append(stripped)
     # ids count headings (a volume heading too), as the committed experiment records do
     return [
-        Document(f"{title}#{i}", "\n\n".join(paras))
-        for i, paras in enumerate(chapters)
-        if paras
+        Document(f"{title}#{i}", "\n\n".join(paras)) for i, paras in enumerate(chapters) if paras
     ]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samark.record_detection import result_columns
+from samark.record_detection import no_text_field, result_columns
 
 _DTYPES = {"p_value": "Float64", "is_watermarked": "boolean", "n_sentences": "Int64"}
 
@@ -46,7 +46,7 @@ class _ActorDetector:
         columns = result_columns(self.scheme.detect_many(texts))
         for i, v in enumerate(values):
             if not isinstance(v, str):
-                columns["error"][i] = f"record has no string field {self.field!r}"
+                columns["error"][i] = no_text_field(self.field)
         for name, column in columns.items():  # nullable types: a missing p is null, not NaN
             batch[name] = pd.array(column, dtype=_DTYPES.get(name, object))
         return batch

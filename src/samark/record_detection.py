@@ -109,7 +109,7 @@ def detect_records(
             if isinstance(text, str):
                 todo.append((record, text))
             else:
-                record["error"] = f"record has no string field {field!r}"
+                record["error"] = no_text_field(field)
         results = scheme.detect_many([text for _, text in todo])
         for (record, _), result in zip(todo, results, strict=True):
             if result is None:
@@ -117,6 +117,10 @@ def detect_records(
             else:
                 record.update(result.to_dict(details=details))
         yield from batch
+
+
+def no_text_field(field: str) -> str:
+    return f"record has no string field {field!r}"
 
 
 def result_columns(results: list[Detection | None]) -> dict[str, list[Any]]:

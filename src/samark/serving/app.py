@@ -247,6 +247,10 @@ def create_app(
 
     Authorized = Annotated[Caller, Depends(caller)]
 
+    def timed_out() -> ApiError:
+        message = f"the request took longer than {settings.request_timeout_s:g} s"
+        return ApiError(504, message, "timeout_error", "timeout")
+
     async def run_limited(
         pool: ThreadPoolExecutor, work: Callable[[], T], cancelled: threading.Event
     ) -> T:
@@ -257,12 +261,7 @@ def create_app(
             return await asyncio.wait_for(future, settings.request_timeout_s)
         except TimeoutError:
             cancelled.set()
-            raise ApiError(
-                504,
-                f"the request took longer than {settings.request_timeout_s:g} s",
-                "timeout_error",
-                "timeout",
-            ) from None
+            raise timed_out() from None
 
     # ---- generation ----
     def generation_work(
@@ -277,10 +276,9 @@ def create_app(
             return "cancelled"
         sentences = min(req.max_sentences or settings.default_sentences, settings.max_sentences)
         used = 0
-        finish = "length"
 
         def on_sentence(sentence: str, _step: Mapping[str, Any]) -> bool:
-            nonlocal used, finish
+            nonlocal used
             if cancelled.is_set():
                 return True
             n = counter(sentence)
@@ -297,9 +295,8 @@ def create_app(
             )
         except ServerError as exc:
             raise ApiError(502, f"upstream: {exc}", "upstream_error", "upstream") from None
-        if gen.fallbacks.get("exhausted"):
-            finish = "stop"  # the model ended its answer
-        return finish
+        # "stop": the model ended its answer; else a sentence or token limit ended it
+        return "stop" if gen.fallbacks.get("exhausted") else "length"
 
     async def generate_blocking(
         prompt: str, req: GenerationRequest, budget: int | None
@@ -353,8 +350,7 @@ def create_app(
                 return await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 cancelled.set()
-                message = f"the request took longer than {settings.request_timeout_s:g} s"
-                return "error", ApiError(504, message, "timeout_error", "timeout")
+                return "error", timed_out()
 
         generation_pool.submit(work)
         first = await next_item()
@@ -383,15 +379,6 @@ def create_app(
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
-    def check_pass_through(req: GenerationRequest) -> None:
-        if not req.watermark and upstream is None:
-            raise ApiError(
-                400,
-                "this server has no upstream for unwatermarked completions",
-                "invalid_request_error",
-                "no_upstream",
-            )
-
     # ---- routes ----
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -410,10 +397,8 @@ def create_app(
     async def chat_completions(
         req: ChatCompletionRequest, _: Authorized
     ) -> dict[str, Any] | Response:
-        check_pass_through(req)
-        budget = req.token_budget()
         if not req.watermark:
-            return await _pass_through(upstream, "chat", req)
+            return await _pass_through(upstream, "messages", req)
         if render_chat is None:
             raise ApiError(
                 400,
@@ -426,6 +411,7 @@ def create_app(
         except ValueError as exc:
             raise ApiError(400, str(exc), "invalid_request_error", "content") from None
         prompt = render_chat(messages)
+        budget = req.token_budget()
         cid = completion_id("chatcmpl")
         model = req.model or settings.model_name
         if req.stream:
@@ -446,16 +432,15 @@ def create_app(
 
     @app.post("/v1/completions", response_model=None)
     async def completions(req: CompletionRequest, _: Authorized) -> dict[str, Any] | Response:
-        check_pass_through(req)
-        budget = req.max_tokens
         if not req.watermark:
-            return await _pass_through(upstream, "completions", req)
+            return await _pass_through(upstream, "prompt", req)
         try:
             prompt = req.prompt_text()
         except ValueError as exc:
             raise ApiError(400, str(exc), "invalid_request_error", "prompt") from None
         if not prompt.strip():
             raise ApiError(400, "the prompt is empty", "invalid_request_error", "empty_prompt")
+        budget = req.max_tokens
         cid = completion_id("cmpl")
         model = req.model or settings.model_name
         if req.stream:
@@ -576,28 +561,32 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 async def _pass_through(
-    upstream: Upstream | None, route: str, req: GenerationRequest
+    upstream: Upstream | None, input_field: str, req: GenerationRequest
 ) -> dict[str, Any] | Response:
-    """An unwatermarked request, sent to the upstream unchanged (but for its model)."""
+    """An unwatermarked request, sent to the upstream unchanged (but for its model):
+    ``input_field`` is "messages" (chat) or "prompt" (completions)."""
     import openai
 
-    assert upstream is not None  # check_pass_through refused it otherwise
+    if upstream is None:
+        raise ApiError(
+            400,
+            "this server has no upstream for unwatermarked completions",
+            "invalid_request_error",
+            "no_upstream",
+        )
     body = req.model_dump(exclude_none=True, exclude={"watermark", "max_sentences", "model"})
     stream = bool(body.pop("stream", False))
-    endpoint = upstream.client.chat.completions if route == "chat" else upstream.client.completions
+    given = {input_field: body.pop(input_field)}  # the rest goes as it came
+    client = upstream.client
+    endpoint = client.chat.completions if input_field == "messages" else client.completions
     call: Callable[..., Awaitable[Any]] = endpoint.create
     try:
-        if route == "chat":
-            result = await call(
-                model=upstream.model,
-                messages=body.pop("messages"),
-                stream=stream,
-                extra_body=body,
-            )
-        else:
-            result = await call(
-                model=upstream.model, prompt=body.pop("prompt"), stream=stream, extra_body=body
-            )
+        result = await call(
+            model=upstream.model,
+            stream=stream,
+            extra_body=body,
+            **given,
+        )
     except openai.APITimeoutError:
         raise ApiError(504, "upstream timed out", "upstream_error", "upstream_timeout") from None
     except openai.APIConnectionError as exc:
