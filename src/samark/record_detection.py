@@ -37,6 +37,12 @@ class BatchDetector(Protocol):
 def read_jsonl(path: Path, advance: Advance | None = None) -> Iterator[Record]:
     """Records of a JSONL file, streamed; a bad line becomes ``{"line", "error"}``.
     ``advance`` receives the bytes read (for progress)."""
+    for _, record in numbered_jsonl(path, advance):
+        yield record
+
+
+def numbered_jsonl(path: Path, advance: Advance | None = None) -> Iterator[tuple[int, Record]]:
+    """``read_jsonl`` with each record's line number (blank lines are skipped)."""
     try:
         f = path.open("rb")
     except OSError as exc:
@@ -52,12 +58,12 @@ def read_jsonl(path: Path, advance: Advance | None = None) -> Iterator[Record]:
                 if not isinstance(record, dict):
                     raise ValueError("not a JSON object")
             except UnicodeDecodeError:
-                yield UnreadableRecord(line=number, error="record is not UTF-8 text")
+                yield number, UnreadableRecord(line=number, error="record is not UTF-8 text")
                 continue
             except ValueError as exc:
-                yield UnreadableRecord(line=number, error=f"invalid JSON record: {exc}")
+                yield number, UnreadableRecord(line=number, error=f"invalid JSON record: {exc}")
                 continue
-            yield record
+            yield number, record
 
 
 def read_parquet(path: Path, advance: Advance | None = None, rows: int = 1024) -> Iterator[Record]:

@@ -22,7 +22,7 @@ import numpy as np
 from samark.errors import SamarkError
 from samark.evaluation import fidelity
 from samark.evaluation.attacks import Attack
-from samark.record_detection import UnreadableRecord, read_jsonl
+from samark.record_detection import UnreadableRecord, numbered_jsonl
 
 BATCH = 8
 
@@ -69,12 +69,12 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
 def _records(path: Path, text_field: str, human_field: str | None) -> Iterator[dict[str, Any]]:
     """The records of ``path``; the first one that cannot be used stops the run (an attack
     output must hold every input record)."""
-    for record in read_jsonl(path):
+    for number, record in numbered_jsonl(path):
         if isinstance(record, UnreadableRecord):
-            raise SamarkError(f"{path}:{record['line']}: {record['error']}")
+            raise SamarkError(f"{path}:{number}: {record['error']}")
         for name in (text_field, human_field):
             if name is not None and not isinstance(record.get(name), str):
-                raise SamarkError(f"{path}: a record has no string field {name!r}")
+                raise SamarkError(f"{path}:{number}: no string field {name!r}")
         yield record
 
 
