@@ -26,7 +26,7 @@ def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> 
     gens = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
     assert len(gens) == 2
     for g in gens:
-        assert 1 <= len(g.sentences) <= 3 and g.text
+        assert len(g.sentences) == 3 and g.text  # the asked length, as SAMark writes
         assert g.tokens_sampled >= g.output_tokens > 0
         d = scheme.detect(g.text)
         assert d.scheme == name and d.p_value < 0.01, (d.p_value, g.text)
@@ -51,6 +51,37 @@ def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key
     assert not scheme.detectable
     with pytest.raises(SamarkError, match="no detector"):
         scheme.detect(gens[0].text)
+
+
+def test_reference_rows_write_past_the_models_own_end(smollm2) -> None:
+    """A finished chat turn: the model's next token is its end of turn. Stopping there would
+    leave the row with no text (a miss for the length alone); the protocol writes on."""
+    finished = "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\nOK."
+    stopping = create_scheme("unwatermarked", stop_at_eos=True)
+    (g,) = stopping.generate_batch([finished], max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    assert g.tokens_sampled == 0 and g.text == ""
+    writing = create_scheme("unwatermarked")
+    (g,) = writing.generate_batch([finished], max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    assert g.tokens_sampled == 3 * writing.tokens_per_sentence  # type: ignore[attr-defined]
+    assert g.text and "<|im" not in g.text
+
+
+def test_scheme_revisions_enter_row_fingerprints() -> None:
+    from samark.evaluation.experiment import SchemeSpec
+    from samark.schemes.base import scheme_revision
+
+    assert scheme_revision("kgw") >= 1 and scheme_revision("samark") == 0
+    # revision 0 keeps the fingerprints of committed records; a revised scheme gets new ones
+    import hashlib
+    import json
+
+    def old(name: str) -> str:
+        return hashlib.sha256(json.dumps([name, {}], sort_keys=True).encode()).hexdigest()[:12]
+
+    assert SchemeSpec("samark", "s").fingerprint == old("samark")
+    assert SchemeSpec("kgw", "k").fingerprint != old("kgw")
+    with pytest.raises(SamarkError, match="unknown scheme"):
+        scheme_revision("kgw2")
 
 
 def test_baseline_keys_derive_from_the_secret(mpnet_key) -> None:

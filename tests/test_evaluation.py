@@ -184,7 +184,9 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     report = (run_dir / "report" / "report.md").read_text()
     assert "| samark |" in report and "TP@FP1%" in report
     # every attack record says how faithful the attack was; shuffle keeps every sentence
-    for a in _lines(run_dir / "attacks.jsonl"):
+    attacked = _lines(run_dir / "attacks.jsonl")
+    assert not any(a.get("source_empty") for a in attacked)  # every row wrote its text
+    for a in attacked:
         assert a["aligned_similarity"] > 0.9 and a["word_overlap"] == 1.0
         assert a["strength_embedder"] != "all-mpnet-base-v2"  # never the watermark's own
     # every detection carries its scheme's signal diagnostics
@@ -207,11 +209,11 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert status.returncode == 0, status.stderr[-2000:]
     cells = re.findall(r"(\d+)/(\d+)", status.stdout)
     assert len(cells) == 3 * 5 and all(done == asked for done, asked in cells), status.stdout
-    # kgw: 2 prompts generated, 5 human negatives; each non-empty text is shuffled once and
-    # detected twice (as written and shuffled), and scored once for quality
-    gen, attacked, detected, human, quality = cells[5:10]
+    # kgw: 2 prompts generated, 5 human negatives; each text is shuffled once and detected
+    # twice (as written and shuffled), and scored once for quality
+    gen, attacked_n, detected, human, quality = cells[5:10]
     assert gen == ("2", "2") and human == ("5", "5")
-    assert int(detected[1]) == 2 * int(attacked[1]) == 2 * int(quality[1]) >= 2
+    assert int(detected[1]) == 2 * int(attacked_n[1]) == 2 * int(quality[1]) == 4
     elsewhere = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "rep")], tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
     assert (tmp_path / "rep" / "report.md").read_text() == report
@@ -287,3 +289,51 @@ def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> Non
     a.generations.append(("gen", "x"), {"text": "..."})
     with pytest.raises(SamarkError, match="no key\\.json"):
         _ = Run(secret, tmp_path / "a", progress=False).key
+
+
+def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
+    """A row that wrote nothing for a prompt has missed it: the text is 'attacked' (to
+    nothing), detected with p = 1 under every attack, and stays in the TP denominator."""
+    from samark.evaluation.report import attack_table, detection_table, efficiency_table
+    from samark.evaluation.runner import Run
+    from samark.segment import split_sentences
+
+    exp = Experiment.parse(
+        TINY.replace("human_negatives = 5", "human_negatives = 3")
+        .replace('[[schemes]]\nname = "unwatermarked"\n', "")
+        .replace('[[schemes]]\nname = "samark"\nparams = { candidates = 4, n_null = 99 }\n', "")
+    )
+    assert [s.label for s in exp.schemes] == ["kgw"]
+    run = Run(exp, tmp_path / "run", progress=False)
+    spec = exp.schemes[0]
+    assert run.key  # the run's key exists before its first record
+    empty, written = run.examples()
+    for e, text in ((empty, ""), (written, e_text := written.human)):
+        sentences = split_sentences(text)  # the human continuation: as many as asked
+        run.generations.append(
+            run._gen_key(spec, e),
+            {"scheme": "kgw", "item": e.id, "prompt": e.prompt, "text": text,
+             "sentences": sentences, "tokens_sampled": len(text.split()),
+             "output_tokens": len(text.split()), "seconds": 0.0},
+        )  # fmt: skip
+    assert e_text
+    run.run(["attack", "detect", "quality"])
+    attacks = {r["item"]: r for r in run.attacks.records()}
+    assert attacks[empty.id]["text"] == "" and attacks[empty.id]["source_empty"]
+    assert "source_empty" not in attacks[written.id]
+    mine = [d for d in run.detections.records() if d["item"] == empty.id]
+    assert sorted(d["attack"] for d in mine) == ["none", "shuffle"]
+    assert all(d["p_value"] == 1.0 for d in mine)
+    assert [r["item"] for r in run.quality.records()] == [written.id]
+    (row,) = run.status()
+    assert row["attack"] == (2, 2) and row["detect"] == (4, 4) and row["quality"] == (1, 1)
+    # a record of an earlier version of the row (same label, another fingerprint) stays in
+    # the file but out of the report
+    stale = dict(mine[0], p_value=1e-9, z=50.0)
+    del stale["key"]
+    run.detections.append(("detect", "kgw", "0" * 12, empty.id, "none", ""), stale)
+    table = detection_table(run)
+    assert set(table["n_positive"]) == {2}  # the miss is in the denominator
+    assert table.loc[table["attack"] == "none", "tpr_at_p_0.01"].item() <= 0.5
+    assert attack_table(run)["n"].tolist() == [1]  # fidelity of real attacks only
+    assert efficiency_table(run)["short_texts"].tolist() == [1]

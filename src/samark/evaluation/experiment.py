@@ -53,8 +53,15 @@ class SchemeSpec:
 
     @property
     def fingerprint(self) -> str:
-        """Changes whenever the scheme or its parameters change (part of every cache key)."""
-        blob = json.dumps([self.name, self.params], sort_keys=True).encode()
+        """Changes whenever the scheme, its parameters or its revision change (part of every
+        cache key). Revision 0 leaves the fingerprint as it was before revisions existed."""
+        from samark.schemes.base import scheme_revision
+
+        parts: list[Any] = [self.name, self.params]
+        revision = scheme_revision(self.name)
+        if revision:
+            parts.append({"revision": revision})
+        blob = json.dumps(parts, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
     @property

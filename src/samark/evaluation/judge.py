@@ -149,11 +149,11 @@ def run_judge(run: Run) -> None:
     judge_spec: Any = exp.metrics.judge
     model = chat_model(judge_spec)
     task = exp.metrics.judge_task
-    ref = {g["item"]: g for g in run._generations(reference)}
+    ref = {g["item"]: g for g in run.row_generations(reference, written=True)}
     for spec in exp.schemes:
         if spec is reference:
             continue
-        for g in run._generations(spec):
+        for g in run.row_generations(spec, written=True):
             key = ("judge", spec.label, spec.fingerprint, g["item"], model.name)
             if g["item"] not in ref or key in run.quality:
                 continue
@@ -177,7 +177,7 @@ def run_judge(run: Run) -> None:
     # ranking: every scheme with an output for the item, in a seeded random order
     by_item: dict[str, dict[str, dict[str, Any]]] = {}
     for spec in exp.schemes:
-        for g in run._generations(spec):
+        for g in run.row_generations(spec, written=True):
             by_item.setdefault(g["item"], {})[spec.label] = g
     for item, outs in by_item.items():
         labels = sorted(outs)

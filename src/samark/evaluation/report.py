@@ -39,7 +39,7 @@ def _tpr(negatives: np.ndarray, positives: np.ndarray, fpr: float) -> float:
 def detection_table(run: Run) -> pd.DataFrame:
     """One row per (scheme, attack): TP@FP, AUC with bootstrap CIs, calibrated rates."""
     exp = run.experiment
-    det = pd.DataFrame(list(run.detections.records()))
+    det = pd.DataFrame(run.current_records(run.detections))
     rows: list[dict[str, Any]] = []
     if det.empty:
         return pd.DataFrame(rows)
@@ -90,7 +90,7 @@ def _humans(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
 
 def quality_table(run: Run) -> pd.DataFrame:
     exp = run.experiment
-    recs = list(run.quality.records())
+    recs = run.current_records(run.quality)
     per_text = pd.DataFrame([r for r in recs if r["key"][0] == "quality"])
     judged = [r for r in recs if r["key"][0] == "judge"]
     # one blind ranking per item: the one over the most rows (a partial run ranks fewer)
@@ -131,7 +131,7 @@ def quality_table(run: Run) -> pd.DataFrame:
 
 def _judge_method(run: Run) -> str:
     """How the pairwise verdicts were reached, and how often the judge chose position A."""
-    recs = [r for r in run.quality.records() if r["key"][0] == "judge"]
+    recs = [r for r in run.current_records(run.quality) if r["key"][0] == "judge"]
     positions = [p for r in recs for p in r.get("positions") or [] if p in ("A", "B")]
     if not recs:
         return ""
@@ -150,8 +150,8 @@ def _judge_method(run: Run) -> str:
 
 def efficiency_table(run: Run) -> pd.DataFrame:
     exp = run.experiment
-    gens = pd.DataFrame(list(run.generations.records()))
-    det = pd.DataFrame(list(run.detections.records()))
+    gens = pd.DataFrame(run.current_records(run.generations))
+    det = pd.DataFrame(run.current_records(run.detections))
     rows = []
     for spec in exp.schemes:
         if gens.empty:
@@ -164,6 +164,8 @@ def efficiency_table(run: Run) -> pd.DataFrame:
         row = {
             "scheme": spec.label,
             "texts": len(sub),
+            # texts with fewer sentences than asked: less evidence for the length alone
+            "short_texts": int((sub["sentences"].map(len) < exp.dataset.sentences).sum()),
             "s_per_sentence": sub["seconds"].sum() / max(sentences, 1),
             "s_per_token": sub["seconds"].sum() / max(out_tokens, 1),
             "tok_per_out": sub["tokens_sampled"].sum() / max(out_tokens, 1),
@@ -180,7 +182,9 @@ def efficiency_table(run: Run) -> pd.DataFrame:
 def attack_table(run: Run) -> pd.DataFrame:
     """Fidelity per attack (all scheme rows pooled): what the attack kept of the original,
     and whether it counts as meaning-preserving (:mod:`samark.evaluation.fidelity`)."""
-    att = pd.DataFrame(list(run.attacks.records()))
+    att = pd.DataFrame(run.current_records(run.attacks))
+    if not att.empty and "source_empty" in att:
+        att = att[att["source_empty"] != True]  # noqa: E712  (nothing was attacked)
     if att.empty:
         return att
     if "overlap" in att and "word_overlap" not in att:
@@ -216,7 +220,7 @@ def signal_table(run: Run) -> pd.DataFrame:
     the unattacked text, and the scheme's own diagnostics (SAMark: share of sentence-channel
     cosines on the majority-voted flag side and mean signed cosine; KGW: green fraction;
     SynthID: mean g-value), averaged over texts. Human texts are the reference row."""
-    det = pd.DataFrame(list(run.detections.records()))
+    det = pd.DataFrame(run.current_records(run.detections))
     if det.empty:
         return det
     if "details" not in det:
@@ -262,7 +266,7 @@ def generation_signal_table(run: Run) -> pd.DataFrame:
     for spec in run.experiment.schemes:
         if spec.texts_from:
             continue  # its owner row's generations
-        gens = run._generations(spec)
+        gens = run.row_generations(spec)
         steps = [st for g in gens for st in g.get("steps") or [] if "signal_chosen" in st]
         if not steps:
             continue
@@ -450,13 +454,17 @@ def _markdown(
         lines += [
             "## Efficiency",
             "",
-            "| scheme | texts | s/sentence | s/token | Tok/Out | tokens/sentence "
+            f"Short: texts with fewer than the {run.experiment.dataset.sentences} sentences "
+            "asked (less evidence for the length alone; an empty one counts as a miss).",
+            "",
+            "| scheme | texts | short | s/sentence | s/token | Tok/Out | tokens/sentence "
             "| detect ms/text |",
-            "|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for _, r in eff.iterrows():
             lines.append(
-                f"| {r['scheme']} | {r['texts']} | {_num(r['s_per_sentence'], 1)} | "
+                f"| {r['scheme']} | {r['texts']} | {r['short_texts']} | "
+                f"{_num(r['s_per_sentence'], 1)} | "
                 f"{_num(r['s_per_token'], 3)} | {_num(r['tok_per_out'], 1)} | "
                 f"{_num(r['tokens_per_sentence'], 0)} | "
                 f"{_num(r.get('detect_ms_per_text', float('nan')), 0)} |"
@@ -568,7 +576,7 @@ def _compute_line(run: Run) -> str:
         ("attacks", run.attacks, "seconds"),
         ("detection", run.detections, "seconds"),
     ):
-        total = sum(float(r.get(field) or 0.0) for r in stage.records())
+        total = sum(float(r.get(field) or 0.0) for r in stage.records())  # all work spent
         if total:
             parts.append(f"{name} {total / 3600:.2f} h")
     return ("Recorded compute: " + ", ".join(parts) + ".") if parts else ""
@@ -583,7 +591,7 @@ def _plots(
     import matplotlib.pyplot as plt
 
     exp = run.experiment
-    records = pd.DataFrame(list(run.detections.records()))
+    records = pd.DataFrame(run.current_records(run.detections))
     if records.empty:
         return
     schemes = [s for s in exp.schemes if (records["scheme"] == s.label).any()]

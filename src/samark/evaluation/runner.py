@@ -246,7 +246,7 @@ class Run:
             for spec in exp.schemes:
                 if spec.texts_from or not self._detectable(spec):
                     continue  # a texts_from row scores its owner's attacked texts
-                gens = self._generations(spec)
+                gens = self.row_generations(spec)
                 todo = [
                     g for g in gens if self._attack_key(spec, g["item"], aspec) not in self.attacks
                 ]
@@ -256,6 +256,22 @@ class Run:
                 if strength_embedder is None:
                     strength_embedder = load_embedder(fidelity.fidelity_embedder(exp.embedder))
                 bar = self._bar(None, f"attack {aspec.label} on {spec.label}", total=len(todo))
+                for g in [g for g in todo if not g["text"].strip()]:
+                    # nothing to attack: the attacked text is empty too, and it is detected
+                    # (p = 1) so that the row's miss is counted, not dropped
+                    self.attacks.append(
+                        self._attack_key(spec, g["item"], aspec),
+                        {
+                            "scheme": spec.label,
+                            "item": g["item"],
+                            "attack": aspec.label,
+                            "text": "",
+                            "source_empty": True,
+                            "seconds": 0.0,
+                        },
+                    )
+                    bar.update(1)
+                todo = [g for g in todo if g["text"].strip()]
                 for batch in _batches(todo, 8):
                     seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
                     texts = [g["text"] for g in batch]
@@ -303,7 +319,7 @@ class Run:
                         {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
                     )
             texts: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
-            for g in self._generations(spec):
+            for g in self.row_generations(spec):
                 texts.append(
                     (
                         self._det_key(spec, g["item"], NO_ATTACK),
@@ -312,7 +328,7 @@ class Run:
                     )
                 )
             for aspec in exp.attacks:
-                for g in self._generations(spec):
+                for g in self.row_generations(spec):
                     a = self.attacks.get(self._attack_key(spec, g["item"], aspec))
                     if a is not None:
                         texts.append(
@@ -340,9 +356,9 @@ class Run:
         for spec in exp.schemes:
             if spec.texts_from:
                 continue  # the same texts as its owner row: the same quality
-            todo = [
+            todo = [  # the quality of no text is not a figure
                 g
-                for g in self._generations(spec)
+                for g in self.row_generations(spec, written=True)
                 if self._quality_key(spec, g["item"]) not in self.quality
             ]
             for g in self._bar(todo, f"quality {spec.label}"):
@@ -366,7 +382,7 @@ class Run:
         negatives = self.negatives()
         for spec in exp.schemes:
             items = self.examples()[: spec.prompts or None]
-            gens = self._generations(spec)
+            gens = self.row_generations(spec)
             detectable = self._detectable(spec)
             det = self.scheme(spec).detector_id() if detectable else None
             attacked = sum(
@@ -396,11 +412,37 @@ class Run:
                     ),
                     "quality": (
                         sum(self._quality_key(spec, g["item"]) in self.quality for g in gens),
-                        0 if spec.texts_from else len(gens),
+                        0 if spec.texts_from else sum(bool(g["text"].strip()) for g in gens),
                     ),
                 }
             )
         return rows
+
+    def current_records(self, stage: Stage) -> list[dict[str, Any]]:
+        """The records of ``stage`` that the experiment as it now stands asks for. A row or
+        attack whose parameters (or scheme revision) changed keeps its label but not its
+        fingerprint: its old records stay in the file, and a report must not mix them in."""
+        exp = self.experiment
+        rows = {(s.label, s.fingerprint) for s in exp.schemes}
+        owners = {s.texts_owner for s in exp.schemes}
+        attacks = {(a.label, a.fingerprint) for a in exp.attacks}
+        sentences = str(exp.dataset.sentences)
+
+        def current(key: list[str]) -> bool:
+            kind = key[0]
+            if kind == "gen":
+                return (key[1], key[2]) in owners and key[4] == sentences
+            if kind == "attack":
+                return (key[1], key[2]) in owners and (key[4], key[5]) in attacks
+            if kind == "detect":
+                return (key[1], key[2]) in rows and (
+                    (key[4], key[5]) in attacks or key[4] == NO_ATTACK
+                )
+            if kind in ("quality", "judge"):
+                return (key[1], key[2]) in rows
+            return True  # human detections (filtered by negative id) and judge rankings
+
+        return [r for r in stage.records() if current(r["key"])]
 
     # ---------- helpers ----------
     def _detectable(self, spec: SchemeSpec) -> bool:
@@ -425,11 +467,14 @@ class Run:
         rec["seconds"] = time.perf_counter() - start
         self.detections.append(key, {**meta, **rec})
 
-    def _generations(self, spec: SchemeSpec) -> list[dict[str, Any]]:
+    def row_generations(self, spec: SchemeSpec, *, written: bool = False) -> list[dict[str, Any]]:
+        """The row's generation records so far, in prompt order. Empty ones are included
+        unless ``written``: a scheme that wrote nothing for a prompt has missed it, and its
+        detection (p = 1) counts as a miss rather than leaving the table."""
         out = []
         for e in self.examples()[: spec.prompts or None]:
             g = self.generations.get(self._gen_key(spec, e))
-            if g is not None and g["text"].strip():
+            if g is not None and (not written or g["text"].strip()):
                 out.append(g)
         return out
 

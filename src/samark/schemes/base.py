@@ -72,7 +72,31 @@ class Watermark(abc.ABC):
 
 SchemeFactory = Callable[..., Watermark]
 SCHEMES: Registry[SchemeFactory] = Registry("scheme")
-register_scheme = SCHEMES.register
+_REVISIONS: dict[str, int] = {}
+
+
+def register_scheme(name: str, *, revision: int = 0) -> Callable[[SchemeFactory], SchemeFactory]:
+    """Register a scheme factory under ``name``.
+
+    ``revision`` counts the changes of what the scheme writes or scores under unchanged
+    parameters. It enters the fingerprint of experiment rows, so records written before a
+    change are never reused as if written after it; raise it with every such change."""
+    if revision < 0:
+        raise ValueError("revision must be >= 0")
+    add = SCHEMES.register(name)
+
+    def wrap(factory: SchemeFactory) -> SchemeFactory:
+        add(factory)  # refuses a name registered twice
+        _REVISIONS[name] = revision
+        return factory
+
+    return wrap
+
+
+def scheme_revision(name: str) -> int:
+    """The registered ``revision`` of scheme ``name`` (0 if never revised)."""
+    SCHEMES.get(name)  # a clear error for an unknown name
+    return _REVISIONS.get(name, 0)
 
 
 def create_scheme(name: str, **kwargs: Any) -> Watermark:

@@ -72,6 +72,6 @@ class KGW(TokenWatermark):
         )
 
 
-@register_scheme("kgw")
+@register_scheme("kgw", revision=1)
 def _kgw(key: WatermarkKey, **kwargs: Any) -> KGW:
     return KGW(key, **kwargs)

@@ -85,6 +85,6 @@ class SynthID(TokenWatermark):
         )
 
 
-@register_scheme("synthid")
+@register_scheme("synthid", revision=1)
 def _synthid(key: WatermarkKey, **kwargs: Any) -> SynthID:
     return SynthID(key, **kwargs)
