@@ -23,7 +23,7 @@ HUMAN = (
 @pytest.mark.parametrize("name", ["kgw", "synthid"])
 def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> None:
     scheme = create_scheme(name, key=mpnet_key)
-    gens = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    gens = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)
     assert len(gens) == 2
     for g in gens:
         assert len(g.sentences) == 3 and g.text  # the asked length, as SAMark writes
@@ -33,7 +33,7 @@ def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> 
     human = scheme.detect(HUMAN)
     assert human.p_value > 0.01
     # same seed, same texts
-    again = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    again = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)
     assert [g.text for g in again] == [g.text for g in gens]
 
 
@@ -44,7 +44,7 @@ def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key
     tok.pad_token = None  # a model without a pad token: left padding falls back to EOS
     try:
         assert tok.pad_token_id is None
-        gens = scheme.generate_batch(PROMPTS, max_new_sentences=2, seed=1)  # type: ignore[attr-defined]
+        gens = scheme.generate_batch(PROMPTS, max_new_sentences=2, seed=1)
     finally:
         tok.pad_token = saved
     assert all(g.text and len(g.sentences) <= 2 for g in gens)
@@ -58,10 +58,10 @@ def test_reference_rows_write_past_the_models_own_end(smollm2) -> None:
     leave the row with no text (a miss for the length alone); the protocol writes on."""
     finished = "<|im_start|>user\nSay OK.<|im_end|>\n<|im_start|>assistant\nOK."
     stopping = create_scheme("unwatermarked", stop_at_eos=True)
-    (g,) = stopping.generate_batch([finished], max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    (g,) = stopping.generate_batch([finished], max_new_sentences=3, seed=0)
     assert g.tokens_sampled == 0 and g.text == ""
     writing = create_scheme("unwatermarked")
-    (g,) = writing.generate_batch([finished], max_new_sentences=3, seed=0)  # type: ignore[attr-defined]
+    (g,) = writing.generate_batch([finished], max_new_sentences=3, seed=0)
     assert g.tokens_sampled == 3 * writing.tokens_per_sentence  # type: ignore[attr-defined]
     assert g.text and "<|im" not in g.text
 

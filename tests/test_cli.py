@@ -49,8 +49,8 @@ def test_detect_text_argument(key_file, runner) -> None:
     result = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file)])
     assert result.exit_code in (0, 1)
     record = json.loads(result.stdout.splitlines()[0])
-    assert {"z", "p_value", "is_watermarked", "n_sentences"} <= set(record)
-    assert record["n_sentences"] == 4
+    assert {"z", "p_value", "is_watermarked", "n_units"} <= set(record)
+    assert record["n_units"] == 4
     assert result.exit_code == (0 if record["is_watermarked"] else 1)
 
 
@@ -60,7 +60,7 @@ def test_detect_statistic_and_localisation(key_file, runner) -> None:
     )
     record = json.loads(out.stdout.splitlines()[0])
     assert record["statistic"] == "scan"
-    assert len(record["sentence_p_values"]) == record["n_sentences"] == 4
+    assert len(record["sentence_p_values"]) == record["n_units"] == 4
     assert all(0 < p <= 1 for p in record["sentence_p_values"])
     bad = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--statistic", "t"])
     assert bad.exit_code == 2 and "statistic must be one of" in bad.output
@@ -171,14 +171,14 @@ def test_generate_json_then_detect(key_file, runner, smollm2, tmp_path) -> None:
     path = tmp_path / "gen.jsonl"
     path.write_text(json.dumps(record) + "\n")
     detected = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
-    assert json.loads(detected.stdout)["n_sentences"] == len(record["sentences"])
+    assert json.loads(detected.stdout)["n_units"] == len(record["sentences"])
 
 
 def test_key_brings_its_own_embedder(runner, tmp_path, minilm) -> None:
     path = WatermarkKey.generate(minilm.identity).save(tmp_path / "minilm.key")
     result = runner.invoke(app, ["detect", HUMAN, "--key", str(path)])
     assert result.exit_code in (0, 1), result.output
-    assert json.loads(result.stdout.splitlines()[0])["n_sentences"] == 4
+    assert json.loads(result.stdout.splitlines()[0])["n_units"] == 4
 
 
 def test_invalid_options(key_file, runner) -> None:
@@ -293,3 +293,47 @@ def test_demo_streams_sentences_and_says_what_it_used(runner, smollm2, mpnet) ->
     assert "4 candidates each" in result.stderr and "N = 64" in result.stderr
     assert re.search(r"sentence 1/2: \d+ candidates, \d+ matched", result.stderr)
     assert "total" in result.stdout and "human" in result.stdout
+
+
+def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
+    key_file, runner, tmp_path, smollm2
+) -> None:
+    from samark.schemes import scheme_names
+
+    listed = runner.invoke(app, ["schemes", "list"])
+    assert listed.exit_code == 0
+    for name in scheme_names():
+        assert name in listed.output
+    assert "token" in listed.output and "sentence" in listed.output
+    prompt = "The city council met on Monday to discuss the new budget for schools."
+    args = ["generate", prompt, "--key", str(key_file), "--scheme", "kgw", "--sentences", "3"]
+    made = runner.invoke(app, [*args, "--seed", "2", "--json"])
+    assert made.exit_code == 0, made.output
+    record = json.loads(made.stdout.splitlines()[-1])
+    assert record["scheme"] == "kgw" and len(record["sentences"]) == 3
+    secret = json.loads(key_file.read_text())["secret"]
+    assert secret not in made.output
+    text = tmp_path / "kgw.txt"
+    text.write_text(record["text"])
+    mine = runner.invoke(app, ["detect", str(text), "--key", str(key_file), "--scheme", "kgw"])
+    assert mine.exit_code == 0, mine.output
+    found = json.loads(mine.stdout.splitlines()[0])
+    assert found["unit"] == "token" and found["p_value"] < 0.01
+    # another scheme's detector on the same text, and the same detector on human text
+    other = runner.invoke(app, ["detect", str(text), "--key", str(key_file), "--scheme", "synthid"])
+    assert other.exit_code == 1 and json.loads(other.stdout.splitlines()[0])["p_value"] > 0.01
+    human = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--scheme", "kgw"])
+    assert human.exit_code == 1
+    # a JSONL file of records goes through the same detector, one line per record
+    records = tmp_path / "r.jsonl"
+    records.write_text(json.dumps({"text": record["text"]}) + "\n" + json.dumps({"t": 1}) + "\n")
+    lines = runner.invoke(app, ["detect", str(records), "--key", str(key_file), "--scheme", "kgw"])
+    rows = [json.loads(x) for x in lines.stdout.splitlines()]
+    assert rows[0]["p_value"] < 0.01 and rows[1]["error"]
+    for bad, message in (
+        (["--scheme", "kgw2"], "unknown scheme"),
+        (["--scheme", "unwatermarked"], "no detector"),
+        (["--scheme", "kgw", "--statistic", "scan"], "SAMark's"),
+    ):
+        refused = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), *bad])
+        assert refused.exit_code == 2 and message in refused.output, refused.output

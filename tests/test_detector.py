@@ -27,7 +27,7 @@ def detector(mpnet, mpnet_key):
 
 def test_result_fields(detector) -> None:
     d = detector.detect(TEXT)
-    assert d.n_sentences == 6 and len(d.sentences) == 6
+    assert d.n_units == 6 and len(d.sentences) == 6
     assert 0 < d.p_value <= 1 and d.n_null == 999
     assert d.is_watermarked == (d.p_value < 0.01)
     assert len(d.flags) == 2 and set(d.flags) <= {-1, 1}
@@ -35,7 +35,7 @@ def test_result_fields(detector) -> None:
     assert np.array(d.evidence).shape == (6, 2)
     record = d.to_dict(details=True)
     json.dumps(record)
-    assert set(record) >= {"z", "p_value", "is_watermarked", "n_sentences", "evidence"}
+    assert set(record) >= {"z", "p_value", "is_watermarked", "n_units", "evidence"}
     assert "evidence" not in d.to_dict() and "sentence_p_values" not in d.to_dict()
     assert len(record["sentence_p_values"]) == 6
     assert all(1 / 1000 <= p <= 1 for p in d.sentence_p_values)
@@ -69,7 +69,7 @@ def test_empty_text_is_a_clear_error(detector, text: str) -> None:
 
 def test_one_sentence_is_well_defined(detector) -> None:
     d = detector.detect("Only one sentence here.")
-    assert d.n_sentences == 1 and 0 < d.p_value <= 1
+    assert d.n_units == 1 and 0 < d.p_value <= 1
 
 
 def test_binary_input_rejected(detector) -> None:
@@ -79,7 +79,7 @@ def test_binary_input_rejected(detector) -> None:
 
 def test_control_characters_are_text(detector) -> None:
     d = detector.detect("Odd \x00 bytes \x07 inside. Still text.")
-    assert d.n_sentences >= 1
+    assert d.n_units >= 1
 
 
 def test_key_for_another_embedder_is_rejected(minilm, mpnet) -> None:

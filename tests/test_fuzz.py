@@ -62,9 +62,9 @@ def detector(minilm) -> SAMarkDetector:
 def _valid(d: Any) -> bool:
     return (
         0 < d.p_value <= 1
-        and d.n_sentences >= 1
+        and d.n_units >= 1
         and math.isfinite(d.score)
-        and len(d.sentence_p_values) == d.n_sentences
+        and len(d.sentence_p_values) == d.n_units
         and all(0 < p <= 1 for p in d.sentence_p_values)
     )
 

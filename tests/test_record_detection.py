@@ -42,7 +42,7 @@ def test_detect_many_is_detect_on_each(detector) -> None:
             assert result is None
             continue
         single = detector.detect(text)
-        assert result is not None and result.n_sentences == single.n_sentences
+        assert result is not None and result.n_units == single.n_units
         # equal up to float rounding of batched embeddings: a near-tie among the 999 null
         # sets may move p by one step of 1/1000 (tests/test_fuzz.py found one)
         assert result.p_value == pytest.approx(single.p_value, abs=2.5e-3)
@@ -113,5 +113,5 @@ def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
             assert got["p_value"] is None and got["error"]
         else:
             assert got["p_value"] == pytest.approx(want.p_value, abs=2.5e-3)
-            assert got["n_sentences"] == want.n_sentences and got["error"] is None
+            assert got["n_units"] == want.n_units and got["error"] is None
     assert f"{len(TEXTS)} records" in result.stderr

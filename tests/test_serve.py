@@ -168,8 +168,10 @@ def test_completions_route_and_token_budget(local) -> None:
 def test_detect_route_roles_and_batches(local) -> None:
     status, one = _post(local, "/v1/detect", {"text": HUMAN})
     assert status == 200
-    assert set(one) == {"scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_sentences"}
-    assert one["n_sentences"] == 5 and 0 < one["p_value"] <= 1
+    assert set(one) == {
+        *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit")
+    }
+    assert one["n_units"] == 5 and 0 < one["p_value"] <= 1
     # localisation only for an admin token
     status, refused = _post(local, "/v1/detect", {"text": HUMAN, "details": True})
     assert status == 403 and "admin" in refused["error"]["message"]

@@ -13,7 +13,7 @@ import sys
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -33,6 +33,8 @@ models_app = typer.Typer(help="List and install the offline model packages.", no
 app.add_typer(models_app, name="models")
 eval_app = typer.Typer(help="Run experiments (TOML) and write their reports.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
+schemes_app = typer.Typer(help="The registered watermarking schemes.", no_args_is_help=True)
+app.add_typer(schemes_app, name="schemes")
 err = Console(stderr=True)
 out = Console()
 
@@ -160,24 +162,55 @@ def _read_text(source: str | None) -> str:
         raise _fail(f"{origin} is not UTF-8 text") from None
 
 
+def _load_key(key: Path) -> Any:
+    from samark.keys import WatermarkKey
+
+    loaded = WatermarkKey.load(key)
+    if WatermarkKey.permissions_too_open(key):
+        err.print(
+            f"[yellow]warning:[/] {key} is readable by other users; a watermark key is a "
+            f"secret (chmod 600 {key})",
+            soft_wrap=True,
+        )
+    return loaded
+
+
 def _load_scheme(
     key: Path, config: SAMarkConfig, generator: str = DEFAULT_GENERATOR, sampler: str | None = None
 ) -> Any:
-    from samark.keys import WatermarkKey
     from samark.sampling import load_sampler
     from samark.schemes.samark import SAMark
 
     try:
         engine = load_sampler(sampler) if sampler else None
-        loaded = WatermarkKey.load(key)
-        if WatermarkKey.permissions_too_open(key):
-            err.print(
-                f"[yellow]warning:[/] {key} is readable by other users; a watermark key is a "
-                f"secret (chmod 600 {key})",
-                soft_wrap=True,
-            )
-        return SAMark(loaded, config=config, generator=generator, sampler=engine)
+        return SAMark(_load_key(key), config=config, generator=generator, sampler=engine)
     except SamarkError as exc:
+        raise _fail(str(exc)) from None
+
+
+SAMARK_SCHEMES = ("samark", "samark-dagger")
+SchemeOption = Annotated[
+    str,
+    typer.Option(
+        "--scheme",
+        help="Watermarking scheme (`samark schemes list`); its key derives from the key file. "
+        "The SAMark options apply to samark and samark-dagger only.",
+    ),
+]
+
+
+def _load_other_scheme(name: str, key: Path, **params: Any) -> Any:
+    """A registered scheme other than SAMark, keyed by the key file's secret."""
+    from samark.schemes import create_scheme, scheme_names
+    from samark.schemes.base import scheme_info
+
+    if name not in scheme_names():
+        raise _fail(f"unknown scheme {name!r}; known: {', '.join(scheme_names())}")
+    if not scheme_info(name).detectable:
+        raise _fail(f"{name} writes no watermark: it has no key and no detector")
+    try:
+        return create_scheme(name, key=_load_key(key), **params)
+    except (SamarkError, ValueError, TypeError) as exc:
         raise _fail(str(exc)) from None
 
 
@@ -232,11 +265,23 @@ def generate(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
     ] = False,
+    scheme_name: SchemeOption = "samark",
 ) -> None:
     """Continue PROMPT with watermarked sentences."""
     text = _read_text(prompt)
     if not text.strip():
         raise _fail("the prompt is empty")
+    if scheme_name not in SAMARK_SCHEMES:
+        other = _load_other_scheme(scheme_name, key, generator=generator)
+        with _progress() as bar:
+            bar.add_task(f"generating with {scheme_name}", total=None)
+            try:
+                made = other.generate(text, max_new_sentences=sentences, seed=seed)
+            except SamarkError as exc:
+                raise _fail(str(exc)) from None
+        typer.echo(json.dumps(made.to_dict(), ensure_ascii=False) if as_json else made.text)
+        return
+    dagger = dagger or scheme_name == "samark-dagger"
     fields: dict[str, Any] = dict(
         candidates=candidates, max_new_sentences=sentences, adaptive=adaptive
     )
@@ -299,8 +344,13 @@ def detect(
     out_dir: Annotated[
         Path | None, typer.Option("--out", "-o", help="Output folder of --ray (Parquet).")
     ] = None,
+    scheme_name: SchemeOption = "samark",
 ) -> None:
     """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY."""
+    if scheme_name not in SAMARK_SCHEMES:
+        if ray is not None or statistic != "z":
+            raise _fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
+        _detect_with(_load_other_scheme(scheme_name, key, alpha=alpha), source, field, details)
     try:
         config = SAMarkConfig(alpha=alpha, statistic=statistic)  # type: ignore[arg-type]
         if chunk < 1 or (ray is not None and ray < 1):
@@ -313,10 +363,17 @@ def detect(
         _load_scheme(key, config)  # a bad key fails here, before Ray starts
         raise typer.Exit(_detect_on_ray(key, Path(source), out_dir, field, config, ray))
     scheme = _load_scheme(key, config)
+    scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
+    _detect_with(scheme, source, field, details, chunk)
+
+
+def _detect_with(
+    scheme: Any, source: str | None, field: str, details: bool, chunk: int = 32
+) -> NoReturn:
+    """Detect with ``scheme`` in a text or a file of records; exits 0 if watermarked."""
     if source and source.endswith((".jsonl", ".parquet")) and Path(source).is_file():
         raise typer.Exit(_detect_file(scheme, Path(source), field, details, chunk))
     text = _read_text(source)
-    scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
     try:
         result = scheme.detect(text)
     except SamarkError as exc:
@@ -324,8 +381,8 @@ def detect(
     typer.echo(json.dumps(result.to_dict(details=details)))
     verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
     err.print(
-        f"{verdict}: p = {result.p_value:.4g} (alpha {alpha}), {result.n_sentences} sentences, "
-        f"paper z = {result.z:.2f} (uncalibrated)"
+        f"{verdict}: p = {result.p_value:.4g} (alpha {result.alpha}), "
+        f"{result.n_units} {result.unit}s, z = {result.z:.2f} (a score, not the decision)"
     )
     raise typer.Exit(0 if result.is_watermarked else 1)
 
@@ -479,7 +536,7 @@ def demo(
     ):
         d = scheme.detect(text)
         table.add_row(
-            label, str(d.n_sentences), f"{d.p_value:.4f}", str(d.is_watermarked), f"{d.z:.2f}"
+            label, str(d.n_units), f"{d.p_value:.4f}", str(d.is_watermarked), f"{d.z:.2f}"
         )
     out.print(table)
     out.print(
@@ -660,6 +717,21 @@ def attack(
     except SamarkError as exc:
         raise _fail(str(exc)) from None
     err.print(f"{output}: {summary.line()}", highlight=False, soft_wrap=True)
+
+
+@schemes_app.command("list")
+def schemes_list() -> None:
+    """Show every registered scheme: its unit of evidence and what it is."""
+    from samark.schemes import scheme_names
+    from samark.schemes.base import scheme_info
+
+    table = Table()
+    for col in ("name", "unit", "what"):
+        table.add_column(col)
+    for name in scheme_names():
+        info = scheme_info(name)
+        table.add_row(name, info.unit, info.description)
+    out.print(table)
 
 
 @models_app.command("list")

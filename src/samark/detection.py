@@ -15,7 +15,9 @@ class Detection:
     is uniform, so ``p_value < alpha`` has false-positive rate ``alpha``. ``z`` is the paper's
     score; compared with a fixed threshold it is *not* calibrated, so it decides nothing on
     its own. ``score`` is the value of the test statistic named by ``statistic`` (by default
-    z itself) whose rank among the null pivot sets gives ``p_value``.
+    z itself) whose rank among the null pivot sets gives ``p_value``. ``n_units`` counts
+    what the detector scored, in ``unit`` ("sentence" for SAMark, "token" for token-level
+    schemes): the amount of evidence behind the answer.
     """
 
     scheme: str
@@ -24,7 +26,8 @@ class Detection:
     z: float
     statistic: str
     score: float
-    n_sentences: int
+    n_units: int
+    unit: str = "sentence"
     n_null: int = 0
     flags: tuple[int, ...] = ()
     sentences: tuple[str, ...] = field(default=(), repr=False)

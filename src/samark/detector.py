@@ -132,7 +132,7 @@ class SAMarkDetector:
             z=z,
             statistic=self.statistic,
             score=float(values[0]),
-            n_sentences=int(embeddings.shape[0]),
+            n_units=int(embeddings.shape[0]),
             n_null=self.n_null,
             flags=tuple(int(f) for f in flags),
             sentences=tuple(sentences or ()),

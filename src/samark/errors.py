@@ -16,7 +16,9 @@ class EmbedderMismatchError(SamarkError):
 
 
 class EmptyTextError(SamarkError, ValueError):
-    """A text has no sentence to score."""
+    """A text has nothing for the detector to score: no sentence (sentence-level schemes)
+    or too few tokens (token-level ones). Every detector raises it; the evaluation harness
+    scores such a text as p = 1 (no evidence is no detection)."""
 
 
 class ModelNotAvailableError(SamarkError):

@@ -18,7 +18,7 @@ from typing import Any
 
 from samark.record_detection import no_text_field, result_columns
 
-_DTYPES = {"p_value": "Float64", "is_watermarked": "boolean", "n_sentences": "Int64"}
+_DTYPES = {"p_value": "Float64", "is_watermarked": "boolean", "n_units": "Int64"}
 
 
 class _ActorDetector:
@@ -63,7 +63,7 @@ def detect_dataset(
     batch_size: int = 64,
     threads_per_worker: int = 1,
 ) -> Any:
-    """``ds`` with ``p_value``, ``is_watermarked``, ``n_sentences``, ``statistic`` and
+    """``ds`` with ``p_value``, ``is_watermarked``, ``n_units``, ``statistic`` and
     ``error`` columns, computed by ``workers`` actors (lazy, like every Ray Dataset)."""
     if workers < 1 or batch_size < 1:
         raise ValueError("workers and batch_size must be >= 1")

@@ -134,7 +134,7 @@ def result_columns(results: list[Detection | None]) -> dict[str, list[Any]]:
     return {
         "p_value": [r.p_value if r else None for r in results],
         "is_watermarked": [r.is_watermarked if r else None for r in results],
-        "n_sentences": [r.n_sentences if r else 0 for r in results],
+        "n_units": [r.n_units if r else 0 for r in results],
         "statistic": [r.statistic if r else None for r in results],
         "error": [None if r else NO_SENTENCE for r in results],
     }

@@ -205,26 +205,16 @@ class Run:
             if self.reverse:
                 todo.reverse()
             scheme = self.scheme(spec)
-            batch_size = 10 if hasattr(scheme, "generate_batch") else 1
             bar = self._bar(None, f"generate {spec.label}", total=len(todo))
-            for batch in _batches(todo, batch_size):
+            for batch in _batches(todo, scheme.batch_size):
                 self.generations.reload()  # another process may have done some meanwhile
                 batch = [e for e in batch if self._gen_key(spec, e) not in self.generations]
                 if not batch:
                     continue
                 seed = item_seed(exp.seed, "generate", batch[0].id)
-                if batch_size > 1:
-                    outs = scheme.generate_batch(  # type: ignore[attr-defined]
-                        [e.prompt for e in batch],
-                        max_new_sentences=exp.dataset.sentences,
-                        seed=seed,
-                    )
-                else:
-                    outs = [
-                        scheme.generate(
-                            batch[0].prompt, max_new_sentences=exp.dataset.sentences, seed=seed
-                        )
-                    ]
+                outs = scheme.generate_batch(
+                    [e.prompt for e in batch], max_new_sentences=exp.dataset.sentences, seed=seed
+                )
                 self.generations.reload()
                 for e, g in zip(batch, outs, strict=True):
                     if self._gen_key(spec, e) in self.generations:
@@ -459,7 +449,8 @@ class Run:
                 "z": d.z,
                 "statistic": d.statistic,
                 "score": d.score,
-                "n_units": d.n_sentences,
+                "n_units": d.n_units,
+                "unit": d.unit,
                 "details": dict(d.details),
             }
         except EmptyTextError:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from samark.detection import Detection
+from samark.errors import EmptyTextError
 from samark.registry import Registry
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
@@ -50,6 +51,8 @@ class Watermark(abc.ABC):
     name: str
     #: False for rows that only generate (the unwatermarked reference)
     detectable: bool = True
+    #: prompts the harness hands to one ``generate_batch`` call (1: one at a time)
+    batch_size: int = 1
 
     def detector_id(self) -> str:
         """Equal for two schemes exactly when their detectors give the same answers, so the
@@ -66,37 +69,90 @@ class Watermark(abc.ABC):
         progress: ProgressCallback | None = None,
     ) -> Generation: ...
 
+    def generate_batch(
+        self, prompts: list[str], *, max_new_sentences: int | None = None, seed: int | None = None
+    ) -> list[Generation]:
+        """One generation per prompt. This default writes them one after another (the
+        first with ``seed``, the next with ``seed + 1``, ...); schemes that decode prompts
+        together override it and set ``batch_size``."""
+        return [
+            self.generate(
+                p, max_new_sentences=max_new_sentences, seed=None if seed is None else seed + i
+            )
+            for i, p in enumerate(prompts)
+        ]
+
     @abc.abstractmethod
-    def detect(self, text: str) -> Detection: ...
+    def detect(self, text: str) -> Detection:
+        """Test ``text`` for this scheme's mark. Raises :class:`EmptyTextError` when the
+        text has nothing to score."""
+
+    def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
+        """``detect`` on each text, ``None`` for one with nothing to score. Schemes that
+        can score texts together (one embedding call) override it."""
+        out: list[Detection | None] = []
+        for text in texts:
+            try:
+                out.append(self.detect(text))
+            except EmptyTextError:
+                out.append(None)
+        return out
 
 
 SchemeFactory = Callable[..., Watermark]
 SCHEMES: Registry[SchemeFactory] = Registry("scheme")
-_REVISIONS: dict[str, int] = {}
+UNITS = ("sentence", "token")
 
 
-def register_scheme(name: str, *, revision: int = 0) -> Callable[[SchemeFactory], SchemeFactory]:
-    """Register a scheme factory under ``name``.
+@dataclass(frozen=True)
+class SchemeInfo:
+    """What the registry says of a scheme without building it (no key, no model)."""
+
+    name: str
+    #: what its detector scores and ``Detection.n_units`` counts
+    unit: str
+    description: str
+    #: changes of what the scheme writes or scores under unchanged parameters
+    revision: int = 0
+    #: False for a row that only writes (the unwatermarked reference): no key, no detector
+    detectable: bool = True
+
+
+_INFO: dict[str, SchemeInfo] = {}
+
+
+def register_scheme(
+    name: str, *, unit: str, description: str, revision: int = 0, detectable: bool = True
+) -> Callable[[SchemeFactory], SchemeFactory]:
+    """Register a scheme factory under ``name``: called with ``key=`` and the scheme's
+    parameters, it returns the :class:`Watermark`.
 
     ``revision`` counts the changes of what the scheme writes or scores under unchanged
     parameters. It enters the fingerprint of experiment rows, so records written before a
     change are never reused as if written after it; raise it with every such change."""
-    if revision < 0:
-        raise ValueError("revision must be >= 0")
+    if unit not in UNITS:
+        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+    if revision < 0 or not description:
+        raise ValueError("a scheme needs a description and a revision >= 0")
     add = SCHEMES.register(name)
 
     def wrap(factory: SchemeFactory) -> SchemeFactory:
         add(factory)  # refuses a name registered twice
-        _REVISIONS[name] = revision
+        _INFO[name] = SchemeInfo(name, unit, description, revision, detectable)
         return factory
 
     return wrap
 
 
+def scheme_info(name: str) -> SchemeInfo:
+    """The registration of scheme ``name`` (a clear error for an unknown one)."""
+    SCHEMES.get(name)
+    return _INFO[name]
+
+
 def scheme_revision(name: str) -> int:
-    """The registered ``revision`` of scheme ``name`` (0 if never revised)."""
-    SCHEMES.get(name)  # a clear error for an unknown name
-    return _REVISIONS.get(name, 0)
+    """The registered ``revision`` of scheme ``name``."""
+    return scheme_info(name).revision
 
 
 def create_scheme(name: str, **kwargs: Any) -> Watermark:

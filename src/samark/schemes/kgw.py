@@ -57,7 +57,7 @@ class KGW(TokenWatermark):
             )
         ids = token_ids(self.lm, text)
         if ids.shape[1] < 2:
-            return self.no_evidence("kgw_z")
+            raise self.too_short(2)
         out: Any = self._detector(ids, z_threshold=4.0, return_dict=True)
         z = float(out.z_score[0])
         return Detection(
@@ -67,11 +67,17 @@ class KGW(TokenWatermark):
             z=z,
             statistic="kgw_z",
             score=z,
-            n_sentences=int(out.num_tokens_scored[0]),
+            n_units=int(out.num_tokens_scored[0]),
+            unit="token",
             details={"green_fraction": float(out.green_fraction[0])},
         )
 
 
-@register_scheme("kgw", revision=1)
+@register_scheme(
+    "kgw",
+    unit="token",
+    description="KGW green list (Kirchenbauer et al. 2023), transformers' own; z-test p-value",
+    revision=1,
+)
 def _kgw(key: WatermarkKey, **kwargs: Any) -> KGW:
     return KGW(key, **kwargs)

@@ -21,7 +21,7 @@ import torch
 from transformers import GenerationConfig
 
 from samark.detection import Detection
-from samark.errors import SamarkError
+from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.transformers_engine import (
@@ -38,6 +38,7 @@ class LMGenerateScheme(Watermark):
 
     name = "unwatermarked"
     detectable = False
+    batch_size = 10
 
     def __init__(
         self,
@@ -181,9 +182,9 @@ class TokenWatermark(LMGenerateScheme):
         """``count`` 31-bit integer keys for this scheme, derived from the secret."""
         return self.key.derive_ints(self.name, count, bits=31)
 
-    def no_evidence(self, statistic: str) -> Detection:
-        """A text too short to score: no evidence, p = 1."""
-        return Detection(self.name, 1.0, self.alpha, 0.0, statistic, 0.0, 0)
+    def too_short(self, need: int) -> EmptyTextError:
+        """The error for a text with fewer than ``need`` scoreable tokens."""
+        return EmptyTextError(f"{self.name}: the text has fewer than {need} tokens to score")
 
 
 def token_ids(lm: TransformersSampler, text: str) -> Any:
@@ -192,6 +193,12 @@ def token_ids(lm: TransformersSampler, text: str) -> Any:
     return torch.tensor([ids], dtype=torch.long)
 
 
-@register_scheme("unwatermarked", revision=1)
+@register_scheme(
+    "unwatermarked",
+    unit="token",
+    description="the generator's own nucleus sampling: the reference row, no detector",
+    revision=1,
+    detectable=False,
+)
 def _unwatermarked(key: Any = None, **kwargs: Any) -> LMGenerateScheme:
     return LMGenerateScheme(key, **kwargs)

@@ -276,12 +276,21 @@ def step_signal(
     return {f"signal_{k}": [round(float(x), 5) for x in v] for k, v in out.items()}
 
 
-@register_scheme("samark")
+@register_scheme(
+    "samark",
+    unit="sentence",
+    description="SAMark: self-anchored sentence-level watermark (this project's paper); exact "
+    "key-exchangeability p-value",
+)
 def _samark(key: WatermarkKey, **kwargs: Any) -> SAMark:
     return SAMark(key, **kwargs)
 
 
-@register_scheme("samark-dagger")
+@register_scheme(
+    "samark-dagger",
+    unit="sentence",
+    description="SAMark without the diversity terms and hard filters (the paper's ablation)",
+)
 def _samark_dagger(key: WatermarkKey, config: SAMarkConfig | None = None, **kwargs: Any) -> SAMark:
     overrides = config.to_dict() if config else {}
     for name in ("lambda_div", "lambda_nov", "ngram_filter", "semantic_filter"):

@@ -63,13 +63,13 @@ class SynthID(TokenWatermark):
         proc = self._processor
         ids = token_ids(self.lm, text)
         if ids.shape[1] < proc.ngram_len:
-            return self.no_evidence("synthid_mean")
+            raise self.too_short(proc.ngram_len)
         g = proc.compute_g_values(ids)[0]  # (positions, depth)
         mask = proc.compute_context_repetition_mask(ids)[0].bool()
         g = g[mask]
         n, ones = int(g.numel()), int(g.sum())
-        if n == 0:
-            return self.no_evidence("synthid_mean")
+        if n == 0:  # every n-gram context repeats an earlier one
+            raise self.too_short(proc.ngram_len)
         mean = ones / n
         z = (ones - n / 2) / (n / 4) ** 0.5
         p = float(binomtest(ones, n, 0.5, alternative="greater").pvalue)
@@ -80,11 +80,18 @@ class SynthID(TokenWatermark):
             z=z,
             statistic="synthid_mean",
             score=mean,
-            n_sentences=int(mask.sum()),
+            n_units=int(mask.sum()),
+            unit="token",
             details={"g_value_mean": mean},
         )
 
 
-@register_scheme("synthid", revision=1)
+@register_scheme(
+    "synthid",
+    unit="token",
+    description="SynthID-Text tournament sampling (Dathathri et al. 2024), transformers' own; "
+    "exact binomial p-value on the g-values",
+    revision=1,
+)
 def _synthid(key: WatermarkKey, **kwargs: Any) -> SynthID:
     return SynthID(key, **kwargs)

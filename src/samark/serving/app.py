@@ -518,7 +518,8 @@ def _detect_one(scheme: SAMark, text: str, details: bool) -> dict[str, Any]:
         "is_watermarked": d.is_watermarked,
         "alpha": d.alpha,
         "statistic": d.statistic,
-        "n_sentences": d.n_sentences,
+        "n_units": d.n_units,
+        "unit": d.unit,
     }
     if details:
         out["sentences"] = list(d.sentences)
