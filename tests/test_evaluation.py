@@ -294,12 +294,18 @@ def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> Non
 def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     """A row that wrote nothing for a prompt has missed it: the text is 'attacked' (to
     nothing), detected with p = 1 under every attack, and stays in the TP denominator."""
-    from samark.evaluation.report import attack_table, detection_table, efficiency_table
+    from samark.evaluation.report import (
+        attack_table,
+        detection_table,
+        efficiency_table,
+        write_report,
+    )
     from samark.evaluation.runner import Run
     from samark.segment import split_sentences
 
     exp = Experiment.parse(
         TINY.replace("human_negatives = 5", "human_negatives = 3")
+        .replace("bootstrap = 50", "bootstrap = 50\nfprs = [0.05]\nalpha = 0.05")
         .replace('[[schemes]]\nname = "unwatermarked"\n', "")
         .replace('[[schemes]]\nname = "samark"\nparams = { candidates = 4, n_null = 99 }\n', "")
     )
@@ -334,6 +340,31 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     run.detections.append(("detect", "kgw", "0" * 12, empty.id, "none", ""), stale)
     table = detection_table(run)
     assert set(table["n_positive"]) == {2}  # the miss is in the denominator
-    assert table.loc[table["attack"] == "none", "tpr_at_p_0.01"].item() <= 0.5
+    assert table.loc[table["attack"] == "none", "tpr_at_p_0.05"].item() <= 0.5
     assert attack_table(run)["n"].tolist() == [1]  # fidelity of real attacks only
     assert efficiency_table(run)["short_texts"].tolist() == [1]
+    # a report at another alpha and FPR than 1% (no column assumes them)
+    assert {"tp@fp5%", "tpr_at_p_0.05", "human_fpr_at_p_0.05"} <= set(table.columns)
+    report = write_report(tmp_path / "run").read_text()
+    assert "TP@FP5% / AUC" in report and "## Calibrated decision p < 0.05" in report
+
+
+def test_reading_a_run_writes_nothing(tmp_path) -> None:
+    """Status and reports open a run folder read-only: no key is made, the experiment file
+    is not rewritten, however its text is laid out."""
+    from samark.evaluation.runner import Run
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    source = folder / "experiment.toml"
+    source.write_text("# written by hand\n" + TINY)
+    before = source.stat().st_mtime_ns
+    run = Run.open(folder)
+    rows = {r["scheme"]: r for r in run.status()}
+    assert rows["kgw"]["generate"] == (0, 2) and rows["kgw"]["human"] == (0, 5)
+    assert rows["unwatermarked"]["human"] == (0, 0)
+    assert not (folder / "key.json").exists()
+    assert source.stat().st_mtime_ns == before and source.read_text().startswith("# written")
+    assert sorted(p.name for p in folder.iterdir()) == ["experiment.toml"]
+    with pytest.raises(Exception, match="no key.json yet"):
+        run.key  # noqa: B018

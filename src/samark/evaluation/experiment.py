@@ -90,6 +90,8 @@ class MetricsSpec:
     judge_task: str = "c4"
     bootstrap: int = 1000
     fprs: tuple[float, ...] = (0.01, 0.05)
+    #: the calibrated decision p < alpha whose TPR and human FPR the report shows
+    alpha: float = 0.01
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,10 @@ class Experiment:
             raise ExperimentError(
                 f"{where} [metrics]: unknown quality metrics {sorted(unknown)}; known: {known}"
             )
-        if any(not 0 < f < 1 for f in metrics.fprs):
-            raise ExperimentError(f"{where} [metrics]: fprs must be in (0, 1)")
+        if not metrics.fprs or any(not 0 < f < 1 for f in metrics.fprs):
+            raise ExperimentError(f"{where} [metrics]: fprs must be one or more in (0, 1)")
+        if not 0 < metrics.alpha < 1:
+            raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
         key = str(top.get("key", "secret"))
         if key not in KEY_KINDS:
             raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")

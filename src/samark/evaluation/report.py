@@ -43,7 +43,7 @@ def detection_table(run: Run) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     if det.empty:
         return pd.DataFrame(rows)
-    alpha = 0.01
+    alpha = exp.metrics.alpha
     for spec in exp.schemes:
         mine = det[det["scheme"] == spec.label]
         if mine.empty:
@@ -61,13 +61,15 @@ def detection_table(run: Run) -> pd.DataFrame:
                 "n_positive": len(pos),
                 "n_negative": len(neg),
                 "auc": auc(neg, pos),
-                "tpr_at_p_0.01": rate_below(sub["p_value"], alpha),
-                "human_fpr_at_p_0.01": rate_below(humans["p_value"], alpha),
+                decision_tag(alpha): rate_below(sub["p_value"], alpha),
+                "human_" + decision_tag(alpha).replace("tpr", "fpr"): rate_below(
+                    humans["p_value"], alpha
+                ),
             }
             lo, hi = bootstrap_interval(neg, pos, auc, samples=exp.metrics.bootstrap)
             row["auc_lo"], row["auc_hi"] = lo, hi
             for fpr in exp.metrics.fprs:
-                tag = f"tp@fp{100 * fpr:g}%"
+                tag = fpr_tag(fpr)
                 row[tag] = tpr_at_fpr(neg, pos, fpr)
                 lo, hi = bootstrap_interval(
                     neg, pos, functools.partial(_tpr, fpr=fpr), samples=exp.metrics.bootstrap
@@ -75,6 +77,16 @@ def detection_table(run: Run) -> pd.DataFrame:
                 row[f"{tag}_lo"], row[f"{tag}_hi"] = lo, hi
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def fpr_tag(fpr: float) -> str:
+    """The column of TPR at an empirical FPR: ``tp@fp1%`` for 0.01."""
+    return f"tp@fp{100 * fpr:g}%"
+
+
+def decision_tag(alpha: float) -> str:
+    """The column of the share flagged by the calibrated rule: ``tpr_at_p_0.01``."""
+    return f"tpr_at_p_{alpha:g}"
 
 
 def _humans(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
@@ -349,10 +361,10 @@ def _markdown(
         return f"{attack} *" if attack in unfaithful else attack
 
     if not det.empty:
-        fprs = [f"tp@fp{100 * f:g}%" for f in exp.metrics.fprs]
+        fprs = [fpr_tag(f) for f in exp.metrics.fprs]
         n_neg = int(det["n_negative"].max())
         lines += [
-            "## Detection: TP@FP1% / TP@FP5% / AUC (%)",
+            "## Detection: " + " / ".join(f.replace("tp@fp", "TP@FP") for f in fprs) + " / AUC (%)",
             "",
             f"Empirical thresholds on {n_neg} human texts: FP 1% rests on about "
             f"{max(n_neg // 100, 1)} of them, so the 1% column is coarse (95% bootstrap "
@@ -378,6 +390,7 @@ def _markdown(
             ),
         )
         first = fprs[0]
+        decided = decision_tag(exp.metrics.alpha)
         lines += [
             "",
             f"{first.replace('tp@fp', 'TP@FP')} with its 95% bootstrap interval:",
@@ -391,7 +404,7 @@ def _markdown(
         )
         lines += [
             "",
-            "## Calibrated decision p < 0.01",
+            f"## Calibrated decision p < {exp.metrics.alpha:g}",
             "",
             "The fixed rule every detector ships: its false-positive rate measured on the human "
             "texts, and the share of texts it flags.",
@@ -401,8 +414,11 @@ def _markdown(
             det,
             attacks,
             head,
-            lambda r: _pct(r["tpr_at_p_0.01"]),
-            lead=("human FPR", lambda sub: _pct(sub.iloc[0]["human_fpr_at_p_0.01"])),
+            lambda r: _pct(r[decided]),
+            lead=(
+                "human FPR",
+                lambda sub: _pct(sub.iloc[0]["human_" + decided.replace("tpr", "fpr")]),
+            ),
         )
         lines.append("")
     if not qual.empty:
@@ -623,7 +639,7 @@ def _plots(
             tpr = [(pos >= t).mean() for t in thr]
             ax.plot(fpr, tpr, label=a, lw=1.2, **styles[a])
         ax.plot([0, 1], [0, 1], "k:", lw=0.5)
-        ax.axvline(0.01, color="0.6", lw=0.6)
+        ax.axvline(exp.metrics.fprs[0], color="0.6", lw=0.6)
         ax.set_xscale("symlog", linthresh=0.01)
         ax.set_xlim(0, 1)
         ax.set_title(spec.label)
@@ -642,7 +658,7 @@ def _plots(
     fig.tight_layout(rect=(0, 0, 1 - 2.2 / (3.6 * len(schemes) + 2.4), 1))
     fig.savefig(folder / "roc.png", dpi=120)
     plt.close(fig)
-    # what the decision uses: -log10 p (top, the alpha = 0.01 rule as a line) and the
+    # what the decision uses: -log10 p (top, the p < alpha rule as a line) and the
     # statistic whose rank gives p (bottom, symlog: SAMark's z spans 0 to hundreds)
     fig, axes = plt.subplots(2, len(schemes), figsize=(4 * len(schemes), 6), squeeze=False)
     for col, spec in enumerate(schemes):
@@ -663,10 +679,10 @@ def _plots(
                 top.hist(logp[name], bins=bins, alpha=0.5, label=f"{name} ({len(g)})")
                 score = np.nan_to_num(np.asarray(g["score"], dtype=float), posinf=1e6)
                 bottom.hist(_symlog_values(score), bins=30, alpha=0.5, label=name)
-        top.axvline(2.0, color="k", lw=0.8, ls="--")
+        top.axvline(-math.log10(exp.metrics.alpha), color="k", lw=0.8, ls="--")
         top.set_yscale("log")
         top.set_title(spec.label)
-        top.set_xlabel("-log10 p  (dashed: p = 0.01)")
+        top.set_xlabel(f"-log10 p  (dashed: p = {exp.metrics.alpha:g})")
         bottom.set_xlabel(f"statistic `{mine['statistic'].iloc[0]}`, sign(x)·log10(1+|x|)")
         top.legend(fontsize=7)
     fig.tight_layout()
@@ -689,11 +705,11 @@ def _plots(
         for _, q in qual.iterrows():
             d = det[(det["scheme"] == q["scheme"]) & (det["attack"] == hardest)]
             if len(d) and math.isfinite(q["distinct2"]):
-                x, y = q["distinct2"], 100 * d.iloc[0]["tp@fp1%"]
+                x, y = q["distinct2"], 100 * d.iloc[0][fpr_tag(exp.metrics.fprs[0])]
                 ax.scatter([x], [y])
                 ax.annotate(q["scheme"], (x, y), fontsize=7)
         ax.set_xlabel("Distinct-2 (quality)")
-        ax.set_ylabel(f"TP@FP1% under {hardest}")
+        ax.set_ylabel(f"{fpr_tag(exp.metrics.fprs[0]).replace('tp@fp', 'TP@FP')} under {hardest}")
         fig.tight_layout()
         fig.savefig(folder / "tradeoff.png", dpi=120)
         plt.close(fig)

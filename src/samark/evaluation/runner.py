@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from tqdm.auto import tqdm
 
-from samark.config import SAMarkConfig
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import EmptyTextError, SamarkError
@@ -29,6 +28,7 @@ from samark.evaluation.store import Stage
 from samark.evaluation.text_metrics import TEXT_METRICS
 from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
+from samark.schemes.base import SharedResources, scheme_info
 
 STAGES = ("generate", "attack", "detect", "quality")
 NO_ATTACK = "none"
@@ -55,11 +55,16 @@ class Run:
         *,
         progress: bool = True,
         reverse: bool = False,
+        read_only: bool = False,
     ):
         self.experiment = experiment
         self.dir = Path(run_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "experiment.toml").write_text(experiment.source, encoding="utf-8")
+        #: a run opened for reading (reports, status) writes nothing: no experiment.toml,
+        #: no key file, no record
+        self.read_only = read_only
+        if not read_only:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / "experiment.toml").write_text(experiment.source, encoding="utf-8")
         self.progress = progress
         #: take items last-first: a second process on the same folder then meets the first
         #: in the middle instead of repeating its work
@@ -83,7 +88,12 @@ class Run:
         if not source.is_file():
             raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
         exp = Experiment.load(source)
-        return cls(exp if prompts is None else exp.with_prompts(prompts), run_dir, progress=False)
+        return cls(
+            exp if prompts is None else exp.with_prompts(prompts),
+            run_dir,
+            progress=False,
+            read_only=True,
+        )
 
     # ---------- inputs ----------
     @property
@@ -110,10 +120,20 @@ class Run:
                     f"{self.dir} has generations but no key.json: they were made with a key "
                     'this folder no longer holds (a public-key run? then say key = "public")'
                 )
+            elif self.read_only:
+                raise SamarkError(f"{self.dir} has no key.json yet (nothing was generated)")
             else:
                 self._key = new_key(self.embedder)
                 self._key.save(path)
         return self._key
+
+    def has_key(self) -> bool:
+        """Whether the run's key exists (or, read-only, could be had without writing)."""
+        return (
+            not self.read_only
+            or self.experiment.key == "public"
+            or (self.dir / "key.json").exists()
+        )
 
     def examples(self) -> list[Example]:
         if self._examples is None:
@@ -160,20 +180,14 @@ class Run:
 
     def scheme(self, spec: SchemeSpec) -> Watermark:
         if spec.label not in self._schemes:
-            params = dict(spec.params)
-            if spec.name in ("samark", "samark-dagger"):
-                # experiments keep per-step signal records (their keys are the run's own)
-                config = SAMarkConfig(**params, record_signal=True)
-                self._schemes[spec.label] = create_scheme(
-                    spec.name,
-                    key=self.key,
-                    config=config,
-                    embedder=self.embedder,
-                    generator=self.experiment.generator,
-                )
-            else:
-                params.setdefault("generator", self.experiment.generator)
-                self._schemes[spec.label] = create_scheme(spec.name, key=self.key, **params)
+            # every row writes with the experiment's generator and shares its embedder;
+            # experiments keep per-step research records (their keys are the run's own)
+            shared = SharedResources(
+                self.experiment.generator, self.embedder, research_records=True
+            )
+            self._schemes[spec.label] = create_scheme(
+                spec.name, key=self.key, shared=shared, **spec.params
+            )
         return self._schemes[spec.label]
 
     def attacker(self, spec: AttackSpec) -> Attack:
@@ -374,7 +388,7 @@ class Run:
             items = self.examples()[: spec.prompts or None]
             gens = self.row_generations(spec)
             detectable = self._detectable(spec)
-            det = self.scheme(spec).detector_id() if detectable else None
+            det = self.scheme(spec).detector_id() if detectable and self.has_key() else None
             attacked = sum(
                 self._attack_key(spec, g["item"], a) in self.attacks
                 for g in gens
@@ -398,7 +412,7 @@ class Run:
                         sum((det, "human", d.id) in self.detections for d in negatives)
                         if det
                         else 0,
-                        len(negatives) if det else 0,
+                        len(negatives) if detectable else 0,
                     ),
                     "quality": (
                         sum(self._quality_key(spec, g["item"]) in self.quality for g in gens),
@@ -436,7 +450,7 @@ class Run:
 
     # ---------- helpers ----------
     def _detectable(self, spec: SchemeSpec) -> bool:
-        return self.scheme(spec).detectable
+        return scheme_info(spec.name).detectable
 
     def _detect_one(
         self, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]

@@ -5,11 +5,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samark.detection import Detection
 from samark.errors import EmptyTextError
 from samark.registry import Registry
+
+if TYPE_CHECKING:
+    from samark.embed import Embedder
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
 #: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
@@ -99,6 +102,20 @@ class Watermark(abc.ABC):
         return out
 
 
+@dataclass(frozen=True)
+class SharedResources:
+    """What a harness or a server already holds and hands to every scheme it builds, so
+    that each model loads once per process. Every factory accepts it as ``shared``."""
+
+    #: the LM every scheme writes with (a preset name or a local folder)
+    generator: str
+    #: a loaded embedder for schemes that embed sentences (None: they load their own)
+    embedder: Embedder | None = None
+    #: per-step research records in generations (experiments only: they derive from the
+    #: key, so a server never writes them)
+    research_records: bool = False
+
+
 SchemeFactory = Callable[..., Watermark]
 SCHEMES: Registry[SchemeFactory] = Registry("scheme")
 UNITS = ("sentence", "token")
@@ -124,8 +141,9 @@ _INFO: dict[str, SchemeInfo] = {}
 def register_scheme(
     name: str, *, unit: str, description: str, revision: int = 0, detectable: bool = True
 ) -> Callable[[SchemeFactory], SchemeFactory]:
-    """Register a scheme factory under ``name``: called with ``key=`` and the scheme's
-    parameters, it returns the :class:`Watermark`.
+    """Register a scheme factory under ``name``: called with ``key=``, ``shared=`` (a
+    :class:`SharedResources` or None) and the scheme's parameters, it returns the
+    :class:`Watermark`. Parameters the scheme does not know must raise ``TypeError``.
 
     ``revision`` counts the changes of what the scheme writes or scores under unchanged
     parameters. It enters the fingerprint of experiment rows, so records written before a
@@ -155,8 +173,10 @@ def scheme_revision(name: str) -> int:
     return scheme_info(name).revision
 
 
-def create_scheme(name: str, **kwargs: Any) -> Watermark:
-    return SCHEMES.get(name)(**kwargs)
+def create_scheme(name: str, *, shared: SharedResources | None = None, **kwargs: Any) -> Watermark:
+    """Build scheme ``name`` with ``key=...`` and its parameters; ``shared`` hands over the
+    models the caller already holds."""
+    return SCHEMES.get(name)(shared=shared, **kwargs)
 
 
 def scheme_names() -> list[str]:

@@ -12,8 +12,8 @@ from transformers import WatermarkDetector, WatermarkingConfig
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import register_scheme
-from samark.schemes.lm_generate import TokenWatermark, token_ids
+from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.lm_generate import TokenWatermark, token_ids, with_generator
 
 
 class KGW(TokenWatermark):
@@ -79,5 +79,5 @@ class KGW(TokenWatermark):
     description="KGW green list (Kirchenbauer et al. 2023), transformers' own; z-test p-value",
     revision=1,
 )
-def _kgw(key: WatermarkKey, **kwargs: Any) -> KGW:
-    return KGW(key, **kwargs)
+def _kgw(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> KGW:
+    return KGW(key, **with_generator(shared, kwargs))

@@ -29,7 +29,13 @@ from samark.sampling.transformers_engine import (
     left_pad,
     load_transformers_sampler,
 )
-from samark.schemes.base import Generation, ProgressCallback, Watermark, register_scheme
+from samark.schemes.base import (
+    Generation,
+    ProgressCallback,
+    SharedResources,
+    Watermark,
+    register_scheme,
+)
 from samark.segment import split_sentences
 
 
@@ -200,5 +206,14 @@ def token_ids(lm: TransformersSampler, text: str) -> Any:
     revision=1,
     detectable=False,
 )
-def _unwatermarked(key: Any = None, **kwargs: Any) -> LMGenerateScheme:
-    return LMGenerateScheme(key, **kwargs)
+def _unwatermarked(
+    key: Any = None, *, shared: SharedResources | None = None, **kwargs: Any
+) -> LMGenerateScheme:
+    return LMGenerateScheme(key, **with_generator(shared, kwargs))
+
+
+def with_generator(shared: SharedResources | None, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with the shared generator unless they name their own."""
+    if shared is not None:
+        params.setdefault("generator", shared.generator)
+    return params

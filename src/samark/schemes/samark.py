@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections import Counter
@@ -21,6 +22,7 @@ from samark.schemes.base import (
     Generation,
     ProgressCallback,
     SentenceCallback,
+    SharedResources,
     Watermark,
     register_scheme,
 )
@@ -276,14 +278,39 @@ def step_signal(
     return {f"signal_{k}": [round(float(x), 5) for x in v] for k, v in out.items()}
 
 
+def _with_shared(
+    shared: SharedResources | None,
+    config: SAMarkConfig | None,
+    params: dict[str, Any],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(config fields, constructor arguments): the config's own fields, those named in
+    ``params`` (an experiment's TOML names them flat), and the shared models."""
+    names = {f.name for f in dataclasses.fields(SAMarkConfig)}
+    fields = config.to_dict() if config else {}
+    fields.update({k: params.pop(k) for k in list(params) if k in names})
+    if shared is not None:
+        params.setdefault("embedder", shared.embedder)
+        params.setdefault("generator", shared.generator)
+        if shared.research_records:
+            fields["record_signal"] = True
+    return fields, params
+
+
 @register_scheme(
     "samark",
     unit="sentence",
     description="SAMark: self-anchored sentence-level watermark (this project's paper); exact "
     "key-exchangeability p-value",
 )
-def _samark(key: WatermarkKey, **kwargs: Any) -> SAMark:
-    return SAMark(key, **kwargs)
+def _samark(
+    key: WatermarkKey,
+    *,
+    shared: SharedResources | None = None,
+    config: SAMarkConfig | None = None,
+    **kwargs: Any,
+) -> SAMark:
+    fields, kwargs = _with_shared(shared, config, kwargs)
+    return SAMark(key, config=SAMarkConfig(**fields), **kwargs)
 
 
 @register_scheme(
@@ -291,8 +318,14 @@ def _samark(key: WatermarkKey, **kwargs: Any) -> SAMark:
     unit="sentence",
     description="SAMark without the diversity terms and hard filters (the paper's ablation)",
 )
-def _samark_dagger(key: WatermarkKey, config: SAMarkConfig | None = None, **kwargs: Any) -> SAMark:
-    overrides = config.to_dict() if config else {}
+def _samark_dagger(
+    key: WatermarkKey,
+    *,
+    shared: SharedResources | None = None,
+    config: SAMarkConfig | None = None,
+    **kwargs: Any,
+) -> SAMark:
+    overrides, kwargs = _with_shared(shared, config, kwargs)
     for name in ("lambda_div", "lambda_nov", "ngram_filter", "semantic_filter"):
         overrides.pop(name, None)
     scheme = SAMark(key, config=SAMarkConfig.dagger(**overrides), **kwargs)

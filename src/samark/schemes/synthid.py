@@ -17,8 +17,8 @@ from transformers.generation.logits_process import SynthIDTextWatermarkLogitsPro
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import register_scheme
-from samark.schemes.lm_generate import TokenWatermark, token_ids
+from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.lm_generate import TokenWatermark, token_ids, with_generator
 
 
 class SynthID(TokenWatermark):
@@ -93,5 +93,5 @@ class SynthID(TokenWatermark):
     "exact binomial p-value on the g-values",
     revision=1,
 )
-def _synthid(key: WatermarkKey, **kwargs: Any) -> SynthID:
-    return SynthID(key, **kwargs)
+def _synthid(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> SynthID:
+    return SynthID(key, **with_generator(shared, kwargs))
