@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from samark.errors import SamarkError
+from samark.errors import EmptyTextError, SamarkError
 from samark.schemes import create_scheme
 from samark.segment import first_sentence
 
@@ -35,6 +35,63 @@ def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> 
     # same seed, same texts
     again = scheme.generate_batch(PROMPTS, max_new_sentences=3, seed=0)
     assert [g.text for g in again] == [g.text for g in gens]
+
+
+NEW_ROWS = ["unigram", "exp", "morphmark"]
+
+
+@pytest.mark.parametrize("name", NEW_ROWS)
+def test_our_token_rows_detect_their_own_text_and_not_another_keys(
+    name, mpnet_key, smollm2
+) -> None:
+    """Unigram, EXP and MorphMark, written by our own logits processors inside
+    transformers' generate: detected with their key, not with another key."""
+    from samark.keys import WatermarkKey
+
+    scheme = create_scheme(name, key=mpnet_key)
+    other = create_scheme(
+        name, key=WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
+    )
+    gens = scheme.generate_batch(PROMPTS, max_new_sentences=4, seed=0)
+    for g in gens:
+        assert len(g.sentences) == 4
+        d = scheme.detect(g.text)
+        assert d.unit == "token" and d.n_units > 20 and d.p_value < 0.01, (d, g.text)
+        assert other.detect(g.text).p_value > 0.01
+    again = scheme.generate_batch(PROMPTS, max_new_sentences=4, seed=0)
+    assert [g.text for g in again] == [g.text for g in gens]
+    with pytest.raises(EmptyTextError):
+        scheme.detect("")
+
+
+def test_token_detectors_hold_their_false_positive_rate_on_human_text(mpnet_key, smollm2) -> None:
+    """200 human news windows. With one key, the share with p < 0.05 stays within the
+    binomial bound for every detector. The exact p-values (Unigram's hypergeometric, EXP's
+    Gamma, SynthID's binomial) are exact over keys: one key per text, they are uniform. (With
+    one key for all texts they need not be: a fixed green list colours the common tokens
+    of every text alike.)"""
+    from scipy.stats import binom, kstest
+
+    from samark.datasets import human_windows, load_dataset
+    from samark.keys import WatermarkKey
+
+    texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=200)]
+    assert len(texts) == 200
+    bound = binom.ppf(0.999, len(texts), 0.05)
+    for name in ["kgw", "synthid", *NEW_ROWS]:
+        scheme = create_scheme(name, key=mpnet_key)
+        p = [scheme.detect(t).p_value for t in texts]
+        assert sum(x < 0.05 for x in p) <= bound, name
+    for name in ("unigram", "exp", "synthid"):
+        p = []
+        for i, text in enumerate(texts):
+            key = WatermarkKey(
+                f"fpr-key-{name}-{i:04d}".encode().ljust(32, b"0"), mpnet_key.embedder
+            )
+            p.append(create_scheme(name, key=key).detect(text).p_value)  # one LM per process
+        # discrete p-values are conservative: test the lower tail and the overall shape
+        assert sum(x < 0.05 for x in p) <= bound, name
+        assert kstest(p, "uniform", alternative="greater").pvalue > 1e-3, name
 
 
 def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key, smollm2) -> None:

@@ -1,6 +1,13 @@
 """Watermarking schemes behind one interface, by name."""
 
-from samark.schemes import kgw, lm_generate, synthid  # noqa: F401  (register schemes)
+from samark.schemes import (  # noqa: F401  (register schemes)
+    exp,
+    kgw,
+    lm_generate,
+    morphmark,
+    synthid,
+    unigram,
+)
 from samark.schemes.base import Generation, Watermark, create_scheme, register_scheme, scheme_names
 from samark.schemes.samark import SAMark
 

@@ -15,10 +15,12 @@ was empty. ``stop_at_eos=True`` restores that.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, LogitsProcessor
+from transformers.generation.configuration_utils import BaseWatermarkingConfig
 
 from samark.detection import Detection
 from samark.errors import EmptyTextError, SamarkError
@@ -191,6 +193,28 @@ class TokenWatermark(LMGenerateScheme):
     def too_short(self, need: int) -> EmptyTextError:
         """The error for a text with fewer than ``need`` scoreable tokens."""
         return EmptyTextError(f"{self.name}: the text has fewer than {need} tokens to score")
+
+
+class ProcessorWatermarking(BaseWatermarkingConfig):
+    """A watermark of ours, handed to ``generate`` in the slot transformers keeps for its own
+    (after temperature, top-p and token suppression: the processor sees the distribution
+    that is sampled, as transformers' KGW and SynthID do). ``build(vocab_size, device)``
+    returns the ``LogitsProcessor``."""
+
+    def __init__(self, build: Callable[[int, Any], LogitsProcessor]) -> None:
+        self.build = build
+
+    def validate(self) -> None:
+        return None
+
+    def construct_processor(self, vocab_size: int, device: Any = None) -> LogitsProcessor:
+        return self.build(vocab_size, device)
+
+
+def vocab_size(lm: TransformersSampler) -> int:
+    """The width of the generator's logits: the vocabulary a watermark partitions."""
+    model: Any = lm.model
+    return int(model.config.get_text_config().vocab_size)
 
 
 def token_ids(lm: TransformersSampler, text: str) -> Any:
