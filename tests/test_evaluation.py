@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from samark.errors import SamarkError
 from samark.evaluation.experiment import Experiment, ExperimentError
 from samark.evaluation.store import Stage
 
@@ -366,5 +367,5 @@ def test_reading_a_run_writes_nothing(tmp_path) -> None:
     assert not (folder / "key.json").exists()
     assert source.stat().st_mtime_ns == before and source.read_text().startswith("# written")
     assert sorted(p.name for p in folder.iterdir()) == ["experiment.toml"]
-    with pytest.raises(Exception, match="no key.json yet"):
+    with pytest.raises(SamarkError, match=r"no key\.json yet"):
         run.key  # noqa: B018
