@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import secrets
-import time
-from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,20 +15,14 @@ from samark.detector import SAMarkDetector
 from samark.embed import Embedder, load_embedder
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler
-from samark.schemes.base import (
-    Generation,
-    ProgressCallback,
-    SentenceCallback,
-    SharedResources,
-    Watermark,
-    register_scheme,
-)
+from samark.sampling.base import CandidateSampler, SamplingParams
+from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark
 from samark.selection import select
 from samark.text import ngrams, words
 
 
-class SAMark(Watermark):
+class SAMark(SentenceLevelWatermark):
     """SAMark with a secret ``key``.
 
     The embedder defaults to the one the key was made for; the generator (candidate
@@ -94,165 +86,117 @@ class SAMark(Watermark):
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
         )
 
-    def generate(
-        self,
-        prompt: str,
-        *,
-        max_new_sentences: int | None = None,
-        seed: int | None = None,
-        progress: ProgressCallback | None = None,
-        on_sentence: SentenceCallback | None = None,
-    ) -> Generation:
-        """Continue ``prompt`` with up to ``max_new_sentences`` watermarked sentences.
+    # ---------- the sentence loop's hooks (Alg. 1) ----------
+    @property
+    def sampling(self) -> SamplingParams:
+        return self.config.sampling
 
-        ``on_sentence`` sees each sentence as it is chosen (a server streams it); when it
-        returns True the generation ends there (a token budget).
+    @property
+    def default_sentences(self) -> int:
+        return self.config.max_new_sentences
 
-        The flag pattern R comes from OS randomness and is never stored; with a ``seed``
-        the whole run (R, candidate sampling, softmax picks) is reproducible instead.
-        """
-        if not isinstance(prompt, str):
-            raise TypeError(f"prompt must be str, got {type(prompt).__name__}")
+    def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
+        """The flag pattern R (from ``seeder``: OS randomness unless the caller seeded it;
+        never stored) and the context the diversity terms compare against."""
         c = self.config
-        total = max_new_sentences or c.max_new_sentences
-        seeder = np.random.default_rng(seed if seed is not None else secrets.randbits(128))
         flags = seeder.choice([-1.0, 1.0], size=c.channels)
         rng = np.random.default_rng(seeder.integers(2**63))
-
-        start = time.perf_counter()
-        context = prompt
         context_words = words(prompt)
-        context_ngrams = set(ngrams(context_words, c.ngram_n))
-        vocabulary = set(context_words)
-        history = np.zeros((0, self.embedder.dim))
-        chosen: list[str] = []
-        fallbacks: Counter[str] = Counter()
-        steps: list[dict[str, Any]] = []
-        tokens_sampled = extra = 0
-        sampling_s = embedding_s = 0.0
-        for t in range(total):
-            texts: list[str] = []
-            embs: list[np.ndarray] = []
-            choice = None
-            drawn = 0
-            for size, extra_draw, boundary in self._draw_plan():
-                drawn += size
-                batch = self.sampler.sample(
-                    context, size, c.sampling, seed=int(seeder.integers(2**62))
-                )
-                tokens_sampled += batch.tokens_sampled
-                sampling_s += batch.seconds
-                extra += extra_draw
-                new = batch.complete
-                if new:
-                    t0 = time.perf_counter()
-                    embs.append(self._embed_unique(new))
-                    embedding_s += time.perf_counter() - t0
-                    texts.extend(new)
-                    pool = np.concatenate(embs)
-                    choice = select(
-                        texts,
-                        pool,
-                        self._pivots,
-                        flags,
-                        context_ngrams,
-                        vocabulary,
-                        history,
-                        kappa=c.selection_kappa,
-                        epsilon=c.epsilon,
-                        lambda_div=c.lambda_div,
-                        lambda_nov=c.lambda_nov,
-                        theta_sem=c.theta_sem,
-                        theta_ngram=c.theta_ngram,
-                        ngram_n=c.ngram_n,
-                        ngram_filter=c.ngram_filter,
-                        semantic_filter=c.semantic_filter,
-                        use_tanh=c.tanh_generation,
-                        saturation=c.adaptive_saturation,
-                        rng=rng,
-                    )
-                if choice is None:
-                    continue
-                if c.adaptive and (
-                    choice.n_saturated >= c.adaptive_matches
-                    or (drawn >= c.adaptive_patience and choice.n_matched)
-                ):
-                    break
-                if boundary and choice.n_matched:
-                    break
-            if choice is None:  # the model produced no complete sentence at all
-                fallbacks["exhausted"] += 1
-                break
-            fallbacks[choice.kind] += 1
-            sentence = texts[choice.index]
-            history = np.vstack([history, pool[choice.index]])
-            chosen.append(sentence)
-            context += sentence
-            new_words = words(sentence)
-            context_words.extend(new_words)
-            # only the n-grams that end in the new sentence are new
-            context_ngrams.update(
-                ngrams(context_words[-(len(new_words) + c.ngram_n - 1) :], c.ngram_n)
-            )
-            vocabulary.update(new_words)
-            step: dict[str, Any] = {
-                "kind": choice.kind,
-                "candidates": choice.n_candidates,
-                "ngram_pass": choice.n_ngram_pass,
-                "semantic_pass": choice.n_semantic_pass,
-                "matched": choice.n_matched,
-                "saturated": choice.n_saturated,
-                "matched_terms": choice.matched_terms,
-            }
-            if c.record_signal:
-                step.update(step_signal(pool, choice.index, history[:-1], self._pivots, flags))
-            steps.append(step)
-            if progress:
-                progress(t + 1, total)
-            if on_sentence is not None and on_sentence(sentence, step):
-                break
-        count = getattr(self.sampler, "count_tokens", None)
-        output_tokens = (
-            sum(count(s) for s in chosen) if count else sum(len(words(s)) for s in chosen)
-        )
-        fallbacks.pop("matched", None)
-        return Generation(
-            scheme=self.name,
-            prompt=prompt,
-            text="".join(chosen).strip(),
-            sentences=tuple(s.strip() for s in chosen),
-            tokens_sampled=tokens_sampled,
-            output_tokens=output_tokens,
-            seconds=time.perf_counter() - start,
-            sampling_seconds=sampling_s,
-            embedding_seconds=embedding_s,
-            fallbacks=dict(fallbacks),
-            extra_batches=extra,
-            steps=tuple(steps),
+        return _Step(
+            flags=flags,
+            rng=rng,
+            context_words=context_words,
+            context_ngrams=set(ngrams(context_words, c.ngram_n)),
+            vocabulary=set(context_words),
+            history=np.zeros((0, self.embedder.dim)),
         )
 
-    def _draw_plan(self) -> list[tuple[int, bool, bool]]:
-        """The candidate draws of one step: (size, is an extra batch, ends a batch of N).
-
-        Fixed N (the paper): N, then up to ``extra_batches`` more N while nothing matched.
-        Adaptive: the same budget in chunks of ``adaptive_chunk``; the caller stops early
-        once enough matches are saturated.
-        """
+    def draws(self, state: _Step) -> list[Draw]:
+        """Fixed N (the paper): N, then up to ``extra_batches`` more N while nothing
+        matched. Adaptive: the same budget in chunks of ``adaptive_chunk``; drawing stops
+        early once enough matches are saturated."""
         c = self.config
         chunk = c.adaptive_chunk if c.adaptive else c.candidates
-        plan: list[tuple[int, bool, bool]] = []
+        plan: list[Draw] = []
         for attempt in range(1 + c.extra_batches):
             left = c.candidates
             while left > 0:
                 size = min(chunk, left)
                 left -= size
-                plan.append((size, attempt > 0, left == 0))
+                plan.append(Draw(size, extra=attempt > 0, boundary=left == 0))
         return plan
 
-    def _embed_unique(self, texts: list[str]) -> np.ndarray:
-        unique = list(dict.fromkeys(t.strip() for t in texts))
-        table = dict(zip(unique, self.embedder.encode(unique), strict=True))
-        return np.array([table[t.strip()] for t in texts])
+    def pick(self, state: _Step, texts: list[str], pool: np.ndarray) -> Pick | None:
+        c = self.config
+        choice = select(
+            texts,
+            pool,
+            self._pivots,
+            state.flags,
+            state.context_ngrams,
+            state.vocabulary,
+            state.history,
+            kappa=c.selection_kappa,
+            epsilon=c.epsilon,
+            lambda_div=c.lambda_div,
+            lambda_nov=c.lambda_nov,
+            theta_sem=c.theta_sem,
+            theta_ngram=c.theta_ngram,
+            ngram_n=c.ngram_n,
+            ngram_filter=c.ngram_filter,
+            semantic_filter=c.semantic_filter,
+            use_tanh=c.tanh_generation,
+            saturation=c.adaptive_saturation,
+            rng=state.rng,
+        )
+        return None if choice is None else Pick(choice.index, choice.kind, choice)
+
+    def enough(self, state: _Step, pick: Pick, draw: Draw, drawn: int) -> bool:
+        c, choice = self.config, pick.detail
+        if c.adaptive and (
+            choice.n_saturated >= c.adaptive_matches
+            or (drawn >= c.adaptive_patience and choice.n_matched)
+        ):
+            return True
+        return bool(draw.boundary and choice.n_matched)
+
+    def chosen(
+        self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
+    ) -> dict[str, Any]:
+        c, choice = self.config, pick.detail
+        previous = state.history
+        state.history = np.vstack([previous, embedding])
+        new_words = words(sentence)
+        state.context_words.extend(new_words)
+        # only the n-grams that end in the new sentence are new
+        state.context_ngrams.update(
+            ngrams(state.context_words[-(len(new_words) + c.ngram_n - 1) :], c.ngram_n)
+        )
+        state.vocabulary.update(new_words)
+        step: dict[str, Any] = {
+            "kind": choice.kind,
+            "candidates": choice.n_candidates,
+            "ngram_pass": choice.n_ngram_pass,
+            "semantic_pass": choice.n_semantic_pass,
+            "matched": choice.n_matched,
+            "saturated": choice.n_saturated,
+            "matched_terms": choice.matched_terms,
+        }
+        if c.record_signal:
+            step.update(step_signal(pool, pick.index, previous, self._pivots, state.flags))
+        return step
+
+
+@dataclass
+class _Step:
+    """One SAMark generation's running state."""
+
+    flags: np.ndarray
+    rng: np.random.Generator
+    context_words: list[str]
+    context_ngrams: set[tuple[str, ...]]
+    vocabulary: set[str]
+    history: np.ndarray
 
 
 def step_signal(

@@ -1,0 +1,183 @@
+"""The sentence-level generation loop every sentence-level scheme shares (SAMark, SemStamp,
+k-SemStamp): per step, draw candidate next sentences from a :class:`CandidateSampler`,
+embed them, let the scheme pick one (or ask for more), append it, repeat.
+
+A scheme supplies four things: the draws of a step, the pick among the candidates so far,
+what it keeps of a chosen sentence, and its per-generation state. The loop keeps the
+rest: the context, the seeds, token and time accounting, progress and streaming callbacks,
+and the :class:`Generation` record.
+"""
+
+from __future__ import annotations
+
+import abc
+import secrets
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from samark.embed import Embedder
+from samark.sampling.base import CandidateSampler, SamplingParams
+from samark.schemes.base import Generation, ProgressCallback, SentenceCallback, Watermark
+from samark.text import words
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One candidate draw of a step: its size, whether it is an extra (retry) batch, and
+    whether it ends a full batch (a natural point to stop once something qualifies)."""
+
+    size: int
+    extra: bool = False
+    boundary: bool = True
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A scheme's choice among a step's candidates so far."""
+
+    index: int
+    #: what the fallback counts call it ("matched" is no fallback)
+    kind: str = "matched"
+    #: the scheme's own account of the choice (read by its ``enough`` and ``chosen``)
+    detail: Any = None
+
+
+class SentenceLevelWatermark(Watermark):
+    """A scheme that writes sentence by sentence from a candidate pool."""
+
+    embedder: Embedder
+    _sampler: CandidateSampler | None
+    #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
+    normal_kinds: tuple[str, ...] = ("matched",)
+
+    @property
+    @abc.abstractmethod
+    def sampler(self) -> CandidateSampler: ...
+
+    @property
+    @abc.abstractmethod
+    def sampling(self) -> SamplingParams: ...
+
+    @property
+    @abc.abstractmethod
+    def default_sentences(self) -> int: ...
+
+    @abc.abstractmethod
+    def begin(self, prompt: str, seeder: np.random.Generator) -> Any:
+        """The state of one generation (drawn from ``seeder`` before any candidate)."""
+
+    @abc.abstractmethod
+    def draws(self, state: Any) -> list[Draw]:
+        """The candidate draws of one step, in order; the loop stops early on ``Pick.stop``."""
+
+    @abc.abstractmethod
+    def pick(self, state: Any, texts: list[str], pool: np.ndarray) -> Pick | None:
+        """The choice among every candidate of this step so far (``pool``: their
+        embeddings); None if none can be taken."""
+
+    @abc.abstractmethod
+    def enough(self, state: Any, pick: Pick, draw: Draw, drawn: int) -> bool:
+        """Whether to stop drawing, after ``draw`` (``drawn`` candidates in all) with the
+        current ``pick``."""
+
+    @abc.abstractmethod
+    def chosen(
+        self, state: Any, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
+    ) -> dict[str, Any]:
+        """Update ``state`` with the chosen sentence; the step's record (never key
+        material unless the scheme's research records are on)."""
+
+    def embed_unique(self, texts: list[str]) -> np.ndarray:
+        """Embeddings of ``texts``, each distinct sentence embedded once."""
+        unique = list(dict.fromkeys(t.strip() for t in texts))
+        table = dict(zip(unique, self.embedder.encode(unique), strict=True))
+        return np.array([table[t.strip()] for t in texts])
+
+    def generate(
+        self,
+        prompt: str,
+        *,
+        max_new_sentences: int | None = None,
+        seed: int | None = None,
+        progress: ProgressCallback | None = None,
+        on_sentence: SentenceCallback | None = None,
+    ) -> Generation:
+        """Continue ``prompt`` with up to ``max_new_sentences`` sentences.
+
+        ``on_sentence`` sees each sentence as it is chosen (a server streams it); when it
+        returns True the generation ends there (a token budget). With a ``seed`` the whole
+        run is reproducible; without one, it draws from OS randomness.
+        """
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be str, got {type(prompt).__name__}")
+        total = max_new_sentences or self.default_sentences
+        seeder = np.random.default_rng(seed if seed is not None else secrets.randbits(128))
+        state = self.begin(prompt, seeder)
+        start = time.perf_counter()
+        context = prompt
+        chosen: list[str] = []
+        fallbacks: Counter[str] = Counter()
+        steps: list[dict[str, Any]] = []
+        tokens_sampled = extra = 0
+        sampling_s = embedding_s = 0.0
+        for t in range(total):
+            texts: list[str] = []
+            embs: list[np.ndarray] = []
+            pool = np.zeros((0, 0))
+            pick: Pick | None = None
+            drawn = 0
+            for draw in self.draws(state):
+                drawn += draw.size
+                batch = self.sampler.sample(
+                    context, draw.size, self.sampling, seed=int(seeder.integers(2**62))
+                )
+                tokens_sampled += batch.tokens_sampled
+                sampling_s += batch.seconds
+                extra += draw.extra
+                new = batch.complete
+                if new:
+                    t0 = time.perf_counter()
+                    embs.append(self.embed_unique(new))
+                    embedding_s += time.perf_counter() - t0
+                    texts.extend(new)
+                    pool = np.concatenate(embs)
+                    pick = self.pick(state, texts, pool)
+                if pick is not None and self.enough(state, pick, draw, drawn):
+                    break
+            if pick is None:  # no complete sentence at all
+                fallbacks["exhausted"] += 1
+                break
+            fallbacks[pick.kind] += 1
+            sentence = texts[pick.index]
+            step = self.chosen(state, sentence, pool[pick.index], pool, pick)
+            chosen.append(sentence)
+            context += sentence
+            steps.append(step)
+            if progress:
+                progress(t + 1, total)
+            if on_sentence is not None and on_sentence(sentence, step):
+                break
+        count = getattr(self.sampler, "count_tokens", None)
+        output_tokens = (
+            sum(count(s) for s in chosen) if count else sum(len(words(s)) for s in chosen)
+        )
+        for kind in self.normal_kinds:
+            fallbacks.pop(kind, None)
+        return Generation(
+            scheme=self.name,
+            prompt=prompt,
+            text="".join(chosen).strip(),
+            sentences=tuple(s.strip() for s in chosen),
+            tokens_sampled=tokens_sampled,
+            output_tokens=output_tokens,
+            seconds=time.perf_counter() - start,
+            sampling_seconds=sampling_s,
+            embedding_seconds=embedding_s,
+            fallbacks=dict(fallbacks),
+            extra_batches=extra,
+            steps=tuple(steps),
+        )
