@@ -1,0 +1,310 @@
+"""SemStamp (Hou et al. 2024) and k-SemStamp (Hou et al. 2024b): sentence-level
+watermarks by rejection sampling in a partition of the embedding space.
+
+The space is cut into regions: by ``dims`` key-derived random hyperplanes (SemStamp's LSH,
+2**dims regions) or by k-means centroids fitted on human text (k-SemStamp). The region of
+the previous sentence (of the prompt, for the first) seeds a key-derived set of valid
+regions, a share ``gamma`` of them. Candidate sentences are drawn until one falls in a
+valid region with a margin (its cosine to every hyperplane, or its lead of nearest over
+second-nearest centroid, above ``margin``), at most ``max_trials``; if none does, the last
+candidate is taken. Both ride on the sentence loop SAMark uses.
+
+Detection counts the sentences (after the first) whose region is valid for the region
+before them. The p-value is exact over keys: given the text's regions, the valid set of
+each previous region is a uniformly random ``gamma``-share subset, independent across
+previous regions, so the count's null distribution is a convolution of subset-sum
+distributions (no binomial approximation: the same (previous, current) pair can repeat
+in a text and counts the same way each time).
+
+Where we depart from the papers, for want of downloads: both use our embedder (the
+experiment's, all-mpnet-base-v2 by default), not SemStamp's contrastively fine-tuned
+SBERT; k-SemStamp's centroids are fitted here, on CNN/DailyMail sentences, and cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from samark.detection import Detection
+from samark.embed import Embedder, load_embedder
+from samark.errors import EmptyTextError
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR, cache_dir
+from samark.sampling.base import CandidateSampler, SamplingParams
+from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark
+from samark.segment import split_sentences
+
+PartitionKind = Literal["lsh", "kmeans"]
+
+
+class LSHPartition:
+    """``dims`` key-derived hyperplanes through the origin: 2**dims regions; the margin is
+    the smallest |cosine| to a hyperplane normal."""
+
+    def __init__(self, seed: int, dim: int, dims: int) -> None:
+        normals = np.random.default_rng(seed).standard_normal((dims, dim))
+        self.normals = normals / np.linalg.norm(normals, axis=1, keepdims=True)
+        self.regions = 2**dims
+
+    def assign(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cos = emb @ self.normals.T
+        bits = (cos > 0).astype(np.int64)
+        return bits @ (1 << np.arange(bits.shape[1])), np.abs(cos).min(axis=1)
+
+
+class CentroidPartition:
+    """k-means centroids: the region is the nearest centroid (cosine); the margin is its
+    lead over the second nearest."""
+
+    def __init__(self, centroids: np.ndarray) -> None:
+        self.centroids = centroids / np.linalg.norm(centroids, axis=1, keepdims=True)
+        self.regions = len(centroids)
+
+    def assign(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cos = emb @ self.centroids.T
+        top2 = np.sort(cos, axis=1)[:, -2:]
+        return cos.argmax(axis=1), top2[:, 1] - top2[:, 0]
+
+
+def fit_centroids(
+    embedder: Embedder, clusters: int, *, sentences: int = 4000, dataset: str = "cnn_dailymail"
+) -> np.ndarray:
+    """k-SemStamp's centroids: k-means (scikit-learn, fixed seed) on the unit embeddings of
+    the first ``sentences`` sentences of ``dataset``, cached per embedder. Public, not
+    derived from any key: the key decides which regions are valid."""
+    from sklearn.cluster import KMeans
+
+    from samark.datasets import load_dataset
+
+    tag = f"{embedder.name}-{embedder.identity.fingerprint[:12]}-{dataset}-{sentences}-k{clusters}"
+    path = cache_dir() / "ksemstamp" / f"{tag}.npy"
+    if path.exists():
+        return np.load(path)
+    pool: list[str] = []
+    for doc in load_dataset(dataset):
+        pool.extend(split_sentences(doc.text))
+        if len(pool) >= sentences:
+            break
+    if len(pool) < clusters:
+        raise ValueError(f"{dataset} has {len(pool)} sentences, fewer than {clusters} clusters")
+    emb = embedder.encode(pool[:sentences])
+    km = KMeans(n_clusters=clusters, n_init=4, random_state=0).fit(emb)
+    centroids = np.asarray(km.cluster_centers_, dtype=np.float64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.save(path, centroids)
+    return centroids
+
+
+def subset_sum_distribution(weights: np.ndarray, size: int) -> np.ndarray:
+    """P(sum of ``weights`` over a uniformly random ``size``-subset = s), s = 0..sum."""
+    total = int(weights.sum())
+    ways = np.zeros((size + 1, total + 1))
+    ways[0, 0] = 1.0
+    for w in weights.astype(int):
+        for j in range(size, 0, -1):
+            if w:
+                ways[j, w:] += ways[j - 1, : total + 1 - w]
+            else:
+                ways[j] += ways[j - 1]
+    return ways[size] / math.comb(len(weights), size)
+
+
+@dataclass
+class _Step:
+    previous: int  # the region of the sentence before
+
+
+class SemStamp(SentenceLevelWatermark):
+    """SemStamp (``partition="lsh"``) or k-SemStamp (``partition="kmeans"``)."""
+
+    name = "semstamp"
+
+    def __init__(
+        self,
+        key: WatermarkKey,
+        *,
+        partition: PartitionKind = "lsh",
+        dims: int = 3,
+        clusters: int = 8,
+        fit_sentences: int = 4000,
+        gamma: float = 0.25,
+        margin: float = 0.02,
+        max_trials: int = 100,
+        batch: int = 16,
+        temperature: float = 0.7,  # SAMark's sampling defaults (config.py): a fair row
+        top_p: float = 0.95,
+        max_sentence_tokens: int = 64,
+        max_new_sentences: int = 12,
+        alpha: float = 0.01,
+        embedder: Embedder | None = None,
+        sampler: CandidateSampler | None = None,
+        generator: str = DEFAULT_GENERATOR,
+    ) -> None:
+        if partition not in ("lsh", "kmeans"):
+            raise ValueError(f"partition must be 'lsh' or 'kmeans', got {partition!r}")
+        if not 1 <= dims <= 8 or clusters < 2 or not 0 < gamma < 1 or margin < 0:
+            raise ValueError("need 1 <= dims <= 8, clusters >= 2, 0 < gamma < 1, margin >= 0")
+        if max_trials < 1 or batch < 1 or max_new_sentences < 1 or not 0 < alpha < 1:
+            raise ValueError("need max_trials, batch, max_new_sentences >= 1, 0 < alpha < 1")
+        self._sampling = SamplingParams(temperature, top_p, max_sentence_tokens)
+        self.embedder = embedder or load_embedder(key.embedder.name)
+        key.check_embedder(self.embedder.identity)
+        self.key = key
+        self.kind = partition
+        plane_seed, self._valid_seed = key.derive_ints(f"{self.name}/{partition}", 2)
+        self.partition: LSHPartition | CentroidPartition = (
+            LSHPartition(plane_seed, self.embedder.dim, dims)
+            if partition == "lsh"
+            else CentroidPartition(fit_centroids(self.embedder, clusters, sentences=fit_sentences))
+        )
+        self.valid_size = max(1, round(gamma * self.partition.regions))
+        self.gamma = gamma
+        self.margin = margin
+        self.max_trials = max_trials
+        self.batch = batch
+        self.max_new_sentences = max_new_sentences
+        self.alpha = alpha
+        self._sampler = sampler
+        self._generator = generator
+        shape = f"d{dims}" if partition == "lsh" else f"k{clusters}n{fit_sentences}"
+        self._id = f"{self.name}/{partition}/{shape}/g{gamma}/{self.embedder.name}"
+
+    def detector_id(self) -> str:
+        return self._id
+
+    # ---------- the key's valid regions ----------
+    def valid(self, previous: int) -> np.ndarray:
+        """The valid regions after a sentence in region ``previous`` (a boolean mask)."""
+        blob = self._valid_seed.to_bytes(8, "little") + int(previous).to_bytes(8, "little")
+        seed = int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
+        order = np.random.default_rng(seed).permutation(self.partition.regions)
+        mask = np.zeros(self.partition.regions, dtype=bool)
+        mask[order[: self.valid_size]] = True
+        return mask
+
+    # ---------- the sentence loop's hooks ----------
+    @property
+    def sampler(self) -> CandidateSampler:
+        if self._sampler is None:
+            from samark.sampling.transformers_engine import load_transformers_sampler
+
+            self._sampler = load_transformers_sampler(self._generator)
+        return self._sampler
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return self._sampling
+
+    @property
+    def default_sentences(self) -> int:
+        return self.max_new_sentences
+
+    def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
+        last = split_sentences(prompt)[-1:] or [prompt]
+        region, _ = self.partition.assign(self.embedder.encode(last))
+        return _Step(previous=int(region[0]))
+
+    def draws(self, state: _Step) -> list[Draw]:
+        sizes = [self.batch] * (self.max_trials // self.batch)
+        if self.max_trials % self.batch:
+            sizes.append(self.max_trials % self.batch)
+        return [Draw(n, extra=i > 0) for i, n in enumerate(sizes)]
+
+    def pick(self, state: _Step, texts: list[str], pool: np.ndarray) -> Pick | None:
+        regions, margins = self.partition.assign(pool)
+        ok = self.valid(state.previous)[regions] & (margins > self.margin)
+        if ok.any():  # the first acceptable draw: rejection sampling, in draw order
+            return Pick(int(np.argmax(ok)), "matched", len(texts))
+        return Pick(len(texts) - 1, "rejected", len(texts))  # SemStamp keeps the last
+
+    def enough(self, state: _Step, pick: Pick, draw: Draw, drawn: int) -> bool:
+        return pick.kind == "matched"
+
+    def chosen(
+        self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
+    ) -> dict[str, Any]:
+        region, _ = self.partition.assign(embedding[None, :])
+        state.previous = int(region[0])
+        return {"kind": pick.kind, "candidates": pick.detail}
+
+    # ---------- detection ----------
+    def detect(self, text: str) -> Detection:
+        sentences = split_sentences(text)
+        if len(sentences) < 2:
+            raise EmptyTextError(f"{self.name}: needs two sentences (the first seeds the next)")
+        regions, _ = self.partition.assign(self.embedder.encode(sentences))
+        return self._score(regions, len(sentences))
+
+    def _score(self, regions: np.ndarray, n_sentences: int) -> Detection:
+        null = np.ones(1)
+        green = 0
+        previous = regions[:-1]
+        for p in np.unique(previous):
+            current = regions[1:][previous == p]
+            counts = np.bincount(current, minlength=self.partition.regions)
+            green += int(counts[self.valid(int(p))].sum())
+            null = np.convolve(null, subset_sum_distribution(counts, self.valid_size))
+        n = len(regions) - 1
+        p_value = float(min(1.0, null[green:].sum()))
+        z = (green - self.gamma * n) / math.sqrt(n * self.gamma * (1 - self.gamma))
+        return Detection(
+            scheme=self.name,
+            p_value=p_value,
+            alpha=self.alpha,
+            z=z,
+            statistic="semstamp_exact",
+            score=float(green),
+            n_units=n,
+            unit="sentence",
+            details={"valid_share": green / n},
+        )
+
+
+class KSemStamp(SemStamp):
+    name = "k-semstamp"
+
+
+def _build(
+    cls: type[SemStamp],
+    key: WatermarkKey,
+    shared: SharedResources | None,
+    params: dict[str, Any],
+) -> SemStamp:
+    if shared is not None:
+        params.setdefault("embedder", shared.embedder)
+        params.setdefault("generator", shared.generator)
+    return cls(key, **params)
+
+
+@register_scheme(
+    "semstamp",
+    unit="sentence",
+    description="SemStamp (Hou et al. 2024): LSH regions of the embedding space, rejection "
+    "sampling with a margin; exact p-value over keys",
+)
+def _semstamp(
+    key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
+) -> SemStamp:
+    if kwargs.setdefault("partition", "lsh") != "lsh":
+        raise ValueError("semstamp partitions by LSH; k-semstamp is the k-means row")
+    return _build(SemStamp, key, shared, kwargs)
+
+
+@register_scheme(
+    "k-semstamp",
+    unit="sentence",
+    description="k-SemStamp (Hou et al. 2024): k-means regions fitted on human text, "
+    "rejection sampling with a margin; exact p-value over keys",
+)
+def _k_semstamp(
+    key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
+) -> SemStamp:
+    if kwargs.setdefault("partition", "kmeans") != "kmeans":
+        raise ValueError("k-semstamp partitions by k-means; semstamp is the LSH row")
+    return _build(KSemStamp, key, shared, kwargs)

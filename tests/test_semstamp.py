@@ -1,0 +1,74 @@
+"""SemStamp and k-SemStamp on the shared sentence loop, with the real generator and
+embedder: the rejection sampler's guarantee, the exact p-value, and its false-positive
+rate over keys."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from samark.errors import EmptyTextError
+from samark.keys import WatermarkKey
+from samark.schemes import create_scheme
+from samark.schemes.semstamp import SemStamp, subset_sum_distribution
+
+PROMPT = "The city council met on Monday to discuss the new budget for schools."
+
+
+def test_subset_sum_distribution_matches_enumeration() -> None:
+    weights = np.array([3, 0, 1, 2, 0, 4, 1, 0])
+    for size in (1, 2, 3):
+        sums = [sum(c) for c in itertools.combinations(weights, size)]
+        want = np.bincount(sums, minlength=weights.sum() + 1) / math.comb(len(weights), size)
+        assert np.allclose(subset_sum_distribution(weights, size), want)
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [("semstamp", {}), ("k-semstamp", {"clusters": 4, "fit_sentences": 300})],
+)
+def test_every_accepted_sentence_lands_in_a_valid_region(name, params, mpnet, mpnet_key) -> None:
+    scheme = create_scheme(name, key=mpnet_key, embedder=mpnet, max_trials=48, **params)
+    assert isinstance(scheme, SemStamp)
+    g = scheme.generate(PROMPT, max_new_sentences=4, seed=3)
+    assert len(g.sentences) == 4 and g.tokens_sampled > g.output_tokens
+    matched_after_first = sum(st["kind"] == "matched" for st in g.steps[1:])
+    d = scheme.detect(g.text)
+    # by construction: a sentence accepted by the rejection sampler is in a region that
+    # its predecessor's region makes valid, so the detector counts it
+    assert d.unit == "sentence" and d.n_units == 3 and d.score >= matched_after_first
+    assert 0 < d.p_value <= 1
+    other = WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
+    assert create_scheme(name, key=other, embedder=mpnet, **params).detector_id() == (
+        scheme.detector_id()
+    )  # the same detector, another key: human negatives are shared per run key only
+    with pytest.raises(EmptyTextError):
+        scheme.detect("One sentence only.")
+
+
+def test_semstamp_p_value_is_exact_over_keys(mpnet, mpnet_key) -> None:
+    """One key per human text: the share with p < 0.1 stays within the binomial bound.
+    (The paper's z-test would not: a text whose sentences share one region is valid
+    all-or-nothing, with probability gamma, not gamma**n.)"""
+    from scipy.stats import binom
+
+    from samark.datasets import human_windows, load_dataset
+
+    texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=150)]
+    regions_of = {}
+    p = []
+    z_flags = 0
+    for i, text in enumerate(texts):
+        key = WatermarkKey(f"sem-key-{i:04d}".encode().ljust(32, b"0"), mpnet_key.embedder)
+        scheme = create_scheme("semstamp", key=key, embedder=mpnet)
+        d = scheme.detect(text)
+        p.append(d.p_value)
+        z_flags += d.z > 1.2816  # the paper's one-sided z at 10%
+        regions_of[i] = d.n_units
+    assert sum(x < 0.1 for x in p) <= binom.ppf(0.999, len(p), 0.1)
+    assert sum(x < 0.1 for x in p) >= 1  # it does reject sometimes
+    assert all(n == 5 for n in regions_of.values())
+    assert z_flags >= sum(x < 0.1 for x in p)  # the z rule flags at least as often
