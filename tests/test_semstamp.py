@@ -72,3 +72,32 @@ def test_semstamp_p_value_is_exact_over_keys(mpnet, mpnet_key) -> None:
     assert sum(x < 0.1 for x in p) >= 1  # it does reject sometimes
     assert all(n == 5 for n in regions_of.values())
     assert z_flags >= sum(x < 0.1 for x in p)  # the z rule flags at least as often
+
+
+def test_pmark_halves_towards_the_key_bits_and_replays_them(mpnet, mpnet_key) -> None:
+    """PMark online: each channel keeps the side of its median that the step's bit names,
+    so a survivor agrees with every bit against its own pool; detection re-samples."""
+    from samark.schemes.pmark import PMark
+
+    scheme = create_scheme("pmark", key=mpnet_key, embedder=mpnet, candidates=16)
+    assert isinstance(scheme, PMark)
+    assert np.array_equal(scheme.bits(3), scheme.bits(3))
+    other = WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
+    assert not all(
+        np.array_equal(scheme.bits(t), create_scheme("pmark", key=other, embedder=mpnet).bits(t))  # type: ignore[attr-defined]
+        for t in range(4)
+    )
+    g = scheme.generate(PROMPT, max_new_sentences=3, seed=1)
+    assert len(g.sentences) == 3 and all(st["survivors"] >= 1 for st in g.steps)
+    pool = mpnet.encode(
+        [f"Sentence number {i} is about {w}." for i, w in enumerate("abcdefghijklmnop")]
+    )
+    keep, _ = scheme.survivors(pool, 2)
+    assert 1 <= len(keep) <= len(pool) // 2
+    for i in keep:
+        _, sides = scheme.survivors(pool, 2, pool[i])
+        assert all(sides)
+    d = scheme.detect(g.text)
+    assert d.n_units == 2 and 0 < d.p_value <= 1 and d.details["tokens_resampled"] > 0
+    with pytest.raises(EmptyTextError):
+        scheme.detect("One sentence only.")

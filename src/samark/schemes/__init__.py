@@ -5,6 +5,7 @@ from samark.schemes import (  # noqa: F401  (register schemes)
     kgw,
     lm_generate,
     morphmark,
+    pmark,
     semstamp,
     synthid,
     unigram,
