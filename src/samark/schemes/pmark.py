@@ -28,13 +28,13 @@ import numpy as np
 from scipy.stats import binom
 
 from samark.detection import Detection
-from samark.embed import Embedder, load_embedder
+from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, SamplingParams
 from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark
+from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
 from samark.segment import split_sentences
 
 
@@ -64,22 +64,22 @@ class PMark(SentenceLevelWatermark):
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        if not 1 <= channels <= 8 or candidates < 2 or max_new_sentences < 1:
-            raise ValueError("need 1 <= channels <= 8, candidates >= 2, max_new_sentences >= 1")
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-        self._sampling = SamplingParams(temperature, top_p, max_sentence_tokens)
-        self.embedder = embedder or load_embedder(key.embedder.name)
-        key.check_embedder(self.embedder.identity)
+        if not 1 <= channels <= 8 or candidates < 2:
+            raise ValueError("need 1 <= channels <= 8 and candidates >= 2")
+        super().__init__(
+            key,
+            sampling=SamplingParams(temperature, top_p, max_sentence_tokens),
+            max_new_sentences=max_new_sentences,
+            alpha=alpha,
+            embedder=embedder,
+            sampler=sampler,
+            generator=generator,
+        )
         pivot_seed, self._bit_seed = key.derive_ints(self.name, 2)
         pivots = np.random.default_rng(pivot_seed).standard_normal((channels, self.embedder.dim))
         self.pivots = pivots / np.linalg.norm(pivots, axis=1, keepdims=True)
         self.channels = channels
         self.candidates = candidates
-        self.max_new_sentences = max_new_sentences
-        self.alpha = alpha
-        self._sampler = sampler
-        self._generator = generator
 
     def detector_id(self) -> str:
         return f"{self.name}/c{self.channels}/n{self.candidates}/{self.embedder.name}"
@@ -105,22 +105,6 @@ class PMark(SentenceLevelWatermark):
         return keep, agree
 
     # ---------- the sentence loop's hooks ----------
-    @property
-    def sampler(self) -> CandidateSampler:
-        if self._sampler is None:
-            from samark.sampling.transformers_engine import load_transformers_sampler
-
-            self._sampler = load_transformers_sampler(self._generator)
-        return self._sampler
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return self._sampling
-
-    @property
-    def default_sentences(self) -> int:
-        return self.max_new_sentences
-
     def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
         return _Step(t=0, rng=np.random.default_rng(seeder.integers(2**63)))
 
@@ -182,7 +166,4 @@ class PMark(SentenceLevelWatermark):
     "halving over 4 channels; detection re-samples; exact binomial p-value over keys",
 )
 def _pmark(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> PMark:
-    if shared is not None:
-        kwargs.setdefault("embedder", shared.embedder)
-        kwargs.setdefault("generator", shared.generator)
-    return PMark(key, **kwargs)
+    return PMark(key, **with_shared_models(shared, kwargs))

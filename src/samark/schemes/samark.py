@@ -17,7 +17,7 @@ from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, SamplingParams
 from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark
+from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
 from samark.selection import select
 from samark.text import ngrams, words
 
@@ -62,14 +62,6 @@ class SAMark(SentenceLevelWatermark):
 
     def __repr__(self) -> str:
         return f"SAMark(key={self._key!r}, embedder={self.embedder.name!r})"
-
-    @property
-    def sampler(self) -> CandidateSampler:
-        if self._sampler is None:
-            from samark.sampling.transformers_engine import load_transformers_sampler
-
-            self._sampler = load_transformers_sampler(self._generator)
-        return self._sampler
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
@@ -232,12 +224,9 @@ def _with_shared(
     names = {f.name for f in dataclasses.fields(SAMarkConfig)}
     fields = config.to_dict() if config else {}
     fields.update({k: params.pop(k) for k in list(params) if k in names})
-    if shared is not None:
-        params.setdefault("embedder", shared.embedder)
-        params.setdefault("generator", shared.generator)
-        if shared.research_records:
-            fields["record_signal"] = True
-    return fields, params
+    if shared is not None and shared.research_records:
+        fields["record_signal"] = True
+    return fields, with_shared_models(shared, params)
 
 
 @register_scheme(

@@ -31,13 +31,13 @@ from typing import Any, Literal
 import numpy as np
 
 from samark.detection import Detection
-from samark.embed import Embedder, load_embedder
+from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR, cache_dir
 from samark.sampling.base import CandidateSampler, SamplingParams
 from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark
+from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
 from samark.segment import split_sentences
 
 PartitionKind = Literal["lsh", "kmeans"]
@@ -150,12 +150,17 @@ class SemStamp(SentenceLevelWatermark):
             raise ValueError(f"partition must be 'lsh' or 'kmeans', got {partition!r}")
         if not 1 <= dims <= 8 or clusters < 2 or not 0 < gamma < 1 or margin < 0:
             raise ValueError("need 1 <= dims <= 8, clusters >= 2, 0 < gamma < 1, margin >= 0")
-        if max_trials < 1 or batch < 1 or max_new_sentences < 1 or not 0 < alpha < 1:
-            raise ValueError("need max_trials, batch, max_new_sentences >= 1, 0 < alpha < 1")
-        self._sampling = SamplingParams(temperature, top_p, max_sentence_tokens)
-        self.embedder = embedder or load_embedder(key.embedder.name)
-        key.check_embedder(self.embedder.identity)
-        self.key = key
+        if max_trials < 1 or batch < 1:
+            raise ValueError("need max_trials >= 1 and batch >= 1")
+        super().__init__(
+            key,
+            sampling=SamplingParams(temperature, top_p, max_sentence_tokens),
+            max_new_sentences=max_new_sentences,
+            alpha=alpha,
+            embedder=embedder,
+            sampler=sampler,
+            generator=generator,
+        )
         self.kind = partition
         plane_seed, self._valid_seed = key.derive_ints(f"{self.name}/{partition}", 2)
         self.partition: LSHPartition | CentroidPartition = (
@@ -168,10 +173,6 @@ class SemStamp(SentenceLevelWatermark):
         self.margin = margin
         self.max_trials = max_trials
         self.batch = batch
-        self.max_new_sentences = max_new_sentences
-        self.alpha = alpha
-        self._sampler = sampler
-        self._generator = generator
         shape = f"d{dims}" if partition == "lsh" else f"k{clusters}n{fit_sentences}"
         self._id = f"{self.name}/{partition}/{shape}/g{gamma}/{self.embedder.name}"
 
@@ -189,22 +190,6 @@ class SemStamp(SentenceLevelWatermark):
         return mask
 
     # ---------- the sentence loop's hooks ----------
-    @property
-    def sampler(self) -> CandidateSampler:
-        if self._sampler is None:
-            from samark.sampling.transformers_engine import load_transformers_sampler
-
-            self._sampler = load_transformers_sampler(self._generator)
-        return self._sampler
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return self._sampling
-
-    @property
-    def default_sentences(self) -> int:
-        return self.max_new_sentences
-
     def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
         last = split_sentences(prompt)[-1:] or [prompt]
         region, _ = self.partition.assign(self.embedder.encode(last))
@@ -270,18 +255,6 @@ class KSemStamp(SemStamp):
     name = "k-semstamp"
 
 
-def _build(
-    cls: type[SemStamp],
-    key: WatermarkKey,
-    shared: SharedResources | None,
-    params: dict[str, Any],
-) -> SemStamp:
-    if shared is not None:
-        params.setdefault("embedder", shared.embedder)
-        params.setdefault("generator", shared.generator)
-    return cls(key, **params)
-
-
 @register_scheme(
     "semstamp",
     unit="sentence",
@@ -293,7 +266,7 @@ def _semstamp(
 ) -> SemStamp:
     if kwargs.setdefault("partition", "lsh") != "lsh":
         raise ValueError("semstamp partitions by LSH; k-semstamp is the k-means row")
-    return _build(SemStamp, key, shared, kwargs)
+    return SemStamp(key, **with_shared_models(shared, kwargs))
 
 
 @register_scheme(
@@ -307,4 +280,4 @@ def _k_semstamp(
 ) -> SemStamp:
     if kwargs.setdefault("partition", "kmeans") != "kmeans":
         raise ValueError("k-semstamp partitions by k-means; semstamp is the LSH row")
-    return _build(KSemStamp, key, shared, kwargs)
+    return KSemStamp(key, **with_shared_models(shared, kwargs))

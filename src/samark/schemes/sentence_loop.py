@@ -19,9 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from samark.embed import Embedder
+from samark.embed import Embedder, load_embedder
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, SamplingParams
-from samark.schemes.base import Generation, ProgressCallback, SentenceCallback, Watermark
+from samark.schemes.base import (
+    Generation,
+    ProgressCallback,
+    SentenceCallback,
+    SharedResources,
+    Watermark,
+)
 from samark.text import words
 
 
@@ -47,24 +55,52 @@ class Pick:
 
 
 class SentenceLevelWatermark(Watermark):
-    """A scheme that writes sentence by sentence from a candidate pool."""
+    """A scheme that writes sentence by sentence from a candidate pool.
 
-    embedder: Embedder
-    _sampler: CandidateSampler | None
+    ``__init__`` holds what every such scheme has: its embedder (the key's, checked), the
+    candidate sampler (the local generator, loaded on first use, unless one is given), the
+    sampling settings, the default length and the detector's alpha."""
+
     #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
     normal_kinds: tuple[str, ...] = ("matched",)
 
-    @property
-    @abc.abstractmethod
-    def sampler(self) -> CandidateSampler: ...
+    def __init__(
+        self,
+        key: WatermarkKey,
+        *,
+        sampling: SamplingParams,
+        max_new_sentences: int = 12,
+        alpha: float = 0.01,
+        embedder: Embedder | None = None,
+        sampler: CandidateSampler | None = None,
+        generator: str = DEFAULT_GENERATOR,
+    ) -> None:
+        if max_new_sentences < 1 or not 0 < alpha < 1:
+            raise ValueError("need max_new_sentences >= 1 and 0 < alpha < 1")
+        self.embedder = embedder or load_embedder(key.embedder.name)
+        key.check_embedder(self.embedder.identity)
+        self.key = key
+        self.max_new_sentences = max_new_sentences
+        self.alpha = alpha
+        self._sampling = sampling
+        self._sampler = sampler
+        self._generator = generator
 
     @property
-    @abc.abstractmethod
-    def sampling(self) -> SamplingParams: ...
+    def sampler(self) -> CandidateSampler:
+        if self._sampler is None:
+            from samark.sampling.transformers_engine import load_transformers_sampler
+
+            self._sampler = load_transformers_sampler(self._generator)
+        return self._sampler
 
     @property
-    @abc.abstractmethod
-    def default_sentences(self) -> int: ...
+    def sampling(self) -> SamplingParams:
+        return self._sampling
+
+    @property
+    def default_sentences(self) -> int:
+        return self.max_new_sentences
 
     @abc.abstractmethod
     def begin(self, prompt: str, seeder: np.random.Generator) -> Any:
@@ -181,3 +217,11 @@ class SentenceLevelWatermark(Watermark):
             extra_batches=extra,
             steps=tuple(steps),
         )
+
+
+def with_shared_models(shared: SharedResources | None, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` with the shared embedder and generator unless they name their own."""
+    if shared is not None:
+        params.setdefault("embedder", shared.embedder)
+        params.setdefault("generator", shared.generator)
+    return params
