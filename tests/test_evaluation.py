@@ -318,7 +318,7 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     for e, text in ((empty, ""), (written, e_text := written.human)):
         sentences = split_sentences(text)  # the human continuation: as many as asked
         run.generations.append(
-            run._gen_key(spec, e),
+            run.gen_key(spec, e),
             {"scheme": "kgw", "item": e.id, "prompt": e.prompt, "text": text,
              "sentences": sentences, "tokens_sampled": len(text.split()),
              "output_tokens": len(text.split()), "seconds": 0.0},

@@ -39,6 +39,16 @@ class DatasetSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+#: the attack label of a text as written
+NO_ATTACK = "none"
+
+
+def item_seed(base: int, *parts: str) -> int:
+    """A 31-bit seed for one piece of an experiment's work (its seed and the work's names)."""
+    blob = "/".join([str(base), *parts]).encode()
+    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
+
+
 @dataclass(frozen=True)
 class SchemeSpec:
     name: str

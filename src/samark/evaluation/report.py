@@ -19,9 +19,10 @@ from samark.evaluation.detection_metrics import (
     rate_below,
     tpr_at_fpr,
 )
+from samark.evaluation.experiment import NO_ATTACK
 from samark.evaluation.fidelity import FIELDS as FIDELITY_FIELDS
 from samark.evaluation.fidelity import MEANING_PRESERVING, is_meaning_preserving
-from samark.evaluation.runner import NO_ATTACK, Run
+from samark.evaluation.runner import Run
 
 
 def _pct(x: float) -> str:

@@ -1,4 +1,7 @@
-"""Runs an experiment's stages, each cached in the run folder as append-only JSONL:
+"""A run folder and the experiment it runs: inputs (examples, negatives, key), the shared
+models, the stage stores and their cache keys, status. Each stage is its own module
+(``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_quality``), cached in the
+run folder as append-only JSONL:
 
 ``generations`` -> ``attacks`` -> ``detections`` -> ``quality``. A record's key names its
 scheme (label + parameter fingerprint), item, seed and attack, so re-running does no model
@@ -11,8 +14,7 @@ its records can be shared and resumed anywhere (and its watermark forged by anyo
 from __future__ import annotations
 
 import hashlib
-import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,29 +22,17 @@ from tqdm.auto import tqdm
 
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
 from samark.embed import Embedder, load_embedder, new_key
-from samark.errors import EmptyTextError, SamarkError
-from samark.evaluation import fidelity
+from samark.errors import SamarkError
+from samark.evaluation import stage_attack, stage_detect, stage_generate, stage_quality
 from samark.evaluation.attacks import Attack, create_attack
-from samark.evaluation.experiment import AttackSpec, Experiment, SchemeSpec
+from samark.evaluation.experiment import NO_ATTACK, AttackSpec, Experiment, SchemeSpec
 from samark.evaluation.store import Stage
-from samark.evaluation.text_metrics import TEXT_METRICS
 from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
 
 STAGES = ("generate", "attack", "detect", "quality")
-NO_ATTACK = "none"
 T = TypeVar("T")
-
-
-def item_seed(base: int, *parts: str) -> int:
-    blob = "/".join([str(base), *parts]).encode()
-    return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
-
-
-def _batches(items: list[T], size: int) -> Iterator[list[T]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 class Run:
@@ -195,7 +185,7 @@ class Run:
             self._attackers[spec.label] = create_attack(spec.name, **spec.params)
         return self._attackers[spec.label]
 
-    def _bar(self, items: Iterable[T] | None, desc: str, total: int | None = None) -> tqdm:
+    def bar(self, items: Iterable[T] | None, desc: str, total: int | None = None) -> tqdm:
         """The one progress-bar style: over ``items``, or updated by hand (``items=None``)."""
         return tqdm(items, desc=desc, total=total, disable=not self.progress)
 
@@ -204,178 +194,7 @@ class Run:
         for stage in stages:
             if stage not in STAGES:
                 raise SamarkError(f"unknown stage {stage!r}; stages: {STAGES}")
-            getattr(self, f"run_{stage}")()
-
-    def run_generate(self) -> None:
-        exp = self.experiment
-        examples = self.examples()
-        for spec in exp.schemes:
-            if spec.texts_from:
-                continue  # scores another row's texts
-            items = examples[: spec.prompts or len(examples)]
-            todo = [e for e in items if self._gen_key(spec, e) not in self.generations]
-            if not todo:
-                continue
-            if self.reverse:
-                todo.reverse()
-            scheme = self.scheme(spec)
-            bar = self._bar(None, f"generate {spec.label}", total=len(todo))
-            for batch in _batches(todo, scheme.batch_size):
-                self.generations.reload()  # another process may have done some meanwhile
-                batch = [e for e in batch if self._gen_key(spec, e) not in self.generations]
-                if not batch:
-                    continue
-                seed = item_seed(exp.seed, "generate", batch[0].id)
-                outs = scheme.generate_batch(
-                    [e.prompt for e in batch], max_new_sentences=exp.dataset.sentences, seed=seed
-                )
-                self.generations.reload()
-                for e, g in zip(batch, outs, strict=True):
-                    if self._gen_key(spec, e) in self.generations:
-                        continue  # finished by another process while this one worked
-                    rec = g.to_dict()
-                    rec.pop("scheme")
-                    self.generations.append(
-                        self._gen_key(spec, e),
-                        {"scheme": spec.label, "item": e.id, "seed": seed, **rec},
-                    )
-                bar.update(len(batch))
-            bar.close()
-
-    def run_attack(self) -> None:
-        exp = self.experiment
-        humans = {e.id: e.human for e in self.examples()}
-        strength_embedder: Embedder | None = None
-        for aspec in exp.attacks:
-            for spec in exp.schemes:
-                if spec.texts_from or not self._detectable(spec):
-                    continue  # a texts_from row scores its owner's attacked texts
-                gens = self.row_generations(spec)
-                todo = [
-                    g for g in gens if self._attack_key(spec, g["item"], aspec) not in self.attacks
-                ]
-                if not todo:
-                    continue
-                attacker = self.attacker(aspec)
-                if strength_embedder is None:
-                    strength_embedder = load_embedder(fidelity.fidelity_embedder(exp.embedder))
-                bar = self._bar(None, f"attack {aspec.label} on {spec.label}", total=len(todo))
-                for g in [g for g in todo if not g["text"].strip()]:
-                    # nothing to attack: the attacked text is empty too, and it is detected
-                    # (p = 1) so that the row's miss is counted, not dropped
-                    self.attacks.append(
-                        self._attack_key(spec, g["item"], aspec),
-                        {
-                            "scheme": spec.label,
-                            "item": g["item"],
-                            "attack": aspec.label,
-                            "text": "",
-                            "source_empty": True,
-                            "seconds": 0.0,
-                        },
-                    )
-                    bar.update(1)
-                todo = [g for g in todo if g["text"].strip()]
-                for batch in _batches(todo, 8):
-                    seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
-                    texts = [g["text"] for g in batch]
-                    start = time.perf_counter()
-                    out = attacker.apply_batch(
-                        texts, seed=seed, human=[humans.get(g["item"], "") for g in batch]
-                    )
-                    seconds = (time.perf_counter() - start) / len(batch)
-                    measured = fidelity.measure(strength_embedder, texts, out)
-                    for g, new, fid in zip(batch, out, measured, strict=True):
-                        self.attacks.append(
-                            self._attack_key(spec, g["item"], aspec),
-                            {
-                                "scheme": spec.label,
-                                "item": g["item"],
-                                "attack": aspec.label,
-                                "seed": seed,
-                                "text": new,
-                                **fid.to_dict(),
-                                "seconds": seconds,
-                                "strength_embedder": strength_embedder.name,
-                            },
-                        )
-                    bar.update(len(batch))
-                bar.close()
-
-    def run_detect(self) -> None:
-        exp = self.experiment
-        done_humans: set[str] = set()
-        negatives: list[Document] | None = None
-        for spec in exp.schemes:
-            if not self._detectable(spec):
-                continue
-            scheme = self.scheme(spec)
-            det = scheme.detector_id()
-            if det not in done_humans:
-                done_humans.add(det)
-                negatives = negatives if negatives is not None else self.negatives()
-                todo = [d for d in negatives if (det, "human", d.id) not in self.detections]
-                for doc in self._bar(todo, f"detect human ({spec.label})"):
-                    self._detect_one(
-                        scheme,
-                        (det, "human", doc.id),
-                        doc.text,
-                        {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
-                    )
-            texts: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
-            for g in self.row_generations(spec):
-                texts.append(
-                    (
-                        self._det_key(spec, g["item"], NO_ATTACK),
-                        g["text"],
-                        {"item": g["item"], "attack": NO_ATTACK},
-                    )
-                )
-            for aspec in exp.attacks:
-                for g in self.row_generations(spec):
-                    a = self.attacks.get(self._attack_key(spec, g["item"], aspec))
-                    if a is not None:
-                        texts.append(
-                            (
-                                self._det_key(spec, g["item"], aspec.label),
-                                a["text"],
-                                {"item": g["item"], "attack": aspec.label},
-                            )
-                        )
-            todo_t = [t for t in texts if t[0] not in self.detections]
-            for key, text, meta in self._bar(todo_t, f"detect {spec.label}"):
-                self._detect_one(scheme, key, text, {"detector": det, "scheme": spec.label, **meta})
-
-    def run_quality(self) -> None:
-        exp = self.experiment
-        names = [m for m in exp.metrics.quality if m in TEXT_METRICS.names()]
-        oracle = None
-        if "perplexity" in exp.metrics.quality:
-            from samark.evaluation.perplexity import Perplexity
-
-            oracle_name = exp.metrics.oracle or "gemma-3-270m"
-            if oracle_name == exp.generator:
-                raise SamarkError("the perplexity oracle must differ from the generator")
-            oracle = Perplexity(oracle_name)
-        for spec in exp.schemes:
-            if spec.texts_from:
-                continue  # the same texts as its owner row: the same quality
-            todo = [  # the quality of no text is not a figure
-                g
-                for g in self.row_generations(spec, written=True)
-                if self._quality_key(spec, g["item"]) not in self.quality
-            ]
-            for g in self._bar(todo, f"quality {spec.label}"):
-                rec: dict[str, Any] = {"scheme": spec.label, "item": g["item"]}
-                for name in names:
-                    rec[name] = TEXT_METRICS.get(name)(g["text"])
-                if oracle is not None:
-                    rec["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
-                self.quality.append(self._quality_key(spec, g["item"]), rec)
-        if "judge" in exp.metrics.quality:
-            from samark.evaluation.judge import run_judge
-
-            run_judge(self)
+            STAGE_RUNNERS[stage](self)
 
     def status(self) -> list[dict[str, Any]]:
         """Per scheme row: records done and records the experiment asks for, per stage.
@@ -387,15 +206,15 @@ class Run:
         for spec in exp.schemes:
             items = self.examples()[: spec.prompts or None]
             gens = self.row_generations(spec)
-            detectable = self._detectable(spec)
+            detectable = self.detectable(spec)
             det = self.scheme(spec).detector_id() if detectable and self.has_key() else None
             attacked = sum(
-                self._attack_key(spec, g["item"], a) in self.attacks
+                self.attack_key(spec, g["item"], a) in self.attacks
                 for g in gens
                 for a in exp.attacks
             )
             detected = sum(
-                self._det_key(spec, g["item"], label) in self.detections
+                self.det_key(spec, g["item"], label) in self.detections
                 for g in gens
                 for label in (NO_ATTACK, *(a.label for a in exp.attacks))
             )
@@ -403,7 +222,7 @@ class Run:
                 {
                     "scheme": spec.label,
                     "generate": (
-                        sum(self._gen_key(spec, e) in self.generations for e in items),
+                        sum(self.gen_key(spec, e) in self.generations for e in items),
                         len(items),
                     ),
                     "attack": (attacked, len(gens) * len(exp.attacks) if detectable else 0),
@@ -415,7 +234,7 @@ class Run:
                         len(negatives) if detectable else 0,
                     ),
                     "quality": (
-                        sum(self._quality_key(spec, g["item"]) in self.quality for g in gens),
+                        sum(self.quality_key(spec, g["item"]) in self.quality for g in gens),
                         0 if spec.texts_from else sum(bool(g["text"].strip()) for g in gens),
                     ),
                 }
@@ -449,28 +268,8 @@ class Run:
         return [r for r in stage.records() if current(r["key"])]
 
     # ---------- helpers ----------
-    def _detectable(self, spec: SchemeSpec) -> bool:
+    def detectable(self, spec: SchemeSpec) -> bool:
         return scheme_info(spec.name).detectable
-
-    def _detect_one(
-        self, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
-    ) -> None:
-        start = time.perf_counter()
-        try:
-            d = scheme.detect(text)
-            rec = {
-                "p_value": d.p_value,
-                "z": d.z,
-                "statistic": d.statistic,
-                "score": d.score,
-                "n_units": d.n_units,
-                "unit": d.unit,
-                "details": dict(d.details),
-            }
-        except EmptyTextError:
-            rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
-        rec["seconds"] = time.perf_counter() - start
-        self.detections.append(key, {**meta, **rec})
 
     def row_generations(self, spec: SchemeSpec, *, written: bool = False) -> list[dict[str, Any]]:
         """The row's generation records so far, in prompt order. Empty ones are included
@@ -478,24 +277,24 @@ class Run:
         detection (p = 1) counts as a miss rather than leaving the table."""
         out = []
         for e in self.examples()[: spec.prompts or None]:
-            g = self.generations.get(self._gen_key(spec, e))
+            g = self.generations.get(self.gen_key(spec, e))
             if g is not None and (not written or g["text"].strip()):
                 out.append(g)
         return out
 
-    def _gen_key(self, spec: SchemeSpec, e: Example) -> tuple[str, ...]:
+    def gen_key(self, spec: SchemeSpec, e: Example) -> tuple[str, ...]:
         label, fp = spec.texts_owner
         return ("gen", label, fp, e.id, str(self.experiment.dataset.sentences))
 
-    def _attack_key(self, spec: SchemeSpec, item: str, a: AttackSpec) -> tuple[str, ...]:
+    def attack_key(self, spec: SchemeSpec, item: str, a: AttackSpec) -> tuple[str, ...]:
         label, fp = spec.texts_owner
         return ("attack", label, fp, item, a.label, a.fingerprint)
 
-    def _det_key(self, spec: SchemeSpec, item: str, attack: str) -> tuple[str, ...]:
+    def det_key(self, spec: SchemeSpec, item: str, attack: str) -> tuple[str, ...]:
         fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
         return ("detect", spec.label, spec.fingerprint, item, attack, fp)
 
-    def _quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
+    def quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
         return (
             "quality",
             spec.label,
@@ -512,3 +311,11 @@ def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
     return WatermarkKey(
         hashlib.sha256(blob).digest(), embedder.identity, embedder.reference_directions()
     )
+
+
+STAGE_RUNNERS: dict[str, Callable[[Run], None]] = {
+    "generate": stage_generate.run_stage,
+    "attack": stage_attack.run_stage,
+    "detect": stage_detect.run_stage,
+    "quality": stage_quality.run_stage,
+}

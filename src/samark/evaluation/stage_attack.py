@@ -1,0 +1,72 @@
+"""Attack stage: each detectable row's texts attacked, with the attack's measured fidelity."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from samark.embed import Embedder, load_embedder
+from samark.evaluation import fidelity
+from samark.evaluation.experiment import item_seed
+
+if TYPE_CHECKING:
+    from samark.evaluation.runner import Run
+
+
+def run_stage(run: Run) -> None:
+    exp = run.experiment
+    humans = {e.id: e.human for e in run.examples()}
+    strength_embedder: Embedder | None = None
+    for aspec in exp.attacks:
+        for spec in exp.schemes:
+            if spec.texts_from or not run.detectable(spec):
+                continue  # a texts_from row scores its owner's attacked texts
+            gens = run.row_generations(spec)
+            todo = [g for g in gens if run.attack_key(spec, g["item"], aspec) not in run.attacks]
+            if not todo:
+                continue
+            attacker = run.attacker(aspec)
+            if strength_embedder is None:
+                strength_embedder = load_embedder(fidelity.fidelity_embedder(exp.embedder))
+            bar = run.bar(None, f"attack {aspec.label} on {spec.label}", total=len(todo))
+            for g in [g for g in todo if not g["text"].strip()]:
+                # nothing to attack: the attacked text is empty too, and it is detected
+                # (p = 1) so that the row's miss is counted, not dropped
+                run.attacks.append(
+                    run.attack_key(spec, g["item"], aspec),
+                    {
+                        "scheme": spec.label,
+                        "item": g["item"],
+                        "attack": aspec.label,
+                        "text": "",
+                        "source_empty": True,
+                        "seconds": 0.0,
+                    },
+                )
+                bar.update(1)
+            todo = [g for g in todo if g["text"].strip()]
+            for batch in [todo[i : i + 8] for i in range(0, len(todo), 8)]:
+                seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
+                texts = [g["text"] for g in batch]
+                start = time.perf_counter()
+                out = attacker.apply_batch(
+                    texts, seed=seed, human=[humans.get(g["item"], "") for g in batch]
+                )
+                seconds = (time.perf_counter() - start) / len(batch)
+                measured = fidelity.measure(strength_embedder, texts, out)
+                for g, new, fid in zip(batch, out, measured, strict=True):
+                    run.attacks.append(
+                        run.attack_key(spec, g["item"], aspec),
+                        {
+                            "scheme": spec.label,
+                            "item": g["item"],
+                            "attack": aspec.label,
+                            "seed": seed,
+                            "text": new,
+                            **fid.to_dict(),
+                            "seconds": seconds,
+                            "strength_embedder": strength_embedder.name,
+                        },
+                    )
+                bar.update(len(batch))
+            bar.close()

@@ -1,0 +1,82 @@
+"""Detection stage: the human negatives once per detector, then each row's texts as written and
+attacked."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from samark.datasets import Document
+from samark.errors import EmptyTextError
+from samark.evaluation.experiment import NO_ATTACK
+from samark.schemes import Watermark
+
+if TYPE_CHECKING:
+    from samark.evaluation.runner import Run
+
+
+def run_stage(run: Run) -> None:
+    exp = run.experiment
+    done_humans: set[str] = set()
+    negatives: list[Document] | None = None
+    for spec in exp.schemes:
+        if not run.detectable(spec):
+            continue
+        scheme = run.scheme(spec)
+        det = scheme.detector_id()
+        if det not in done_humans:
+            done_humans.add(det)
+            negatives = negatives if negatives is not None else run.negatives()
+            todo = [d for d in negatives if (det, "human", d.id) not in run.detections]
+            for doc in run.bar(todo, f"detect human ({spec.label})"):
+                _detect_one(
+                    run,
+                    scheme,
+                    (det, "human", doc.id),
+                    doc.text,
+                    {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
+                )
+        texts: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
+        for g in run.row_generations(spec):
+            texts.append(
+                (
+                    run.det_key(spec, g["item"], NO_ATTACK),
+                    g["text"],
+                    {"item": g["item"], "attack": NO_ATTACK},
+                )
+            )
+        for aspec in exp.attacks:
+            for g in run.row_generations(spec):
+                a = run.attacks.get(run.attack_key(spec, g["item"], aspec))
+                if a is not None:
+                    texts.append(
+                        (
+                            run.det_key(spec, g["item"], aspec.label),
+                            a["text"],
+                            {"item": g["item"], "attack": aspec.label},
+                        )
+                    )
+        todo_t = [t for t in texts if t[0] not in run.detections]
+        for key, text, meta in run.bar(todo_t, f"detect {spec.label}"):
+            _detect_one(run, scheme, key, text, {"detector": det, "scheme": spec.label, **meta})
+
+
+def _detect_one(
+    run: Run, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
+) -> None:
+    start = time.perf_counter()
+    try:
+        d = scheme.detect(text)
+        rec = {
+            "p_value": d.p_value,
+            "z": d.z,
+            "statistic": d.statistic,
+            "score": d.score,
+            "n_units": d.n_units,
+            "unit": d.unit,
+            "details": dict(d.details),
+        }
+    except EmptyTextError:
+        rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
+    rec["seconds"] = time.perf_counter() - start
+    run.detections.append(key, {**meta, **rec})

@@ -1,0 +1,43 @@
+"""Quality stage: text metrics, perplexity under an oracle LM, and the judge."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samark.errors import SamarkError
+from samark.evaluation.text_metrics import TEXT_METRICS
+
+if TYPE_CHECKING:
+    from samark.evaluation.runner import Run
+
+
+def run_stage(run: Run) -> None:
+    exp = run.experiment
+    names = [m for m in exp.metrics.quality if m in TEXT_METRICS.names()]
+    oracle = None
+    if "perplexity" in exp.metrics.quality:
+        from samark.evaluation.perplexity import Perplexity
+
+        oracle_name = exp.metrics.oracle or "gemma-3-270m"
+        if oracle_name == exp.generator:
+            raise SamarkError("the perplexity oracle must differ from the generator")
+        oracle = Perplexity(oracle_name)
+    for spec in exp.schemes:
+        if spec.texts_from:
+            continue  # the same texts as its owner row: the same quality
+        todo = [  # the quality of no text is not a figure
+            g
+            for g in run.row_generations(spec, written=True)
+            if run.quality_key(spec, g["item"]) not in run.quality
+        ]
+        for g in run.bar(todo, f"quality {spec.label}"):
+            rec: dict[str, Any] = {"scheme": spec.label, "item": g["item"]}
+            for name in names:
+                rec[name] = TEXT_METRICS.get(name)(g["text"])
+            if oracle is not None:
+                rec["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
+            run.quality.append(run.quality_key(spec, g["item"]), rec)
+    if "judge" in exp.metrics.quality:
+        from samark.evaluation.judge import run_judge
+
+        run_judge(run)
