@@ -52,8 +52,6 @@ class Watermark(abc.ABC):
     """A watermarking scheme: generate marked text, detect it with a calibrated p-value."""
 
     name: str
-    #: False for rows that only generate (the unwatermarked reference)
-    detectable: bool = True
     #: prompts the harness hands to one ``generate_batch`` call (1: one at a time)
     batch_size: int = 1
 

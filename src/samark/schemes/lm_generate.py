@@ -1,5 +1,6 @@
 """Schemes that write with transformers' own ``model.generate``: the unwatermarked LM and
-the token-level baselines (KGW, SynthID) that transformers implements.
+the token-level baselines (KGW and SynthID, which transformers implements; Unigram,
+MorphMark and EXP, whose logits processors are ours).
 
 They share SAMark's generator model (one load per process) and its sampling settings, and
 generate a batch of prompts at once (left padding). Output is cut to whole sentences with
@@ -45,7 +46,6 @@ class LMGenerateScheme(Watermark):
     """Plain nucleus sampling from the generator: the unwatermarked reference row."""
 
     name = "unwatermarked"
-    detectable = False
     batch_size = 10
 
     def __init__(
@@ -172,10 +172,9 @@ def _whole_sentences(text: str, limit: int) -> list[str]:
 
 
 class TokenWatermark(LMGenerateScheme):
-    """A token-level watermark that transformers implements (KGW, SynthID): generation as
-    above with its ``watermarking_config``; keys derived one-way from the run's secret."""
-
-    detectable = True
+    """A token-level watermark written through transformers' ``generate``: transformers'
+    own (KGW, SynthID) or our logits processor in its watermark slot (Unigram, MorphMark,
+    EXP), given by ``watermarking_config``; keys derived one-way from the run's secret."""
 
     def __init__(self, key: Any, *, alpha: float = 0.01, **kwargs: Any) -> None:
         super().__init__(key, **kwargs)
