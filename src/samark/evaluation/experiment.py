@@ -75,6 +75,12 @@ class SchemeSpec:
         return hashlib.sha256(blob).hexdigest()[:12]
 
     @property
+    def writes(self) -> bool:
+        """Whether the row writes (and so attacks and scores the quality of) texts of its
+        own; a ``texts_from`` row only scores another row's."""
+        return self.texts_from is None
+
+    @property
     def texts_owner(self) -> tuple[str, str]:
         """(label, fingerprint) of the row whose generations and attacks this row scores."""
         return self.owner or (self.label, self.fingerprint)

@@ -277,7 +277,7 @@ def generation_signal_table(run: Run) -> pd.DataFrame:
     mean embedding of its sentences, as recorded before its last step)."""
     rows = []
     for spec in run.experiment.schemes:
-        if spec.texts_from:
+        if not spec.writes:
             continue  # its owner row's generations
         gens = run.row_generations(spec)
         steps = [st for g in gens for st in g.get("steps") or [] if "signal_chosen" in st]

@@ -235,7 +235,7 @@ class Run:
                     ),
                     "quality": (
                         sum(self.quality_key(spec, g["item"]) in self.quality for g in gens),
-                        0 if spec.texts_from else sum(bool(g["text"].strip()) for g in gens),
+                        0 if not spec.writes else sum(bool(g["text"].strip()) for g in gens),
                     ),
                 }
             )

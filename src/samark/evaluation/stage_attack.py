@@ -19,7 +19,7 @@ def run_stage(run: Run) -> None:
     strength_embedder: Embedder | None = None
     for aspec in exp.attacks:
         for spec in exp.schemes:
-            if spec.texts_from or not run.detectable(spec):
+            if not spec.writes or not run.detectable(spec):
                 continue  # a texts_from row scores its owner's attacked texts
             gens = run.row_generations(spec)
             todo = [g for g in gens if run.attack_key(spec, g["item"], aspec) not in run.attacks]

@@ -15,7 +15,7 @@ def run_stage(run: Run) -> None:
     exp = run.experiment
     examples = run.examples()
     for spec in exp.schemes:
-        if spec.texts_from:
+        if not spec.writes:
             continue  # scores another row's texts
         items = examples[: spec.prompts or len(examples)]
         todo = [e for e in items if run.gen_key(spec, e) not in run.generations]

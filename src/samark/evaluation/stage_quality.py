@@ -23,7 +23,7 @@ def run_stage(run: Run) -> None:
             raise SamarkError("the perplexity oracle must differ from the generator")
         oracle = Perplexity(oracle_name)
     for spec in exp.schemes:
-        if spec.texts_from:
+        if not spec.writes:
             continue  # the same texts as its owner row: the same quality
         todo = [  # the quality of no text is not a figure
             g
