@@ -297,6 +297,7 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     nothing), detected with p = 1 under every attack, and stays in the TP denominator."""
     from samark.evaluation.report import (
         attack_table,
+        corpus_fpr_table,
         detection_table,
         efficiency_table,
         write_report,
@@ -348,6 +349,13 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     assert {"tp@fp5%", "tpr_at_p_0.05", "human_fpr_at_p_0.05"} <= set(table.columns)
     report = write_report(tmp_path / "run").read_text()
     assert "TP@FP5% / AUC" in report and "## Calibrated decision p < 0.05" in report
+    # the negatives' FPR per source corpus: the prompts' own continuations, then CNN windows
+    corpora = corpus_fpr_table(run)
+    assert dict(zip(corpora["corpus"], corpora["n"], strict=True)) == {
+        "continuations": 2,
+        "cnn_dailymail": 1,
+    }
+    assert "by corpus" in report and "continuations (n=2)" in report
 
 
 def test_reading_a_run_writes_nothing(tmp_path) -> None:

@@ -101,6 +101,40 @@ def _humans(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
     ]
 
 
+def corpus_fpr_table(run: Run) -> pd.DataFrame:
+    """Human FPR at the calibrated rule per source corpus of the negatives (the prompts'
+    own continuations, then each ``negatives_from`` data set), per detector row: a pooled
+    FPR can hide a corpus on which a key's p-values sit low."""
+    exp = run.experiment
+    det = pd.DataFrame(run.current_records(run.detections))
+    rows: list[dict[str, Any]] = []
+    if det.empty:
+        return pd.DataFrame(rows)
+    for spec in exp.schemes:
+        mine = det[det["scheme"] == spec.label]
+        if mine.empty:
+            continue
+        humans = _humans(run, det, mine["detector"].iloc[0])
+        corpus = humans["item"].map(negative_corpus)
+        for name, sub in humans.groupby(corpus, sort=False):
+            rows.append(
+                {
+                    "scheme": spec.label,
+                    "corpus": name,
+                    "n": len(sub),
+                    "fpr": rate_below(sub["p_value"], exp.metrics.alpha),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def negative_corpus(item: str) -> str:
+    """The source of a human negative from its id: ``<example>:continuation`` or
+    ``<data set>:<window>``."""
+    head, _, tail = item.partition(":")
+    return "continuations" if tail == "continuation" else head
+
+
 def quality_table(run: Run) -> pd.DataFrame:
     exp = run.experiment
     recs = run.current_records(run.quality)
@@ -345,6 +379,7 @@ def _markdown(
     att: pd.DataFrame,
     sig: pd.DataFrame,
     gsig: pd.DataFrame,
+    corpora: pd.DataFrame,
 ) -> str:
     exp = run.experiment
     lines = [f"# Experiment `{exp.name}`", ""]
@@ -421,6 +456,21 @@ def _markdown(
                 lambda sub: _pct(sub.iloc[0]["human_" + decided.replace("tpr", "fpr")]),
             ),
         )
+        lines.append("")
+    if not corpora.empty:
+        names = list(dict.fromkeys(corpora["corpus"]))
+        sizes = corpora.groupby("corpus")["n"].max()
+        lines += [
+            f"### Human FPR at p < {exp.metrics.alpha:g} by corpus",
+            "",
+            "| scheme | " + " | ".join(f"{c} (n={sizes[c]})" for c in names) + " |",
+            "|---" * (len(names) + 1) + "|",
+        ]
+        for scheme, sub in corpora.groupby("scheme", sort=False):
+            by = dict(zip(sub["corpus"], sub["fpr"], strict=True))
+            lines.append(
+                f"| {scheme} | " + " | ".join(_pct(by[c]) if c in by else "" for c in names) + " |"
+            )
         lines.append("")
     if not qual.empty:
         judge = exp.metrics.judge or "local"
@@ -726,6 +776,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     det, qual = detection_table(run), quality_table(run)
     eff, att, sig = efficiency_table(run), attack_table(run), signal_table(run)
     gsig = generation_signal_table(run)
+    corpora = corpus_fpr_table(run)
     for name, df in (
         ("generation_signal", gsig),
         ("detection", det),
@@ -733,16 +784,18 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         ("efficiency", eff),
         ("attacks", att),
         ("signal", sig),
+        ("corpus_fpr", corpora),
     ):
         df.to_csv(folder / f"{name}.csv", index=False)
     md = folder / "report.md"
-    md.write_text(_markdown(run, det, qual, eff, att, sig, gsig), encoding="utf-8")
+    md.write_text(_markdown(run, det, qual, eff, att, sig, gsig, corpora), encoding="utf-8")
     _plots(run, det, qual, att, folder)
     return md
 
 
 __all__ = [
     "attack_table",
+    "corpus_fpr_table",
     "detection_table",
     "efficiency_table",
     "generation_signal_table",
