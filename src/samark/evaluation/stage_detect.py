@@ -28,7 +28,8 @@ def run_stage(run: Run) -> None:
             done_humans.add(det)
             negatives = negatives if negatives is not None else run.negatives()
             todo = [d for d in negatives if (det, "human", d.id) not in run.detections]
-            for doc in run.bar(todo, f"detect human ({spec.label})"):
+            for i, doc in enumerate(run.bar(todo, f"detect human ({spec.label})")):
+                _share_work(run, i)
                 _detect_one(
                     run,
                     scheme,
@@ -57,13 +58,23 @@ def run_stage(run: Run) -> None:
                         )
                     )
         todo_t = [t for t in texts if t[0] not in run.detections]
-        for key, text, meta in run.bar(todo_t, f"detect {spec.label}"):
+        for i, (key, text, meta) in enumerate(run.bar(todo_t, f"detect {spec.label}")):
+            _share_work(run, i)
             _detect_one(run, scheme, key, text, {"detector": det, "scheme": spec.label, **meta})
+
+
+def _share_work(run: Run, done: int, every: int = 64) -> None:
+    """Every ``every`` detections, re-read the store: another process on the same folder
+    (``--reverse``, or an overlapping ``--schemes``) may have scored some meanwhile."""
+    if done % every == every - 1:
+        run.detections.reload()
 
 
 def _detect_one(
     run: Run, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
 ) -> None:
+    if key in run.detections:
+        return  # scored by another process since this one listed its work
     start = time.perf_counter()
     try:
         d = scheme.detect(text)
