@@ -8,7 +8,7 @@ from the same process, and the first k sentences of a human window are a human t
 12-sentence run gives the curve at k <= 12 without new generation. Under an attack, the
 first k sentences of the attacked text stand in for attacking a k-sentence text (exact for
 sentence-wise attacks, an approximation for Doc-P, which keeps about 92% of the sentences).
-Every sentence is embedded once (cached in OUT/embeddings.npz); SAMark's two statistics
+Every sentence is embedded once (cached in samark's user cache); SAMark's two statistics
 score prefixes of those embeddings, token rows re-tokenise prefixes. TP@FP1% uses the
 empirical 1% threshold over the run's human negatives at the same k; "p<0.01" is the share
 below the calibrated rule. Writes length.csv and length.png; prints the table.
@@ -49,9 +49,7 @@ def main() -> None:
                 if attack == NO_ATTACK:
                     text = g["text"]
                 else:
-                    a = next(
-                        (a for a in run.experiment.attacks if a.label == attack), None
-                    )
+                    a = next((a for a in run.experiment.attacks if a.label == attack), None)
                     rec = run.attacks.get(run.attack_key(spec, g["item"], a)) if a else None
                     if rec is None:
                         continue
@@ -64,7 +62,11 @@ def main() -> None:
         for stat in ("z", "scan")
     }
     # every distinct sentence embedded once
-    cache = args.out / "embeddings.npz"
+    from samark.models import cache_dir
+
+    # the embeddings (about 150 MB for a 1,000-negative run) stay out of the results folder
+    cache = cache_dir() / "length_curve" / f"{run.experiment.name}-{run.embedder.name}.npz"
+    cache.parent.mkdir(parents=True, exist_ok=True)
     every = sorted({s for group in [*texts.values(), humans] for t in group for s in t})
     if cache.exists():
         saved = np.load(cache, allow_pickle=False)
