@@ -186,12 +186,15 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert "| samark |" in report and "TP@FP1%" in report
     # every attack record says how faithful the attack was; shuffle keeps every sentence
     attacked = _lines(run_dir / "attacks.jsonl")
-    assert not any(a.get("source_empty") for a in attacked)  # every row wrote its text
+    assert len(attacked) == 4  # every text of kgw and samark, even one that came out empty
     for a in attacked:
-        assert a["aligned_similarity"] > 0.9 and a["word_overlap"] == 1.0
+        if not a.get("source_empty"):
+            assert a["aligned_similarity"] > 0.9 and a["word_overlap"] == 1.0
         assert a["strength_embedder"] != "all-mpnet-base-v2"  # never the watermark's own
     # every detection carries its scheme's signal diagnostics
     for d in dets:
+        if d["n_units"] == 0:
+            continue  # an empty text: p = 1, no diagnostics
         if d["detector"].startswith("kgw"):
             assert 0 <= d["details"]["green_fraction"] <= 1
         else:
@@ -211,10 +214,12 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     cells = re.findall(r"(\d+)/(\d+)", status.stdout)
     assert len(cells) == 3 * 5 and all(done == asked for done, asked in cells), status.stdout
     # kgw: 2 prompts generated, 5 human negatives; each text is shuffled once and detected
-    # twice (as written and shuffled), and scored once for quality
+    # twice (as written and shuffled), and each non-empty one scored once for quality
     gen, attacked_n, detected, human, quality = cells[5:10]
     assert gen == ("2", "2") and human == ("5", "5")
-    assert int(detected[1]) == 2 * int(attacked_n[1]) == 2 * int(quality[1]) == 4
+    assert int(detected[1]) == 2 * int(attacked_n[1]) == 4
+    written = sum(bool(g["text"].strip()) for g in _lines(gens) if g["scheme"] == "kgw")
+    assert int(quality[1]) == written
     elsewhere = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "rep")], tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
     assert (tmp_path / "rep" / "report.md").read_text() == report
