@@ -224,9 +224,9 @@ class SemStamp(SentenceLevelWatermark):
         if len(sentences) < 2:
             raise EmptyTextError(f"{self.name}: needs two sentences (the first seeds the next)")
         regions, _ = self.partition.assign(self.embedder.encode(sentences))
-        return self._score(regions, len(sentences))
+        return self._score(regions)
 
-    def _score(self, regions: np.ndarray, n_sentences: int) -> Detection:
+    def _score(self, regions: np.ndarray) -> Detection:
         null = np.ones(1)
         green = 0
         previous = regions[:-1]
