@@ -201,14 +201,12 @@ SchemeOption = Annotated[
 
 def _load_other_scheme(name: str, key: Path, **params: Any) -> Any:
     """A registered scheme other than SAMark, keyed by the key file's secret."""
-    from samark.schemes import create_scheme, scheme_names
+    from samark.schemes import create_scheme
     from samark.schemes.base import scheme_info
 
-    if name not in scheme_names():
-        raise _fail(f"unknown scheme {name!r}; known: {', '.join(scheme_names())}")
-    if not scheme_info(name).detectable:
-        raise _fail(f"{name} writes no watermark: it has no key and no detector")
     try:
+        if not scheme_info(name).detectable:  # the registry names an unknown scheme
+            raise _fail(f"{name} writes no watermark: it has no key and no detector")
         return create_scheme(name, key=_load_key(key), **params)
     except (SamarkError, ValueError, TypeError) as exc:
         raise _fail(str(exc)) from None

@@ -23,7 +23,7 @@ import math
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,3 +283,11 @@ def null_pivots(
     signs = np.sign(np.diagonal(r, axis1=1, axis2=2))
     signs[signs == 0] = 1.0
     return np.ascontiguousarray(np.transpose(q * signs[:, None, :], (0, 2, 1)))
+
+
+def keyed_rng(secret: int, parts: Sequence[int] | np.ndarray) -> np.random.Generator:
+    """numpy's PCG64 seeded by a hash of a derived secret (``WatermarkKey.derive_ints``) and
+    non-negative integers (a context's token ids, a region, a step): the same stream on
+    every platform, a fresh one per context."""
+    blob = secret.to_bytes(8, "little") + np.asarray(parts, dtype="<i8").tobytes()
+    return np.random.default_rng(int.from_bytes(hashlib.sha256(blob).digest()[:8], "little"))

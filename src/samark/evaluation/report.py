@@ -63,9 +63,7 @@ def detection_table(run: Run) -> pd.DataFrame:
                 "n_negative": len(neg),
                 "auc": auc(neg, pos),
                 decision_tag(alpha): rate_below(sub["p_value"], alpha),
-                "human_" + decision_tag(alpha).replace("tpr", "fpr"): rate_below(
-                    humans["p_value"], alpha
-                ),
+                human_fpr_tag(alpha): rate_below(humans["p_value"], alpha),
             }
             lo, hi = bootstrap_interval(neg, pos, auc, samples=exp.metrics.bootstrap)
             row["auc_lo"], row["auc_hi"] = lo, hi
@@ -88,6 +86,11 @@ def fpr_tag(fpr: float) -> str:
 def decision_tag(alpha: float) -> str:
     """The column of the share flagged by the calibrated rule: ``tpr_at_p_0.01``."""
     return f"tpr_at_p_{alpha:g}"
+
+
+def human_fpr_tag(alpha: float) -> str:
+    """The column of the human FPR of the calibrated rule: ``human_fpr_at_p_0.01``."""
+    return f"human_fpr_at_p_{alpha:g}"
 
 
 def _humans(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
@@ -453,7 +456,7 @@ def _markdown(
             lambda r: _pct(r[decided]),
             lead=(
                 "human FPR",
-                lambda sub: _pct(sub.iloc[0]["human_" + decided.replace("tpr", "fpr")]),
+                lambda sub: _pct(sub.iloc[0][human_fpr_tag(exp.metrics.alpha)]),
             ),
         )
         lines.append("")

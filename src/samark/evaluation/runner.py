@@ -235,7 +235,7 @@ class Run:
                     ),
                     "quality": (
                         sum(self.quality_key(spec, g["item"]) in self.quality for g in gens),
-                        0 if not spec.writes else sum(bool(g["text"].strip()) for g in gens),
+                        len(self.row_generations(spec, written=True)) if spec.writes else 0,
                     ),
                 }
             )

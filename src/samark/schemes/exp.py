@@ -17,7 +17,6 @@ Aaronson form the paper's table and MarkLLM run.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from typing import Any
 
@@ -27,7 +26,7 @@ from scipy.stats import gamma as gamma_dist
 from transformers import LogitsProcessor
 
 from samark.detection import Detection
-from samark.keys import WatermarkKey
+from samark.keys import WatermarkKey, keyed_rng
 from samark.schemes.base import SharedResources, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
@@ -43,13 +42,11 @@ class UniformTable:
     and the context's token ids (the same numbers on every platform)."""
 
     def __init__(self, secret: int, size: int) -> None:
-        self.secret = secret.to_bytes(8, "little")
+        self.secret = secret
         self.size = size
 
     def vector(self, context: list[int]) -> np.ndarray:
-        blob = self.secret + np.asarray(context, dtype="<i8").tobytes()
-        seed = int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
-        return np.random.default_rng(seed).random(self.size)
+        return keyed_rng(self.secret, context).random(self.size)
 
 
 class GumbelPick(LogitsProcessor):

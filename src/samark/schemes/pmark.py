@@ -30,7 +30,7 @@ from scipy.stats import binom
 from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
-from samark.keys import WatermarkKey
+from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, SamplingParams
 from samark.schemes.base import SharedResources, register_scheme
@@ -86,9 +86,7 @@ class PMark(SentenceLevelWatermark):
 
     def bits(self, t: int) -> np.ndarray:
         """The key's target side (+1 above the median, -1 below) per channel at step t."""
-        blob = self._bit_seed.to_bytes(8, "little") + t.to_bytes(8, "little")
-        seed = int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
-        return np.random.default_rng(seed).choice([-1.0, 1.0], size=self.channels)
+        return keyed_rng(self._bit_seed, [t]).choice([-1.0, 1.0], size=self.channels)
 
     def survivors(self, pool: np.ndarray, t: int, sentence: np.ndarray | None = None) -> Any:
         """Halve ``pool`` channel by channel towards the step's bits: the indices left,

@@ -12,10 +12,10 @@ import numpy as np
 from samark.config import SAMarkConfig
 from samark.detection import Detection
 from samark.detector import SAMarkDetector
-from samark.embed import Embedder, load_embedder
+from samark.embed import Embedder
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, SamplingParams
+from samark.sampling.base import CandidateSampler
 from samark.schemes.base import SharedResources, register_scheme
 from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
 from samark.selection import select
@@ -40,14 +40,17 @@ class SAMark(SentenceLevelWatermark):
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        self.config = config or SAMarkConfig()
-        self.embedder = embedder or load_embedder(key.embedder.name)
-        key.check_embedder(self.embedder.identity)
-        self._key = key
-        self._pivots = key.pivots(self.embedder.dim, self.config.channels)
-        self._sampler = sampler
-        self._generator = generator
-        c = self.config
+        c = self.config = config or SAMarkConfig()
+        super().__init__(
+            key,
+            sampling=c.sampling,
+            max_new_sentences=c.max_new_sentences,
+            alpha=c.alpha,
+            embedder=embedder,
+            sampler=sampler,
+            generator=generator,
+        )
+        self._pivots = key.pivots(self.embedder.dim, c.channels)
         self.detector = SAMarkDetector(
             key,
             self.embedder,
@@ -61,7 +64,7 @@ class SAMark(SentenceLevelWatermark):
         )
 
     def __repr__(self) -> str:
-        return f"SAMark(key={self._key!r}, embedder={self.embedder.name!r})"
+        return f"SAMark(key={self.key!r}, embedder={self.embedder.name!r})"
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
@@ -74,19 +77,11 @@ class SAMark(SentenceLevelWatermark):
     def detector_id(self) -> str:
         c = self.config
         return (
-            f"samark/{self._key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
+            f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
         )
 
     # ---------- the sentence loop's hooks (Alg. 1) ----------
-    @property
-    def sampling(self) -> SamplingParams:
-        return self.config.sampling
-
-    @property
-    def default_sentences(self) -> int:
-        return self.config.max_new_sentences
-
     def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
         """The flag pattern R (from ``seeder``: OS randomness unless the caller seeded it;
         never stored) and the context the diversity terms compare against."""

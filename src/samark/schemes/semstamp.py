@@ -23,7 +23,6 @@ SBERT; k-SemStamp's centroids are fitted here, on CNN/DailyMail sentences, and c
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,7 +32,7 @@ import numpy as np
 from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
-from samark.keys import WatermarkKey
+from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR, cache_dir
 from samark.sampling.base import CandidateSampler, SamplingParams
 from samark.schemes.base import SharedResources, register_scheme
@@ -182,9 +181,7 @@ class SemStamp(SentenceLevelWatermark):
     # ---------- the key's valid regions ----------
     def valid(self, previous: int) -> np.ndarray:
         """The valid regions after a sentence in region ``previous`` (a boolean mask)."""
-        blob = self._valid_seed.to_bytes(8, "little") + int(previous).to_bytes(8, "little")
-        seed = int.from_bytes(hashlib.sha256(blob).digest()[:8], "little")
-        order = np.random.default_rng(seed).permutation(self.partition.regions)
+        order = keyed_rng(self._valid_seed, [previous]).permutation(self.partition.regions)
         mask = np.zeros(self.partition.regions, dtype=bool)
         mask[order[: self.valid_size]] = True
         return mask
