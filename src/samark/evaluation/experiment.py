@@ -108,6 +108,11 @@ class MetricsSpec:
     fprs: tuple[float, ...] = (0.01, 0.05)
     #: the calibrated decision p < alpha whose TPR and human FPR the report shows
     alpha: float = 0.01
+    #: power against length: every detector also scores the first k sentences of each text
+    #: and of each human negative, for k in ``lengths`` (each below [dataset] sentences,
+    #: whose point the detect stage gives), with no attack and under ``length_attacks``
+    lengths: tuple[int, ...] = ()
+    length_attacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,13 +193,20 @@ class Experiment:
             for i, a in enumerate(raw.get("attacks", []))
         )
         schemes = _resolve_texts_from(schemes, where)
-        for kind, items in (("scheme", schemes), ("attack", attacks)):
+        for kind, items, sep in (("scheme", schemes, ","), ("attack", attacks, ";")):
             labels = [x.label for x in items]
             dup = {x for x in labels if labels.count(x) > 1}
             if dup:
                 raise ExperimentError(f"{where}: duplicate {kind} labels {sorted(dup)}")
+            # `samark eval run --schemes A,B --attacks "A;B"` splits labels on these
+            bad = [x for x in labels if sep in x]
+            if bad:
+                raise ExperimentError(
+                    f"{where}: {kind} labels may not contain {sep!r} (the CLI's "
+                    f"separator for {kind} labels): {bad}"
+                )
         metrics_raw = dict(raw.get("metrics", {}))
-        for f in ("quality", "fprs"):
+        for f in ("quality", "fprs", "lengths", "length_attacks"):
             if f in metrics_raw:
                 metrics_raw[f] = tuple(metrics_raw[f])
         metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
@@ -210,6 +222,7 @@ class Experiment:
             raise ExperimentError(f"{where} [metrics]: fprs must be one or more in (0, 1)")
         if not 0 < metrics.alpha < 1:
             raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
+        _check_lengths(metrics, dataset.sentences, attacks, where)
         key = str(top.get("key", "secret"))
         if key not in KEY_KINDS:
             raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")
@@ -225,6 +238,27 @@ class Experiment:
             key=key,
             source=text,
         )
+
+
+def _check_lengths(
+    metrics: MetricsSpec, sentences: int, attacks: tuple[AttackSpec, ...], where: str
+) -> None:
+    bad = [k for k in metrics.lengths if not isinstance(k, int) or not 1 <= k < sentences]
+    if bad or len(set(metrics.lengths)) != len(metrics.lengths):
+        raise ExperimentError(
+            f"{where} [metrics]: lengths must be distinct sentence counts from 1 to "
+            f"{sentences - 1} (the detect stage scores the full {sentences}); got "
+            f"{list(metrics.lengths)}"
+        )
+    labels = [a.label for a in attacks]
+    unknown = [a for a in metrics.length_attacks if a not in labels]
+    if unknown:
+        raise ExperimentError(
+            f"{where} [metrics]: length_attacks names no attack of the experiment: "
+            f"{unknown}; attacks: {labels}"
+        )
+    if metrics.length_attacks and not metrics.lengths:
+        raise ExperimentError(f"{where} [metrics]: length_attacks needs lengths")
 
 
 Labelled = TypeVar("Labelled", SchemeSpec, AttackSpec)

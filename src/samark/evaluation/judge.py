@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from samark.chat import ChatModel, LocalChatModel, chat_model
+from samark.evaluation.chat import ChatModel, LocalChatModel, chat_model
 
 if TYPE_CHECKING:
     from samark.evaluation.runner import Run

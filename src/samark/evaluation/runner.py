@@ -1,11 +1,12 @@
 """A run folder and the experiment it runs: inputs (examples, negatives, key), the shared
 models, the stage stores and their cache keys, status. Each stage is its own module
-(``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_quality``), cached in the
-run folder as append-only JSONL:
+(``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_length``,
+``stage_quality``), cached in the run folder as append-only JSONL:
 
-``generations`` -> ``attacks`` -> ``detections`` -> ``quality``. A record's key names its
-scheme (label + parameter fingerprint), item, seed and attack, so re-running does no model
-work, adding an attack runs only that attack, and a killed run resumes where it stopped.
+``generations`` -> ``attacks`` -> ``detections`` (-> ``lengths``) -> ``quality``. A record's
+key names its scheme (label + parameter fingerprint), item, seed and attack, so re-running
+does no model work, adding an attack runs only that attack, and a killed run resumes where
+it stopped.
 The run's secret key lives in ``key.json`` (mode 0600) and appears in no other file; an
 experiment with ``key = "public"`` derives its key from its name and seed instead, so that
 its records can be shared and resumed anywhere (and its watermark forged by anyone).
@@ -23,7 +24,13 @@ from tqdm.auto import tqdm
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import SamarkError
-from samark.evaluation import stage_attack, stage_detect, stage_generate, stage_quality
+from samark.evaluation import (
+    stage_attack,
+    stage_detect,
+    stage_generate,
+    stage_length,
+    stage_quality,
+)
 from samark.evaluation.attacks import Attack, create_attack
 from samark.evaluation.experiment import NO_ATTACK, AttackSpec, Experiment, SchemeSpec
 from samark.evaluation.store import Stage
@@ -31,7 +38,7 @@ from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
 
-STAGES = ("generate", "attack", "detect", "quality")
+STAGES = ("generate", "attack", "detect", "length", "quality")
 T = TypeVar("T")
 
 
@@ -62,6 +69,7 @@ class Run:
         self.generations = Stage(self.dir / "generations.jsonl")
         self.attacks = Stage(self.dir / "attacks.jsonl")
         self.detections = Stage(self.dir / "detections.jsonl")
+        self.lengths = Stage(self.dir / "lengths.jsonl")
         self.quality = Stage(self.dir / "quality.jsonl")
         self._schemes: dict[str, Watermark] = {}
         self._attackers: dict[str, Attack] = {}
@@ -218,6 +226,8 @@ class Run:
                 for g in gens
                 for label in (NO_ATTACK, *(a.label for a in exp.attacks))
             )
+            lengths = exp.metrics.lengths if detectable else ()
+            length_attacks = (NO_ATTACK, *exp.metrics.length_attacks)
             rows.append(
                 {
                     "scheme": spec.label,
@@ -232,6 +242,15 @@ class Run:
                         if det
                         else 0,
                         len(negatives) if detectable else 0,
+                    ),
+                    "length": (
+                        sum(
+                            self.length_key("", spec, g["item"], attack, k) in self.lengths
+                            for g in gens
+                            for attack in length_attacks
+                            for k in lengths
+                        ),
+                        len(gens) * len(length_attacks) * len(lengths),
                     ),
                     "quality": (
                         sum(self.quality_key(spec, g["item"]) in self.quality for g in gens),
@@ -261,9 +280,15 @@ class Run:
                 return (key[1], key[2]) in rows and (
                     (key[4], key[5]) in attacks or key[4] == NO_ATTACK
                 )
+            if kind == "length" and len(key) == 7:
+                return (key[1], key[2]) in rows and (
+                    (key[4], key[5]) in attacks or key[4] == NO_ATTACK
+                )
             if kind in ("quality", "judge"):
                 return (key[1], key[2]) in rows
-            return True  # human detections (filtered by negative id) and judge rankings
+            # human detections (filtered by negative id; the length stage's by k too) and
+            # judge rankings
+            return True
 
         return [r for r in stage.records() if current(r["key"])]
 
@@ -294,6 +319,16 @@ class Run:
         fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
         return ("detect", spec.label, spec.fingerprint, item, attack, fp)
 
+    def length_key(
+        self, detector: str, spec: SchemeSpec | None, item: str, attack: str, sentences: int
+    ) -> tuple[str, ...]:
+        """The length stage's key: a human negative's (``spec`` None) or a row's text's
+        first ``sentences`` sentences."""
+        if spec is None:
+            return ("length", detector, "human", item, str(sentences))
+        fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
+        return ("length", spec.label, spec.fingerprint, item, attack, fp, str(sentences))
+
     def quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
         return (
             "quality",
@@ -317,5 +352,6 @@ STAGE_RUNNERS: dict[str, Callable[[Run], None]] = {
     "generate": stage_generate.run_stage,
     "attack": stage_attack.run_stage,
     "detect": stage_detect.run_stage,
+    "length": stage_length.run_stage,
     "quality": stage_quality.run_stage,
 }

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from samark.chat import chat_model
 from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack, register_attack
+from samark.evaluation.chat import chat_model
 
 DOC_P_PROMPTS = {
     "I": "Please rewrite the following text:",
