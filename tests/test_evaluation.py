@@ -82,6 +82,18 @@ def test_experiment_errors_are_clear() -> None:
         Experiment.parse(lengths(1, 'length_attacks = ["Shuffle"]'))
     ok = Experiment.parse(lengths(1, 'length_attacks = ["shuffle"]'))
     assert ok.metrics.lengths == (1,) and ok.metrics.length_attacks == ("shuffle",)
+    # the judge's reference row: named, or the first row that writes no watermark
+    assert exp.reference_row() == exp.schemes[0]
+    named = TINY.replace("bootstrap = 50", 'bootstrap = 50\nreference = "kgw"')
+    assert Experiment.parse(named).reference_row() == exp.schemes[1]
+    with pytest.raises(ExperimentError, match="reference 'KGW' is not a row"):
+        Experiment.parse(named.replace('reference = "kgw"', 'reference = "KGW"'))
+    assert exp.only_schemes(["kgw"]).reference_row() is None
+    # the report's robustness-quality plot finds paraphrases by what the attack declares
+    from samark.evaluation.attacks.base import attack_is_paraphrase
+
+    assert attack_is_paraphrase("doc-p-local") and attack_is_paraphrase("doc-p")
+    assert not attack_is_paraphrase("shuffle") and not attack_is_paraphrase("doc-t")
     scan = Experiment.parse(TINY + scan_row.format("samark")).schemes[-1]
     assert scan.texts_owner == ("samark", exp.schemes[2].fingerprint)
     assert exp.schemes[2].texts_owner == ("samark", exp.schemes[2].fingerprint)

@@ -108,6 +108,9 @@ class MetricsSpec:
     fprs: tuple[float, ...] = (0.01, 0.05)
     #: the calibrated decision p < alpha whose TPR and human FPR the report shows
     alpha: float = 0.01
+    #: the label of the row the judge compares every other row with (default: the first
+    #: row whose scheme writes no watermark)
+    reference: str | None = None
     #: power against length: every detector also scores the first k sentences of each text
     #: and of each human negative, for k in ``lengths`` (each below [dataset] sentences,
     #: whose point the detect stage gives), with no attack and under ``length_attacks``
@@ -144,6 +147,16 @@ class Experiment:
             dataclasses.replace(s, prompts=min(s.prompts or prompts, prompts)) for s in self.schemes
         )
         return dataclasses.replace(self, schemes=schemes)
+
+    def reference_row(self) -> SchemeSpec | None:
+        """The row the judge and the quality deltas compare with: ``[metrics] reference``,
+        else the first row whose scheme writes no watermark (None if there is none)."""
+        from samark.schemes.base import scheme_info
+
+        if self.metrics.reference is not None:
+            # None when --schemes left the named row out
+            return next((s for s in self.schemes if s.label == self.metrics.reference), None)
+        return next((s for s in self.schemes if not scheme_info(s.name).detectable), None)
 
     def only_schemes(self, labels: list[str]) -> Experiment:
         """The same experiment restricted to these scheme rows (for splitting work)."""
@@ -223,6 +236,11 @@ class Experiment:
         if not 0 < metrics.alpha < 1:
             raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
         _check_lengths(metrics, dataset.sentences, attacks, where)
+        if metrics.reference is not None and metrics.reference not in {s.label for s in schemes}:
+            raise ExperimentError(
+                f"{where} [metrics]: reference {metrics.reference!r} is not a row; rows: "
+                f"{[s.label for s in schemes]}"
+            )
         key = str(top.get("key", "secret"))
         if key not in KEY_KINDS:
             raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")

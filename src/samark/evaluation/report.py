@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from samark.evaluation.attacks.base import attack_is_paraphrase
 from samark.evaluation.detection_metrics import (
     auc,
     bootstrap_interval,
@@ -220,7 +221,8 @@ def quality_table(run: Run) -> pd.DataFrame:
             row["avg_rank"] = float(np.mean(ranks))
         rows.append(row)
     df = pd.DataFrame(rows)
-    ref = next((s.label for s in exp.schemes if s.name == "unwatermarked"), None)
+    reference = exp.reference_row()
+    ref = reference.label if reference is not None else None
     if ref is not None and "avg_rank" in df:
         base = df.loc[df["scheme"] == ref, "avg_rank"]
         if len(base) and math.isfinite(base.iloc[0]):
@@ -833,7 +835,7 @@ def _plots(
             (
                 a.label
                 for a in reversed(exp.attacks)
-                if a.name in ("doc-p", "doc-p-local") and a.label not in unfaithful
+                if attack_is_paraphrase(a.name) and a.label not in unfaithful
             ),
             NO_ATTACK,
         )

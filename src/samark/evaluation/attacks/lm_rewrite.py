@@ -26,6 +26,7 @@ class Paraphrase(Attack):
     """Doc-P: paragraph-level paraphrase by a chat model with the paper's prompt I or II."""
 
     name = "doc-p"
+    paraphrase = True
     summary = "rewrite by a chat model, paper prompt I/II (faithful only with a strong model)"
 
     def __init__(
