@@ -89,7 +89,7 @@ def detect_into(
             "score": d.score,
             "n_units": d.n_units,
             "unit": d.unit,
-            "details": dict(d.details),
+            "details": d.diagnostics,
         }
     except EmptyTextError:
         rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
