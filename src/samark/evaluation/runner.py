@@ -263,34 +263,43 @@ class Run:
     def current_records(self, stage: Stage) -> list[dict[str, Any]]:
         """The records of ``stage`` that the experiment as it now stands asks for. A row or
         attack whose parameters (or scheme revision) changed keeps its label but not its
-        fingerprint: its old records stay in the file, and a report must not mix them in."""
-        exp = self.experiment
-        rows = {(s.label, s.fingerprint) for s in exp.schemes}
-        owners = {s.texts_owner for s in exp.schemes}
-        attacks = {(a.label, a.fingerprint) for a in exp.attacks}
-        sentences = str(exp.dataset.sentences)
+        fingerprint: its old records stay in the file, and a report must not mix them in.
+        The keys asked for are built by the same methods the stages write with, so the two
+        cannot disagree. Human detections are kept whole (tables filter them by negative
+        id and k), and judge records by their row."""
+        asked = self._asked_keys()
+        rows = {(s.label, s.fingerprint) for s in self.experiment.schemes}
 
-        def current(key: list[str]) -> bool:
-            kind = key[0]
-            if kind == "gen":
-                return (key[1], key[2]) in owners and key[4] == sentences
-            if kind == "attack":
-                return (key[1], key[2]) in owners and (key[4], key[5]) in attacks
-            if kind == "detect":
-                return (key[1], key[2]) in rows and (
-                    (key[4], key[5]) in attacks or key[4] == NO_ATTACK
-                )
-            if kind == "length" and len(key) == 7:
-                return (key[1], key[2]) in rows and (
-                    (key[4], key[5]) in attacks or key[4] == NO_ATTACK
-                )
-            if kind in ("quality", "judge"):
+        def current(key: tuple[str, ...]) -> bool:
+            if key[0] in ("gen", "attack", "detect", "quality") or self._row_length_key(key):
+                return key in asked
+            if key[0] == "judge":
                 return (key[1], key[2]) in rows
-            # human detections (filtered by negative id; the length stage's by k too) and
-            # judge rankings
-            return True
+            return True  # human detections (det, "human", id), human lengths, rankings
 
-        return [r for r in stage.records() if current(r["key"])]
+        return [r for r in stage.records() if current(tuple(r["key"]))]
+
+    @staticmethod
+    def _row_length_key(key: tuple[str, ...]) -> bool:
+        return key[0] == "length" and len(key) == 7
+
+    def _asked_keys(self) -> set[tuple[str, ...]]:
+        """Every generation, attack, detection, length and quality key of the experiment."""
+        exp = self.experiment
+        metrics = exp.metrics
+        out: set[tuple[str, ...]] = set()
+        for spec in exp.schemes:
+            for e in self.examples()[: spec.prompts or None]:
+                out.add(self.gen_key(spec, e))
+                out.add(self.quality_key(spec, e.id))
+                for a in exp.attacks:
+                    out.add(self.attack_key(spec, e.id, a))
+                for attack in (NO_ATTACK, *(a.label for a in exp.attacks)):
+                    out.add(self.det_key(spec, e.id, attack))
+                for attack in (NO_ATTACK, *metrics.length_attacks):
+                    for k in metrics.lengths:
+                        out.add(self.length_key("", spec, e.id, attack, k))
+        return out
 
     # ---------- helpers ----------
     def detectable(self, spec: SchemeSpec) -> bool:
