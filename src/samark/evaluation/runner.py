@@ -193,6 +193,11 @@ class Run:
             self._attackers[spec.label] = create_attack(spec.name, **spec.params)
         return self._attackers[spec.label]
 
+    def in_order(self, items: list[T]) -> list[T]:
+        """A stage's work list in this process's order: last-first with ``reverse``, so that
+        two processes on one folder meet in the middle rather than do the same items."""
+        return items[::-1] if self.reverse else items
+
     def bar(self, items: Iterable[T] | None, desc: str, total: int | None = None) -> tqdm:
         """The one progress-bar style: over ``items``, or updated by hand (``items=None``)."""
         return tqdm(items, desc=desc, total=total, disable=not self.progress)

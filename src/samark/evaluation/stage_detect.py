@@ -28,7 +28,9 @@ def run_stage(run: Run) -> None:
         if det not in done_humans:
             done_humans.add(det)
             negatives = negatives if negatives is not None else run.negatives()
-            todo = [d for d in negatives if (det, "human", d.id) not in run.detections]
+            todo = run.in_order(
+                [d for d in negatives if (det, "human", d.id) not in run.detections]
+            )
             for i, doc in enumerate(run.bar(todo, f"detect human ({spec.label})")):
                 share_work(run.detections, i)
                 detect_into(
@@ -58,7 +60,7 @@ def run_stage(run: Run) -> None:
                             {"item": g["item"], "attack": aspec.label},
                         )
                     )
-        todo_t = [t for t in texts if t[0] not in run.detections]
+        todo_t = run.in_order([t for t in texts if t[0] not in run.detections])
         for i, (key, text, meta) in enumerate(run.bar(todo_t, f"detect {spec.label}")):
             share_work(run.detections, i)
             detect_into(

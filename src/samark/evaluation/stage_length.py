@@ -60,7 +60,7 @@ def run_stage(run: Run) -> None:
                     for k in lengths:
                         meta = {"scheme": spec.label, "item": g["item"], "attack": attack}
                         todo.append((run.length_key(det, spec, g["item"], attack, k), text, meta))
-            todo = [t for t in todo if t[0] not in run.lengths]
+            todo = run.in_order([t for t in todo if t[0] not in run.lengths])
             for i, (key, text, meta) in enumerate(run.bar(todo, f"length {spec.label}")):
                 share_work(run.lengths, i)
                 k = int(key[-1])
