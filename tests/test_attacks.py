@@ -27,7 +27,7 @@ HUMAN = "A reporter watched the meeting. Nobody left early. The room was very wa
 
 
 def _has_wordnet() -> bool:
-    from samark.wordnet import wordnet_source
+    from samark.evaluation.wordnet import wordnet_source
 
     return wordnet_source() is not None
 

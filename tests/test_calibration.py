@@ -6,11 +6,15 @@ p < 0.01 and a one-sided KS test against p-values stochastically *smaller* than 
 (a key may be conservative on a domain: its p-values sit above uniform). Over keys, where
 theory makes p exactly uniform, the pooled p-values get a two-sided KS test.
 Human text: 200 CNN/DailyMail
-articles (first 10 sentences; the news reference direction used sentences 11-25) and
-Wikipedia leads 0-4999 (the reference direction used leads from 5000 on).
+articles (first 10 sentences; the news reference direction used sentences 11-25),
+Wikipedia leads 0-4999 (the reference direction used leads from 5000 on), and, as a third
+corpus that no reference direction saw, 200 chapters of Jane Austen's novels (first 10
+sentences; 19th-century fiction, far from both; from a Debian package).
 """
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
@@ -39,10 +43,34 @@ def _texts(name: str, limit: int, max_sentences: int) -> list[list[str]]:
 def human_embeddings(mpnet):
     cnn = _texts("cnn_dailymail", 200, 10)
     wiki = _texts("wikipedia_leads", 300, 10)
-    return {
+    out = {
         "cnn_dailymail": [mpnet.encode(s) for s in cnn],
         "wikipedia_leads": [mpnet.encode(s) for s in wiki],
     }
+    if shutil.which("apt-get") is not None:  # Debian's r-cran-janeaustenr
+        out["jane_austen"] = [mpnet.encode(s) for s in _texts("jane_austen", 200, 10)]
+    return out
+
+
+# Keys avoid the news and encyclopedic domain means, not a fiction one. On Jane Austen one of
+# these five keys flags 13-15 of 200 chapters at p < 0.01 (7%, every statistic): a domain
+# whose mean no avoided direction covers can bias a key (benchmarks/unseen_domain.py,
+# docs/statistics.md). Strict: the day keys hold there too, these cases must be turned back
+# into plain ones.
+UNSEEN_DOMAIN = pytest.mark.xfail(
+    strict=True, reason="per-key FPR on a domain whose mean the keys do not avoid"
+)
+CORPORA = [
+    "cnn_dailymail",
+    "wikipedia_leads",
+    pytest.param("jane_austen", marks=UNSEEN_DOMAIN),
+]
+
+
+def _corpus(human_embeddings, corpus: str) -> list[np.ndarray]:
+    if corpus not in human_embeddings:
+        pytest.skip(f"{corpus} comes from a Debian package")
+    return human_embeddings[corpus]
 
 
 def _keys(mpnet):
@@ -51,10 +79,10 @@ def _keys(mpnet):
     return [WatermarkKey(bytes([i]) * 32, mpnet.identity, avoid) for i in range(N_KEYS)]
 
 
-@pytest.mark.parametrize("corpus", ["cnn_dailymail", "wikipedia_leads"])
+@pytest.mark.parametrize("corpus", CORPORA)
 @pytest.mark.parametrize("statistic", ["alignment", "z", "scan"])
 def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str) -> None:
-    embeddings = human_embeddings[corpus]
+    embeddings = _corpus(human_embeddings, corpus)
     n = len(embeddings)
     bound = stats.binom.ppf(0.999, n, 0.01)  # one-sided 99.9% binomial bound on the count
     pooled = []
@@ -70,11 +98,11 @@ def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str)
     assert np.mean(pooled_arr < 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / pooled_arr.size)
 
 
-@pytest.mark.parametrize("corpus", ["cnn_dailymail", "wikipedia_leads"])
+@pytest.mark.parametrize("corpus", CORPORA)
 def test_sentence_p_values_hold_per_key(mpnet, human_embeddings, corpus: str) -> None:
     # Localisation on human text: a sentence gets p < 0.05 about 5% of the time, per key.
     # Sentences of one text are correlated, so the bound uses texts (one sentence each).
-    embeddings = human_embeddings[corpus]
+    embeddings = _corpus(human_embeddings, corpus)
     rng = np.random.default_rng(0)
     for key in _keys(mpnet):
         det = SAMarkDetector(key, mpnet)

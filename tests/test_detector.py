@@ -28,15 +28,19 @@ def detector(mpnet, mpnet_key):
 def test_result_fields(detector) -> None:
     d = detector.detect(TEXT)
     assert d.n_units == 6 and len(d.sentences) == 6
-    assert 0 < d.p_value <= 1 and d.n_null == 999
+    assert 0 < d.p_value <= 1 and d.details["n_null"] == 999
     assert d.is_watermarked == (d.p_value < 0.01)
-    assert len(d.flags) == 2 and set(d.flags) <= {-1, 1}
-    assert len(d.sentence_evidence) == 6 and len(d.channel_evidence) == 2
-    assert np.array(d.evidence).shape == (6, 2)
+    # SAMark's own structures live in details: flags, evidence per (sentence, channel)
+    assert len(d.details["flags"]) == 2 and set(d.details["flags"]) <= {-1, 1}
+    assert np.array(d.details["evidence"]).shape == (6, 2)
+    assert len(d.details["sentence_evidence"]) == 6 and len(d.details["channel_evidence"]) == 2
+    assert set(d.diagnostics) == {"flag_side_share", "mean_signed_cosine"}
     record = d.to_dict(details=True)
     json.dumps(record)
-    assert set(record) >= {"z", "p_value", "is_watermarked", "n_units", "evidence"}
-    assert "evidence" not in d.to_dict() and "sentence_p_values" not in d.to_dict()
+    assert set(record) >= {"z", "p_value", "is_watermarked", "n_units", "details"}
+    assert np.array(record["details"]["evidence"]).shape == (6, 2)
+    brief = d.to_dict()  # the answer and the diagnostics, no per-sentence arrays
+    assert "sentence_p_values" not in brief and brief["details"] == d.diagnostics
     assert len(record["sentence_p_values"]) == 6
     assert all(1 / 1000 <= p <= 1 for p in d.sentence_p_values)
     expected = tuple(i for i, p in enumerate(d.sentence_p_values) if p < 0.5)

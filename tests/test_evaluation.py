@@ -70,6 +70,30 @@ def test_experiment_errors_are_clear() -> None:
         Experiment.parse(TINY + scan_row.format("samark") + "prompts = 1\n")
     with pytest.raises(ExperimentError, match="unknown field 'owner'"):
         Experiment.parse(TINY + scan_row.format("samark") + 'owner = ["samark", "x"]\n')
+    with pytest.raises(ExperimentError, match="may not contain ','"):
+        Experiment.parse(TINY + '[[schemes]]\nname = "kgw"\nlabel = "KGW, again"\n')
+
+    def lengths(k: int, more: str = "") -> str:
+        return TINY.replace("bootstrap = 50", f"bootstrap = 50\nlengths = [{k}]\n{more}")
+
+    with pytest.raises(ExperimentError, match="sentence counts from 1 to 1"):
+        Experiment.parse(lengths(2))  # the full length is the detect stage's
+    with pytest.raises(ExperimentError, match="names no attack"):
+        Experiment.parse(lengths(1, 'length_attacks = ["Shuffle"]'))
+    ok = Experiment.parse(lengths(1, 'length_attacks = ["shuffle"]'))
+    assert ok.metrics.lengths == (1,) and ok.metrics.length_attacks == ("shuffle",)
+    # the judge's reference row: named, or the first row that writes no watermark
+    assert exp.reference_row() == exp.schemes[0]
+    named = TINY.replace("bootstrap = 50", 'bootstrap = 50\nreference = "kgw"')
+    assert Experiment.parse(named).reference_row() == exp.schemes[1]
+    with pytest.raises(ExperimentError, match="reference 'KGW' is not a row"):
+        Experiment.parse(named.replace('reference = "kgw"', 'reference = "KGW"'))
+    assert exp.only_schemes(["kgw"]).reference_row() is None
+    # the report's robustness-quality plot finds paraphrases by what the attack declares
+    from samark.evaluation.attacks.base import attack_is_paraphrase
+
+    assert attack_is_paraphrase("doc-p-local") and attack_is_paraphrase("doc-p")
+    assert not attack_is_paraphrase("shuffle") and not attack_is_paraphrase("doc-t")
     scan = Experiment.parse(TINY + scan_row.format("samark")).schemes[-1]
     assert scan.texts_owner == ("samark", exp.schemes[2].fingerprint)
     assert exp.schemes[2].texts_owner == ("samark", exp.schemes[2].fingerprint)
@@ -212,10 +236,12 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     status = _run(["eval", "status", str(run_dir)], tmp_path)
     assert status.returncode == 0, status.stderr[-2000:]
     cells = re.findall(r"(\d+)/(\d+)", status.stdout)
-    assert len(cells) == 3 * 5 and all(done == asked for done, asked in cells), status.stdout
+    assert len(cells) == 3 * 6 and all(done == asked for done, asked in cells), status.stdout
     # kgw: 2 prompts generated, 5 human negatives; each text is shuffled once and detected
-    # twice (as written and shuffled), and each non-empty one scored once for quality
-    gen, attacked_n, detected, human, quality = cells[5:10]
+    # twice (as written and shuffled), and each non-empty one scored once for quality; no
+    # lengths asked
+    gen, attacked_n, detected, human, by_length, quality = cells[6:12]
+    assert by_length == ("0", "0")
     assert gen == ("2", "2") and human == ("5", "5")
     assert int(detected[1]) == 2 * int(attacked_n[1]) == 4
     written = sum(bool(g["text"].strip()) for g in _lines(gens) if g["scheme"] == "kgw")
@@ -250,10 +276,14 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert len(new) == 4, Counter(r["attack"] for r in attacks)  # 2 texts x (kgw, samark)
     assert len(attacks) == 8  # the 4 shuffle records kept
     # 5. a detection-only row scores samark's texts under another statistic: it generates,
-    # attacks and scores quality for nothing; it detects every text and its own negatives
+    # attacks and scores quality for nothing; it detects every text and its own negatives.
+    # Power against length: every detector also scores each text's and negative's first
+    # sentence, as written and shuffled
     sizes = {p.name: p.stat().st_size for p in run_dir.glob("*.jsonl")}
     toml.write_text(
-        toml.read_text()
+        toml.read_text().replace(
+            "bootstrap = 50", 'bootstrap = 50\nlengths = [1]\nlength_attacks = ["shuffle"]'
+        )
         + textwrap.dedent("""
         [[schemes]]
         name = "samark"
@@ -272,7 +302,31 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert len(mine) == len([d for d in dets if d["scheme"] == "samark"]) >= 2
     scan_humans = [d for d in dets if d["scheme"] == "human" and "/scan/" in d["detector"]]
     assert len(scan_humans) == 5
-    assert "| samark scan |" in (run_dir / "report" / "report.md").read_text()
+    report = (run_dir / "report" / "report.md").read_text()
+    assert "| samark scan |" in report
+    prefixes = _lines(run_dir / "lengths.jsonl")
+    humans = Counter(d["detector"] for d in prefixes if d["scheme"] == "human")
+    assert sorted(humans.values()) == [5, 5, 5]  # kgw, samark z, samark scan
+    assert Counter(d["scheme"] for d in prefixes if d["scheme"] != "human") == {
+        "kgw": 4,  # 2 texts x (as written, shuffled) x one length
+        "samark": 4,
+        "samark scan": 4,
+    }
+    full = {(d["scheme"], d["item"], d["attack"]): d for d in dets if d["scheme"] != "human"}
+    for d in prefixes:
+        assert d["sentences"] == 1
+        if d["scheme"] == "human" or d["n_units"] == 0:
+            continue
+        whole = full[(d["scheme"], d["item"], d["attack"])]
+        if d["scheme"] == "kgw":  # fewer tokens than the two-sentence text
+            assert 0 < d["n_units"] < whole["n_units"]
+        else:
+            assert d["n_units"] == 1 and d["unit"] == "sentence"
+    assert "## Power against length" in report and "| 1 sent. | 2 sent. |" in report
+    assert (run_dir / "report" / "length.png").stat().st_size > 1000
+    status = _run(["eval", "status", str(run_dir)], tmp_path)
+    cells = re.findall(r"(\d+)/(\d+)", status.stdout)
+    assert cells[6 + 4] == ("4", "4") and all(d == a for d, a in cells), status.stdout
 
 
 def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> None:

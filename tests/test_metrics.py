@@ -87,7 +87,7 @@ def test_judge_parsers() -> None:
 def test_local_judge_scores_verdicts_exactly_and_cancels_position(smollm2) -> None:
     import torch
 
-    from samark.chat import LocalChatModel, _template_ids
+    from samark.evaluation.chat import LocalChatModel, _template_ids
     from samark.evaluation.judge import _local_pairwise, pairwise_messages
 
     judge = LocalChatModel(smollm2.name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -115,3 +116,27 @@ def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
             assert got["p_value"] == pytest.approx(want.p_value, abs=2.5e-3)
             assert got["n_units"] == want.n_units and got["error"] is None
     assert f"{len(TEXTS)} records" in result.stderr
+
+
+def test_an_embedder_remembers_sentences_only_within_the_block(minilm) -> None:
+    calls: list[list[str]] = []
+    real = minilm._encode
+
+    def counting(sentences: list[str]) -> np.ndarray:
+        calls.append(list(sentences))
+        return real(sentences)
+
+    minilm._encode = counting
+    try:
+        with minilm.remembering():
+            first = minilm.encode(["A cat sat.", "A dog ran."])
+            again = minilm.encode(["A dog ran.", "A bird sang.", "A dog ran."])
+        after = minilm.encode(["A dog ran."])
+    finally:
+        del minilm._encode
+    # inside: each distinct sentence embedded once, in order; outside: afresh
+    assert calls == [["A cat sat.", "A dog ran."], ["A bird sang."], ["A dog ran."]]
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[2], first[1])
+    assert again.shape == (3, minilm.dim)
+    assert np.allclose(after[0], first[1], atol=1e-5)
+    assert minilm._memo is None

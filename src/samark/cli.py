@@ -756,7 +756,7 @@ def models_install(
     except SamarkError as exc:
         raise _fail(str(exc)) from None
     if "wordnet" in chosen:
-        from samark.wordnet import install_wordnet
+        from samark.evaluation.wordnet import install_wordnet
 
         try:
             err.print(f"WordNet: {install_wordnet()}")
@@ -781,8 +781,12 @@ def eval_run(
         Path | None, typer.Option("--out", "-o", help="Run folder (default: runs/<name>).")
     ] = None,
     stages: Annotated[
-        str, typer.Option(help="Comma-separated stages: generate,attack,detect,quality.")
-    ] = "generate,attack,detect,quality",
+        str,
+        typer.Option(
+            help="Comma-separated stages: generate,attack,detect,length,quality (length "
+            "does work only with [metrics] lengths)."
+        ),
+    ] = "generate,attack,detect,length,quality",
     prompts: Annotated[
         int | None, typer.Option(help="Use only the first N prompts (a slice of the run).")
     ] = None,
@@ -845,10 +849,11 @@ def eval_status(
         rows = Run.open(run_dir, prompts=prompts).status()
     except SamarkError as exc:
         raise _fail(str(exc)) from None
-    table = Table("scheme", "generate", "attack", "detect", "human", "quality")
+    columns = ("generate", "attack", "detect", "human", "length", "quality")
+    table = Table("scheme", *columns)
     for row in rows:
         cells = []
-        for stage in ("generate", "attack", "detect", "human", "quality"):
+        for stage in columns:
             done, asked = row[stage]
             cells.append(f"[green]{done}/{asked}[/]" if done >= asked else f"{done}/{asked}")
         table.add_row(row["scheme"], *cells)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -16,8 +16,15 @@ class Detection:
     score; compared with a fixed threshold it is *not* calibrated, so it decides nothing on
     its own. ``score`` is the value of the test statistic named by ``statistic`` (by default
     z itself) whose rank among the null pivot sets gives ``p_value``. ``n_units`` counts
-    what the detector scored, in ``unit`` ("sentence" for SAMark, "token" for token-level
-    schemes): the amount of evidence behind the answer.
+    what the detector scored, in ``unit`` ("sentence" for sentence-level schemes, "token"
+    for token-level ones): the amount of evidence behind the answer.
+
+    What only one scheme has lives in ``details``, named in that scheme's own terms. Its
+    float entries are signal diagnostics, kept by the evaluation harness and always in
+    :meth:`to_dict` (SAMark: ``flag_side_share``, ``mean_signed_cosine``; KGW and Unigram:
+    ``green_fraction``; SynthID: ``g_value_mean``; ...). Its other entries are the scheme's
+    structures, output only when asked (SAMark: ``n_null``, the inferred ``flags``, the
+    per-sentence and per-channel ``evidence``).
     """
 
     scheme: str
@@ -28,18 +35,18 @@ class Detection:
     score: float
     n_units: int
     unit: str = "sentence"
-    n_null: int = 0
-    flags: tuple[int, ...] = ()
+    #: the sentences scored (sentence-level schemes)
     sentences: tuple[str, ...] = field(default=(), repr=False)
-    sentence_evidence: tuple[float, ...] = field(default=(), repr=False)
-    channel_evidence: tuple[float, ...] = field(default=(), repr=False)
-    evidence: tuple[tuple[float, ...], ...] = field(default=(), repr=False)
     #: localisation: one calibrated p-value per sentence (small = this sentence carries the
     #: mark); exact for each sentence of a text that does not depend on the key
     sentence_p_values: tuple[float, ...] = field(default=(), repr=False)
-    #: signal diagnostics, named in the scheme's own units (SAMark: ``flag_side_share``,
-    #: ``mean_signed_cosine``; KGW: ``green_fraction``; SynthID: ``g_value_mean``)
-    details: dict[str, float] = field(default_factory=dict)
+    #: the scheme's own quantities: float signal diagnostics and its other structures
+    details: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def diagnostics(self) -> dict[str, float]:
+        """The float entries of ``details``: the scheme's signal diagnostics."""
+        return {k: v for k, v in self.details.items() if isinstance(v, float)}
 
     @property
     def is_watermarked(self) -> bool:
@@ -59,31 +66,33 @@ class Detection:
         return tuple(i for i, p in enumerate(self.sentence_p_values) if p < alpha)
 
     def to_dict(self, *, details: bool = False) -> dict[str, Any]:
-        """JSON-ready fields; with ``details``, per-sentence and per-channel evidence too."""
-        out = asdict(self)
-        out["is_watermarked"] = self.is_watermarked
-        out["z"] = _finite(self.z)
-        out["score"] = _finite(self.score)
-        out["flags"] = list(self.flags)
+        """JSON-ready fields with the signal diagnostics; with ``details``, the sentences,
+        their p-values and every entry of ``details`` too."""
+        out = {
+            "scheme": self.scheme,
+            "p_value": self.p_value,
+            "is_watermarked": self.is_watermarked,
+            "alpha": self.alpha,
+            "z": _finite(self.z),
+            "statistic": self.statistic,
+            "score": _finite(self.score),
+            "n_units": self.n_units,
+            "unit": self.unit,
+            "details": {k: _finite(v) for k, v in self.diagnostics.items()},
+        }
         if details:
             out["sentences"] = list(self.sentences)
-            out["sentence_evidence"] = list(self.sentence_evidence)
-            out["channel_evidence"] = list(self.channel_evidence)
-            out["evidence"] = [list(row) for row in self.evidence]
             out["sentence_p_values"] = list(self.sentence_p_values)
-        else:
-            for name in _PER_SENTENCE:
-                out.pop(name)
+            out["details"] = {k: _json(v) for k, v in self.details.items()}
         return out
 
 
-_PER_SENTENCE = (
-    "sentences",
-    "sentence_evidence",
-    "channel_evidence",
-    "evidence",
-    "sentence_p_values",
-)
+def _json(value: Any) -> Any:
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, tuple | list):
+        return [_json(v) for v in value]
+    return value
 
 
 def _finite(x: float) -> float | str:

@@ -133,16 +133,17 @@ class SAMarkDetector:
             statistic=self.statistic,
             score=float(values[0]),
             n_units=int(embeddings.shape[0]),
-            n_null=self.n_null,
-            flags=tuple(int(f) for f in flags),
             sentences=tuple(sentences or ()),
-            sentence_evidence=tuple(float(x) for x in own.mean(axis=1)),
-            channel_evidence=tuple(float(x) for x in own.mean(axis=0)),
-            evidence=tuple(tuple(float(x) for x in row) for row in own),
             sentence_p_values=tuple(float(p) for p in sentence_p_values(evidence)),
             details={
                 # share of (sentence, channel) cosines on the majority-voted flag side
                 "flag_side_share": float((signed > 0).mean()),
                 "mean_signed_cosine": float(signed.mean()),
+                "n_null": self.n_null,
+                "flags": tuple(int(f) for f in flags),
+                # tanh alignment per (sentence, channel), and its means
+                "evidence": tuple(tuple(float(x) for x in row) for row in own),
+                "sentence_evidence": tuple(float(x) for x in own.mean(axis=1)),
+                "channel_evidence": tuple(float(x) for x in own.mean(axis=0)),
             },
         )

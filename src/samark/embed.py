@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import threading
+from collections.abc import Iterator
 from importlib import resources
 
 import numpy as np
@@ -38,6 +40,8 @@ class Embedder:
         self.dim = int(dim)
         self._identity: EmbedderIdentity | None = None
         self._lock = threading.Lock()
+        #: sentence -> embedding while ``remembering()``; None otherwise
+        self._memo: dict[str, np.ndarray] | None = None
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -56,10 +60,34 @@ class Embedder:
             return None
         return np.array(entry["directions"], dtype=np.float64)
 
+    @contextlib.contextmanager
+    def remembering(self) -> Iterator[None]:
+        """Within the block, a sentence seen before is not embedded again (its earlier
+        vector is returned). For work that re-scores the same sentences, such as the
+        prefixes of a text; outside it, every call embeds afresh, so that what a call
+        returns never depends on what was embedded before it."""
+        outer = self._memo
+        if outer is None:
+            self._memo = {}
+        try:
+            yield
+        finally:
+            if outer is None:
+                self._memo = None
+
     def encode(self, sentences: list[str]) -> np.ndarray:
         """Embeddings of ``sentences``, shape ``(len, dim)``, float64, unit L2 norm."""
         if not sentences:
             return np.zeros((0, self.dim))
+        memo = self._memo
+        if memo is not None:
+            new = list(dict.fromkeys(s for s in sentences if s not in memo))
+            if new:
+                memo.update(zip(new, self._encode(new), strict=True))
+            return np.stack([memo[s] for s in sentences])
+        return self._encode(sentences)
+
+    def _encode(self, sentences: list[str]) -> np.ndarray:
         with self._lock:
             out = self._model.encode(
                 sentences,

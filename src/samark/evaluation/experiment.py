@@ -108,6 +108,14 @@ class MetricsSpec:
     fprs: tuple[float, ...] = (0.01, 0.05)
     #: the calibrated decision p < alpha whose TPR and human FPR the report shows
     alpha: float = 0.01
+    #: the label of the row the judge compares every other row with (default: the first
+    #: row whose scheme writes no watermark)
+    reference: str | None = None
+    #: power against length: every detector also scores the first k sentences of each text
+    #: and of each human negative, for k in ``lengths`` (each below [dataset] sentences,
+    #: whose point the detect stage gives), with no attack and under ``length_attacks``
+    lengths: tuple[int, ...] = ()
+    length_attacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,16 @@ class Experiment:
             dataclasses.replace(s, prompts=min(s.prompts or prompts, prompts)) for s in self.schemes
         )
         return dataclasses.replace(self, schemes=schemes)
+
+    def reference_row(self) -> SchemeSpec | None:
+        """The row the judge and the quality deltas compare with: ``[metrics] reference``,
+        else the first row whose scheme writes no watermark (None if there is none)."""
+        from samark.schemes.base import scheme_info
+
+        if self.metrics.reference is not None:
+            # None when --schemes left the named row out
+            return next((s for s in self.schemes if s.label == self.metrics.reference), None)
+        return next((s for s in self.schemes if not scheme_info(s.name).detectable), None)
 
     def only_schemes(self, labels: list[str]) -> Experiment:
         """The same experiment restricted to these scheme rows (for splitting work)."""
@@ -188,13 +206,20 @@ class Experiment:
             for i, a in enumerate(raw.get("attacks", []))
         )
         schemes = _resolve_texts_from(schemes, where)
-        for kind, items in (("scheme", schemes), ("attack", attacks)):
+        for kind, items, sep in (("scheme", schemes, ","), ("attack", attacks, ";")):
             labels = [x.label for x in items]
             dup = {x for x in labels if labels.count(x) > 1}
             if dup:
                 raise ExperimentError(f"{where}: duplicate {kind} labels {sorted(dup)}")
+            # `samark eval run --schemes A,B --attacks "A;B"` splits labels on these
+            bad = [x for x in labels if sep in x]
+            if bad:
+                raise ExperimentError(
+                    f"{where}: {kind} labels may not contain {sep!r} (the CLI's "
+                    f"separator for {kind} labels): {bad}"
+                )
         metrics_raw = dict(raw.get("metrics", {}))
-        for f in ("quality", "fprs"):
+        for f in ("quality", "fprs", "lengths", "length_attacks"):
             if f in metrics_raw:
                 metrics_raw[f] = tuple(metrics_raw[f])
         metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
@@ -210,6 +235,12 @@ class Experiment:
             raise ExperimentError(f"{where} [metrics]: fprs must be one or more in (0, 1)")
         if not 0 < metrics.alpha < 1:
             raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
+        _check_lengths(metrics, dataset.sentences, attacks, where)
+        if metrics.reference is not None and metrics.reference not in {s.label for s in schemes}:
+            raise ExperimentError(
+                f"{where} [metrics]: reference {metrics.reference!r} is not a row; rows: "
+                f"{[s.label for s in schemes]}"
+            )
         key = str(top.get("key", "secret"))
         if key not in KEY_KINDS:
             raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")
@@ -225,6 +256,27 @@ class Experiment:
             key=key,
             source=text,
         )
+
+
+def _check_lengths(
+    metrics: MetricsSpec, sentences: int, attacks: tuple[AttackSpec, ...], where: str
+) -> None:
+    bad = [k for k in metrics.lengths if not isinstance(k, int) or not 1 <= k < sentences]
+    if bad or len(set(metrics.lengths)) != len(metrics.lengths):
+        raise ExperimentError(
+            f"{where} [metrics]: lengths must be distinct sentence counts from 1 to "
+            f"{sentences - 1} (the detect stage scores the full {sentences}); got "
+            f"{list(metrics.lengths)}"
+        )
+    labels = [a.label for a in attacks]
+    unknown = [a for a in metrics.length_attacks if a not in labels]
+    if unknown:
+        raise ExperimentError(
+            f"{where} [metrics]: length_attacks names no attack of the experiment: "
+            f"{unknown}; attacks: {labels}"
+        )
+    if metrics.length_attacks and not metrics.lengths:
+        raise ExperimentError(f"{where} [metrics]: length_attacks needs lengths")
 
 
 Labelled = TypeVar("Labelled", SchemeSpec, AttackSpec)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from samark.chat import ChatModel, LocalChatModel, chat_model
+from samark.evaluation.chat import ChatModel, LocalChatModel, chat_model
 
 if TYPE_CHECKING:
     from samark.evaluation.runner import Run
@@ -143,7 +143,7 @@ def _outcome(winner: str | None, *, mine: str) -> str | None:
 def run_judge(run: Run) -> None:
     """Pairwise judgements vs. the unwatermarked row, and one blind ranking per item."""
     exp = run.experiment
-    reference = next((s for s in exp.schemes if s.name == "unwatermarked"), None)
+    reference = exp.reference_row()
     if reference is None:
         return
     judge_spec: Any = exp.metrics.judge

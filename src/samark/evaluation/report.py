@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from samark.evaluation.attacks.base import attack_is_paraphrase
 from samark.evaluation.detection_metrics import (
     auc,
     bootstrap_interval,
@@ -75,6 +76,55 @@ def detection_table(run: Run) -> pd.DataFrame:
                 )
                 row[f"{tag}_lo"], row[f"{tag}_hi"] = lo, hi
             rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def length_table(run: Run) -> pd.DataFrame:
+    """Power against length (``[metrics] lengths``): per (scheme, attack, k sentences),
+    TP at the first FPR with its bootstrap interval (thresholds from the human negatives'
+    first k sentences, scored by the same detector) and the calibrated rates. The full
+    length comes from the detect stage."""
+    exp = run.experiment
+    rows: list[dict[str, Any]] = []
+    lengths = pd.DataFrame(run.current_records(run.lengths))
+    if not exp.metrics.lengths or lengths.empty:
+        return pd.DataFrame(rows)
+    full = pd.DataFrame(run.current_records(run.detections))
+    fpr, alpha = exp.metrics.fprs[0], exp.metrics.alpha
+    for spec in exp.schemes:
+        for k in [*sorted(exp.metrics.lengths), exp.dataset.sentences]:
+            records = full if k == exp.dataset.sentences else lengths[lengths["sentences"] == k]
+            if records.empty:
+                continue
+            mine = records[records["scheme"] == spec.label]
+            if mine.empty:
+                continue
+            humans = _humans(run, records, mine["detector"].iloc[0])
+            if humans.empty:
+                continue
+            neg = evidence(humans["p_value"], humans["z"])
+            for attack in [NO_ATTACK, *exp.metrics.length_attacks]:
+                sub = mine[mine["attack"] == attack]
+                if sub.empty:
+                    continue
+                pos = evidence(sub["p_value"], sub["z"])
+                lo, hi = bootstrap_interval(
+                    neg, pos, functools.partial(_tpr, fpr=fpr), samples=exp.metrics.bootstrap
+                )
+                rows.append(
+                    {
+                        "scheme": spec.label,
+                        "attack": attack,
+                        "sentences": k,
+                        "n_positive": len(pos),
+                        "n_negative": len(neg),
+                        fpr_tag(fpr): tpr_at_fpr(neg, pos, fpr),
+                        f"{fpr_tag(fpr)}_lo": lo,
+                        f"{fpr_tag(fpr)}_hi": hi,
+                        decision_tag(alpha): rate_below(sub["p_value"], alpha),
+                        human_fpr_tag(alpha): rate_below(humans["p_value"], alpha),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -171,7 +221,8 @@ def quality_table(run: Run) -> pd.DataFrame:
             row["avg_rank"] = float(np.mean(ranks))
         rows.append(row)
     df = pd.DataFrame(rows)
-    ref = next((s.label for s in exp.schemes if s.name == "unwatermarked"), None)
+    reference = exp.reference_row()
+    ref = reference.label if reference is not None else None
     if ref is not None and "avg_rank" in df:
         base = df.loc[df["scheme"] == ref, "avg_rank"]
         if len(base) and math.isfinite(base.iloc[0]):
@@ -383,6 +434,7 @@ def _markdown(
     sig: pd.DataFrame,
     gsig: pd.DataFrame,
     corpora: pd.DataFrame,
+    by_length: pd.DataFrame,
 ) -> str:
     exp = run.experiment
     lines = [f"# Experiment `{exp.name}`", ""]
@@ -475,6 +527,8 @@ def _markdown(
                 f"| {scheme} | " + " | ".join(_pct(by[c]) if c in by else "" for c in names) + " |"
             )
         lines.append("")
+    if not by_length.empty:
+        lines += _length_section(run, by_length)
     if not qual.empty:
         judge = exp.metrics.judge or "local"
         lines += [
@@ -614,8 +668,38 @@ def _markdown(
                 f"| {_num(r['margin_sd'])} | {_num(r['text_topic_offset'], 4)} |"
             )
         lines.append("")
-    lines += ["Plots: `roc.png`, `scores.png`, `tradeoff.png`.", ""]
+    plots = ["roc.png", "scores.png", "tradeoff.png", *(["length.png"] if len(by_length) else [])]
+    lines += ["Plots: " + ", ".join(f"`{p}`" for p in plots) + ".", ""]
     return "\n".join(lines)
+
+
+def _length_section(run: Run, by_length: pd.DataFrame) -> list[str]:
+    exp = run.experiment
+    tag, decided = fpr_tag(exp.metrics.fprs[0]), decision_tag(exp.metrics.alpha)
+    ks = sorted(set(by_length["sentences"]))
+    lines = [
+        "## Power against length",
+        "",
+        f"{tag.replace('tp@fp', 'TP@FP')} / share with p < {exp.metrics.alpha:g} (%) on the "
+        "first k sentences of each text, against the same detector on the first k sentences "
+        f"of each human negative (the full {exp.dataset.sentences} from the detection table). "
+        "Under an attack, the first k sentences of the attacked text stand in for attacking "
+        "a k-sentence text. Intervals in `length.csv`.",
+        "",
+    ]
+    for attack, per_attack in by_length.groupby("attack", sort=False):
+        lines += [
+            f"### {attack}",
+            "",
+            "| scheme | " + " | ".join(f"{k} sent." for k in ks) + " |",
+            "|---" * (len(ks) + 1) + "|",
+        ]
+        for scheme, sub in per_attack.groupby("scheme", sort=False):
+            at = {int(r["sentences"]): r for _, r in sub.iterrows()}
+            cells = [f"{_pct(at[k][tag])} / {_pct(at[k][decided])}" if k in at else "" for k in ks]
+            lines.append(f"| {scheme} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
 
 
 SIGNAL_BASE_COLUMNS = ("scheme", "attack", "n", "units", "units_kept")
@@ -751,7 +835,7 @@ def _plots(
             (
                 a.label
                 for a in reversed(exp.attacks)
-                if a.name in ("doc-p", "doc-p-local") and a.label not in unfaithful
+                if attack_is_paraphrase(a.name) and a.label not in unfaithful
             ),
             NO_ATTACK,
         )
@@ -769,6 +853,29 @@ def _plots(
         plt.close(fig)
 
 
+def _length_plot(run: Run, by_length: pd.DataFrame, folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tag = fpr_tag(run.experiment.metrics.fprs[0])
+    attacks = list(dict.fromkeys(by_length["attack"]))
+    fig, axes = plt.subplots(1, len(attacks), figsize=(5 * len(attacks), 4), squeeze=False)
+    for ax, attack in zip(axes[0], attacks, strict=True):
+        for scheme, sub in by_length[by_length["attack"] == attack].groupby("scheme", sort=False):
+            sub = sub.sort_values("sentences")
+            ax.plot(sub["sentences"], 100 * sub[tag], marker="o", lw=1.2, label=scheme)
+        ax.set_title(attack)
+        ax.set_xlabel("sentences")
+        ax.set_ylabel(tag.replace("tp@fp", "TP@FP") + " (%)")
+        ax.set_ylim(0, 101)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(folder / "length.png", dpi=120)
+    plt.close(fig)
+
+
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write the tables and plots into ``out_dir`` (default: ``report/`` inside the run
     folder); returns the markdown file."""
@@ -780,6 +887,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     eff, att, sig = efficiency_table(run), attack_table(run), signal_table(run)
     gsig = generation_signal_table(run)
     corpora = corpus_fpr_table(run)
+    by_length = length_table(run)
     for name, df in (
         ("generation_signal", gsig),
         ("detection", det),
@@ -788,11 +896,16 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
         ("attacks", att),
         ("signal", sig),
         ("corpus_fpr", corpora),
+        ("length", by_length),
     ):
         df.to_csv(folder / f"{name}.csv", index=False)
     md = folder / "report.md"
-    md.write_text(_markdown(run, det, qual, eff, att, sig, gsig, corpora), encoding="utf-8")
+    md.write_text(
+        _markdown(run, det, qual, eff, att, sig, gsig, corpora, by_length), encoding="utf-8"
+    )
     _plots(run, det, qual, att, folder)
+    if not by_length.empty:
+        _length_plot(run, by_length, folder)
     return md
 
 
@@ -802,6 +915,7 @@ __all__ = [
     "detection_table",
     "efficiency_table",
     "generation_signal_table",
+    "length_table",
     "quality_table",
     "signal_table",
     "write_report",

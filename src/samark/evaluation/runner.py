@@ -1,11 +1,12 @@
 """A run folder and the experiment it runs: inputs (examples, negatives, key), the shared
 models, the stage stores and their cache keys, status. Each stage is its own module
-(``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_quality``), cached in the
-run folder as append-only JSONL:
+(``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_length``,
+``stage_quality``), cached in the run folder as append-only JSONL:
 
-``generations`` -> ``attacks`` -> ``detections`` -> ``quality``. A record's key names its
-scheme (label + parameter fingerprint), item, seed and attack, so re-running does no model
-work, adding an attack runs only that attack, and a killed run resumes where it stopped.
+``generations`` -> ``attacks`` -> ``detections`` (-> ``lengths``) -> ``quality``. A record's
+key names its scheme (label + parameter fingerprint), item, seed and attack, so re-running
+does no model work, adding an attack runs only that attack, and a killed run resumes where
+it stopped.
 The run's secret key lives in ``key.json`` (mode 0600) and appears in no other file; an
 experiment with ``key = "public"`` derives its key from its name and seed instead, so that
 its records can be shared and resumed anywhere (and its watermark forged by anyone).
@@ -23,7 +24,13 @@ from tqdm.auto import tqdm
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import SamarkError
-from samark.evaluation import stage_attack, stage_detect, stage_generate, stage_quality
+from samark.evaluation import (
+    stage_attack,
+    stage_detect,
+    stage_generate,
+    stage_length,
+    stage_quality,
+)
 from samark.evaluation.attacks import Attack, create_attack
 from samark.evaluation.experiment import NO_ATTACK, AttackSpec, Experiment, SchemeSpec
 from samark.evaluation.store import Stage
@@ -31,7 +38,7 @@ from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
 
-STAGES = ("generate", "attack", "detect", "quality")
+STAGES = ("generate", "attack", "detect", "length", "quality")
 T = TypeVar("T")
 
 
@@ -62,6 +69,7 @@ class Run:
         self.generations = Stage(self.dir / "generations.jsonl")
         self.attacks = Stage(self.dir / "attacks.jsonl")
         self.detections = Stage(self.dir / "detections.jsonl")
+        self.lengths = Stage(self.dir / "lengths.jsonl")
         self.quality = Stage(self.dir / "quality.jsonl")
         self._schemes: dict[str, Watermark] = {}
         self._attackers: dict[str, Attack] = {}
@@ -185,6 +193,11 @@ class Run:
             self._attackers[spec.label] = create_attack(spec.name, **spec.params)
         return self._attackers[spec.label]
 
+    def in_order(self, items: list[T]) -> list[T]:
+        """A stage's work list in this process's order: last-first with ``reverse``, so that
+        two processes on one folder meet in the middle rather than do the same items."""
+        return items[::-1] if self.reverse else items
+
     def bar(self, items: Iterable[T] | None, desc: str, total: int | None = None) -> tqdm:
         """The one progress-bar style: over ``items``, or updated by hand (``items=None``)."""
         return tqdm(items, desc=desc, total=total, disable=not self.progress)
@@ -218,6 +231,8 @@ class Run:
                 for g in gens
                 for label in (NO_ATTACK, *(a.label for a in exp.attacks))
             )
+            lengths = exp.metrics.lengths if detectable else ()
+            length_attacks = (NO_ATTACK, *exp.metrics.length_attacks)
             rows.append(
                 {
                     "scheme": spec.label,
@@ -233,6 +248,15 @@ class Run:
                         else 0,
                         len(negatives) if detectable else 0,
                     ),
+                    "length": (
+                        sum(
+                            self.length_key("", spec, g["item"], attack, k) in self.lengths
+                            for g in gens
+                            for attack in length_attacks
+                            for k in lengths
+                        ),
+                        len(gens) * len(length_attacks) * len(lengths),
+                    ),
                     "quality": (
                         sum(self.quality_key(spec, g["item"]) in self.quality for g in gens),
                         len(self.row_generations(spec, written=True)) if spec.writes else 0,
@@ -244,28 +268,43 @@ class Run:
     def current_records(self, stage: Stage) -> list[dict[str, Any]]:
         """The records of ``stage`` that the experiment as it now stands asks for. A row or
         attack whose parameters (or scheme revision) changed keeps its label but not its
-        fingerprint: its old records stay in the file, and a report must not mix them in."""
-        exp = self.experiment
-        rows = {(s.label, s.fingerprint) for s in exp.schemes}
-        owners = {s.texts_owner for s in exp.schemes}
-        attacks = {(a.label, a.fingerprint) for a in exp.attacks}
-        sentences = str(exp.dataset.sentences)
+        fingerprint: its old records stay in the file, and a report must not mix them in.
+        The keys asked for are built by the same methods the stages write with, so the two
+        cannot disagree. Human detections are kept whole (tables filter them by negative
+        id and k), and judge records by their row."""
+        asked = self._asked_keys()
+        rows = {(s.label, s.fingerprint) for s in self.experiment.schemes}
 
-        def current(key: list[str]) -> bool:
-            kind = key[0]
-            if kind == "gen":
-                return (key[1], key[2]) in owners and key[4] == sentences
-            if kind == "attack":
-                return (key[1], key[2]) in owners and (key[4], key[5]) in attacks
-            if kind == "detect":
-                return (key[1], key[2]) in rows and (
-                    (key[4], key[5]) in attacks or key[4] == NO_ATTACK
-                )
-            if kind in ("quality", "judge"):
+        def current(key: tuple[str, ...]) -> bool:
+            if key[0] in ("gen", "attack", "detect", "quality") or self._row_length_key(key):
+                return key in asked
+            if key[0] == "judge":
                 return (key[1], key[2]) in rows
-            return True  # human detections (filtered by negative id) and judge rankings
+            return True  # human detections (det, "human", id), human lengths, rankings
 
-        return [r for r in stage.records() if current(r["key"])]
+        return [r for r in stage.records() if current(tuple(r["key"]))]
+
+    @staticmethod
+    def _row_length_key(key: tuple[str, ...]) -> bool:
+        return key[0] == "length" and len(key) == 7
+
+    def _asked_keys(self) -> set[tuple[str, ...]]:
+        """Every generation, attack, detection, length and quality key of the experiment."""
+        exp = self.experiment
+        metrics = exp.metrics
+        out: set[tuple[str, ...]] = set()
+        for spec in exp.schemes:
+            for e in self.examples()[: spec.prompts or None]:
+                out.add(self.gen_key(spec, e))
+                out.add(self.quality_key(spec, e.id))
+                for a in exp.attacks:
+                    out.add(self.attack_key(spec, e.id, a))
+                for attack in (NO_ATTACK, *(a.label for a in exp.attacks)):
+                    out.add(self.det_key(spec, e.id, attack))
+                for attack in (NO_ATTACK, *metrics.length_attacks):
+                    for k in metrics.lengths:
+                        out.add(self.length_key("", spec, e.id, attack, k))
+        return out
 
     # ---------- helpers ----------
     def detectable(self, spec: SchemeSpec) -> bool:
@@ -294,6 +333,16 @@ class Run:
         fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
         return ("detect", spec.label, spec.fingerprint, item, attack, fp)
 
+    def length_key(
+        self, detector: str, spec: SchemeSpec | None, item: str, attack: str, sentences: int
+    ) -> tuple[str, ...]:
+        """The length stage's key: a human negative's (``spec`` None) or a row's text's
+        first ``sentences`` sentences."""
+        if spec is None:
+            return ("length", detector, "human", item, str(sentences))
+        fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
+        return ("length", spec.label, spec.fingerprint, item, attack, fp, str(sentences))
+
     def quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
         return (
             "quality",
@@ -317,5 +366,6 @@ STAGE_RUNNERS: dict[str, Callable[[Run], None]] = {
     "generate": stage_generate.run_stage,
     "attack": stage_attack.run_stage,
     "detect": stage_detect.run_stage,
+    "length": stage_length.run_stage,
     "quality": stage_quality.run_stage,
 }

@@ -22,6 +22,7 @@ def run_stage(run: Run) -> None:
             if not spec.writes or not run.detectable(spec):
                 continue  # a texts_from row scores its owner's attacked texts
             gens = run.row_generations(spec)
+            # in prompt order whatever --reverse says: a batch's seed is its first item's
             todo = [g for g in gens if run.attack_key(spec, g["item"], aspec) not in run.attacks]
             if not todo:
                 continue

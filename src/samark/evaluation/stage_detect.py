@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from samark.datasets import Document
 from samark.errors import EmptyTextError
 from samark.evaluation.experiment import NO_ATTACK
+from samark.evaluation.store import Stage
 from samark.schemes import Watermark
 
 if TYPE_CHECKING:
@@ -27,11 +28,13 @@ def run_stage(run: Run) -> None:
         if det not in done_humans:
             done_humans.add(det)
             negatives = negatives if negatives is not None else run.negatives()
-            todo = [d for d in negatives if (det, "human", d.id) not in run.detections]
+            todo = run.in_order(
+                [d for d in negatives if (det, "human", d.id) not in run.detections]
+            )
             for i, doc in enumerate(run.bar(todo, f"detect human ({spec.label})")):
-                _share_work(run, i)
-                _detect_one(
-                    run,
+                share_work(run.detections, i)
+                detect_into(
+                    run.detections,
                     scheme,
                     (det, "human", doc.id),
                     doc.text,
@@ -57,23 +60,26 @@ def run_stage(run: Run) -> None:
                             {"item": g["item"], "attack": aspec.label},
                         )
                     )
-        todo_t = [t for t in texts if t[0] not in run.detections]
+        todo_t = run.in_order([t for t in texts if t[0] not in run.detections])
         for i, (key, text, meta) in enumerate(run.bar(todo_t, f"detect {spec.label}")):
-            _share_work(run, i)
-            _detect_one(run, scheme, key, text, {"detector": det, "scheme": spec.label, **meta})
+            share_work(run.detections, i)
+            detect_into(
+                run.detections, scheme, key, text, {"detector": det, "scheme": spec.label, **meta}
+            )
 
 
-def _share_work(run: Run, done: int, every: int = 64) -> None:
+def share_work(store: Stage, done: int, every: int = 64) -> None:
     """Every ``every`` detections, re-read the store: another process on the same folder
     (``--reverse``, or an overlapping ``--schemes``) may have scored some meanwhile."""
     if done % every == every - 1:
-        run.detections.reload()
+        store.reload()
 
 
-def _detect_one(
-    run: Run, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
+def detect_into(
+    store: Stage, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
 ) -> None:
-    if key in run.detections:
+    """Score ``text`` and append the record under ``key`` (nothing to score: p = 1)."""
+    if key in store:
         return  # scored by another process since this one listed its work
     start = time.perf_counter()
     try:
@@ -85,9 +91,9 @@ def _detect_one(
             "score": d.score,
             "n_units": d.n_units,
             "unit": d.unit,
-            "details": dict(d.details),
+            "details": d.diagnostics,
         }
     except EmptyTextError:
         rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
     rec["seconds"] = time.perf_counter() - start
-    run.detections.append(key, {**meta, **rec})
+    store.append(key, {**meta, **rec})

@@ -21,8 +21,7 @@ def run_stage(run: Run) -> None:
         todo = [e for e in items if run.gen_key(spec, e) not in run.generations]
         if not todo:
             continue
-        if run.reverse:
-            todo.reverse()
+        todo = run.in_order(todo)
         scheme = run.scheme(spec)
         bar = run.bar(None, f"generate {spec.label}", total=len(todo))
         size = scheme.batch_size

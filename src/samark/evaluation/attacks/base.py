@@ -20,6 +20,9 @@ class Attack(abc.ABC):
     name: str
     #: one line for ``samark attack --list``
     summary: str = ""
+    #: rewrites whole paragraphs in other words (the report's robustness-quality plot uses
+    #: the last meaning-preserving one of the experiment)
+    paraphrase: bool = False
 
     @abc.abstractmethod
     def apply_batch(
@@ -61,6 +64,10 @@ def create_attack(name: str, **params: Any) -> Attack:
 def attack_summary(name: str) -> str:
     factory = ATTACKS.get(name)
     return str(getattr(factory, "summary", ""))
+
+
+def attack_is_paraphrase(name: str) -> bool:
+    return bool(getattr(ATTACKS.get(name), "paraphrase", False))
 
 
 def check_ratio(ratio: float, name: str = "ratio") -> float:

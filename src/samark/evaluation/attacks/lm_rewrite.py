@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from samark.chat import chat_model
 from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack, register_attack
+from samark.evaluation.chat import chat_model
 
 DOC_P_PROMPTS = {
     "I": "Please rewrite the following text:",
@@ -26,6 +26,7 @@ class Paraphrase(Attack):
     """Doc-P: paragraph-level paraphrase by a chat model with the paper's prompt I or II."""
 
     name = "doc-p"
+    paraphrase = True
     summary = "rewrite by a chat model, paper prompt I/II (faithful only with a strong model)"
 
     def __init__(

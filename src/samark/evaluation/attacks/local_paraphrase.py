@@ -77,6 +77,7 @@ class LocalParaphrase(PerTextAttack):
     """Meaning-preserving paragraph paraphrase from local parts (see the module docstring)."""
 
     name = "doc-p-local"
+    paraphrase = True
     summary = "faithful local paraphrase: split, back-translate, synonyms, merge, reorder"
 
     def __init__(

@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from samark.chat import chat_model
 from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack, register_attack
+from samark.evaluation.chat import chat_model
 from samark.segment import split_sentences
 from samark.text import words
 

@@ -34,7 +34,7 @@ class WordNetSynonyms:
     ``wordnet-base`` (``samark models install``)."""
 
     def __init__(self) -> None:
-        from samark.wordnet import load_wordnet
+        from samark.evaluation.wordnet import load_wordnet
 
         self.wordnet = load_wordnet()
         self._cache: dict[str, list[str]] = {}

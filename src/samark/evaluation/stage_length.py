@@ -1,0 +1,73 @@
+"""Length stage: power against length. Every detector scores the first k sentences of each
+human negative and of each row's texts (as written, and under ``[metrics] length_attacks``)
+for every k in ``[metrics] lengths``.
+
+The first k sentences of a text written sentence by sentence are a k-sentence text of the
+same process, and the first k sentences of a human window are a human text, so one run at
+the full length gives the curve without new generation. Under an attack, the first k
+sentences of the attacked text stand in for attacking a k-sentence text: exact for
+sentence-wise attacks, an approximation for paragraph rewrites, which may move content
+across sentences.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samark.evaluation.experiment import NO_ATTACK
+from samark.evaluation.stage_detect import detect_into, share_work
+from samark.segment import split_sentences
+
+if TYPE_CHECKING:
+    from samark.evaluation.runner import Run
+
+
+def prefix(text: str, sentences: int) -> str:
+    """The first ``sentences`` sentences of ``text`` (segmented as the detectors do)."""
+    return " ".join(split_sentences(text)[:sentences])
+
+
+def run_stage(run: Run) -> None:
+    exp = run.experiment
+    lengths = exp.metrics.lengths
+    if not lengths:
+        return
+    attacks = [a for a in exp.attacks if a.label in exp.metrics.length_attacks]
+    done_humans: set[str] = set()
+    # detectors re-score the same sentences at every k: embed each one once
+    with run.embedder.remembering():
+        for spec in exp.schemes:
+            if not run.detectable(spec):
+                continue
+            scheme = run.scheme(spec)
+            det = scheme.detector_id()
+            todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
+            if det not in done_humans:
+                done_humans.add(det)
+                for doc in run.negatives():
+                    for k in lengths:
+                        meta = {"scheme": "human", "item": doc.id, "attack": NO_ATTACK}
+                        todo.append(
+                            (run.length_key(det, None, doc.id, NO_ATTACK, k), doc.text, meta)
+                        )
+            for g in run.row_generations(spec):
+                texts = [(NO_ATTACK, g["text"])]
+                for aspec in attacks:
+                    a = run.attacks.get(run.attack_key(spec, g["item"], aspec))
+                    if a is not None:
+                        texts.append((aspec.label, a["text"]))
+                for attack, text in texts:
+                    for k in lengths:
+                        meta = {"scheme": spec.label, "item": g["item"], "attack": attack}
+                        todo.append((run.length_key(det, spec, g["item"], attack, k), text, meta))
+            todo = run.in_order([t for t in todo if t[0] not in run.lengths])
+            for i, (key, text, meta) in enumerate(run.bar(todo, f"length {spec.label}")):
+                share_work(run.lengths, i)
+                k = int(key[-1])
+                detect_into(
+                    run.lengths,
+                    scheme,
+                    key,
+                    prefix(text, k),
+                    {"detector": det, **meta, "sentences": k},
+                )
