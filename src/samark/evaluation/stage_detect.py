@@ -17,6 +17,13 @@ if TYPE_CHECKING:
 
 
 def run_stage(run: Run) -> None:
+    # rows that score the same texts (another statistic, ``texts_from``) and every
+    # detector's human negatives embed each sentence once
+    with run.embedder.remembering():
+        _detect_all(run)
+
+
+def _detect_all(run: Run) -> None:
     exp = run.experiment
     done_humans: set[str] = set()
     negatives: list[Document] | None = None
