@@ -69,12 +69,7 @@ def detection_table(run: Run) -> pd.DataFrame:
             lo, hi = bootstrap_interval(neg, pos, auc, samples=exp.metrics.bootstrap)
             row["auc_lo"], row["auc_hi"] = lo, hi
             for fpr in exp.metrics.fprs:
-                tag = fpr_tag(fpr)
-                row[tag] = tpr_at_fpr(neg, pos, fpr)
-                lo, hi = bootstrap_interval(
-                    neg, pos, functools.partial(_tpr, fpr=fpr), samples=exp.metrics.bootstrap
-                )
-                row[f"{tag}_lo"], row[f"{tag}_hi"] = lo, hi
+                row.update(_tp_columns(neg, pos, fpr, exp.metrics.bootstrap))
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -108,9 +103,6 @@ def length_table(run: Run) -> pd.DataFrame:
                 if sub.empty:
                     continue
                 pos = evidence(sub["p_value"], sub["z"])
-                lo, hi = bootstrap_interval(
-                    neg, pos, functools.partial(_tpr, fpr=fpr), samples=exp.metrics.bootstrap
-                )
                 rows.append(
                     {
                         "scheme": spec.label,
@@ -118,14 +110,23 @@ def length_table(run: Run) -> pd.DataFrame:
                         "sentences": k,
                         "n_positive": len(pos),
                         "n_negative": len(neg),
-                        fpr_tag(fpr): tpr_at_fpr(neg, pos, fpr),
-                        f"{fpr_tag(fpr)}_lo": lo,
-                        f"{fpr_tag(fpr)}_hi": hi,
+                        **_tp_columns(neg, pos, fpr, exp.metrics.bootstrap),
                         decision_tag(alpha): rate_below(sub["p_value"], alpha),
                         human_fpr_tag(alpha): rate_below(humans["p_value"], alpha),
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def _tp_columns(
+    negatives: np.ndarray, positives: np.ndarray, fpr: float, samples: int
+) -> dict[str, float]:
+    """TP at the empirical ``fpr`` with its bootstrap interval, under their column names."""
+    tag = fpr_tag(fpr)
+    lo, hi = bootstrap_interval(
+        negatives, positives, functools.partial(_tpr, fpr=fpr), samples=samples
+    )
+    return {tag: tpr_at_fpr(negatives, positives, fpr), f"{tag}_lo": lo, f"{tag}_hi": hi}
 
 
 def fpr_tag(fpr: float) -> str:

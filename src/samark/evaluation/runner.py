@@ -14,6 +14,7 @@ its records can be shared and resumed anywhere (and its watermark forged by anyo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -250,7 +251,7 @@ class Run:
                     ),
                     "length": (
                         sum(
-                            self.length_key("", spec, g["item"], attack, k) in self.lengths
+                            self.length_key(spec, g["item"], attack, k) in self.lengths
                             for g in gens
                             for attack in length_attacks
                             for k in lengths
@@ -272,7 +273,7 @@ class Run:
         The keys asked for are built by the same methods the stages write with, so the two
         cannot disagree. Human detections are kept whole (tables filter them by negative
         id and k), and judge records by their row."""
-        asked = self._asked_keys()
+        asked = self._asked_keys
         rows = {(s.label, s.fingerprint) for s in self.experiment.schemes}
 
         def current(key: tuple[str, ...]) -> bool:
@@ -288,8 +289,10 @@ class Run:
     def _row_length_key(key: tuple[str, ...]) -> bool:
         return key[0] == "length" and len(key) == 7
 
+    @functools.cached_property
     def _asked_keys(self) -> set[tuple[str, ...]]:
-        """Every generation, attack, detection, length and quality key of the experiment."""
+        """Every generation, attack, detection, length and quality key of the experiment
+        (fixed for the run: built once, however many tables filter by it)."""
         exp = self.experiment
         metrics = exp.metrics
         out: set[tuple[str, ...]] = set()
@@ -303,7 +306,7 @@ class Run:
                     out.add(self.det_key(spec, e.id, attack))
                 for attack in (NO_ATTACK, *metrics.length_attacks):
                     for k in metrics.lengths:
-                        out.add(self.length_key("", spec, e.id, attack, k))
+                        out.add(self.length_key(spec, e.id, attack, k))
         return out
 
     # ---------- helpers ----------
@@ -321,6 +324,20 @@ class Run:
                 out.append(g)
         return out
 
+    def row_texts(
+        self, spec: SchemeSpec, attacks: Iterable[AttackSpec]
+    ) -> list[tuple[str, str, str]]:
+        """(item, attack label, text) of each of the row's texts as written and as each of
+        ``attacks`` left it (where that attack has run), attack by attack in prompt order."""
+        gens = self.row_generations(spec)
+        out = [(g["item"], NO_ATTACK, g["text"]) for g in gens]
+        for aspec in attacks:
+            for g in gens:
+                a = self.attacks.get(self.attack_key(spec, g["item"], aspec))
+                if a is not None:
+                    out.append((g["item"], aspec.label, a["text"]))
+        return out
+
     def gen_key(self, spec: SchemeSpec, e: Example) -> tuple[str, ...]:
         label, fp = spec.texts_owner
         return ("gen", label, fp, e.id, str(self.experiment.dataset.sentences))
@@ -334,14 +351,15 @@ class Run:
         return ("detect", spec.label, spec.fingerprint, item, attack, fp)
 
     def length_key(
-        self, detector: str, spec: SchemeSpec | None, item: str, attack: str, sentences: int
+        self, spec: SchemeSpec, item: str, attack: str, sentences: int
     ) -> tuple[str, ...]:
-        """The length stage's key: a human negative's (``spec`` None) or a row's text's
-        first ``sentences`` sentences."""
-        if spec is None:
-            return ("length", detector, "human", item, str(sentences))
-        fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
-        return ("length", spec.label, spec.fingerprint, item, attack, fp, str(sentences))
+        """The length stage's key of a row's text's first ``sentences`` sentences."""
+        return ("length", *self.det_key(spec, item, attack)[1:], str(sentences))
+
+    @staticmethod
+    def human_length_key(detector: str, item: str, sentences: int) -> tuple[str, ...]:
+        """The length stage's key of a human negative's first ``sentences`` sentences."""
+        return ("length", detector, "human", item, str(sentences))
 
     def quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
         return (

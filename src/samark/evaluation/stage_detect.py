@@ -47,26 +47,10 @@ def _detect_all(run: Run) -> None:
                     doc.text,
                     {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
                 )
-        texts: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
-        for g in run.row_generations(spec):
-            texts.append(
-                (
-                    run.det_key(spec, g["item"], NO_ATTACK),
-                    g["text"],
-                    {"item": g["item"], "attack": NO_ATTACK},
-                )
-            )
-        for aspec in exp.attacks:
-            for g in run.row_generations(spec):
-                a = run.attacks.get(run.attack_key(spec, g["item"], aspec))
-                if a is not None:
-                    texts.append(
-                        (
-                            run.det_key(spec, g["item"], aspec.label),
-                            a["text"],
-                            {"item": g["item"], "attack": aspec.label},
-                        )
-                    )
+        texts = [
+            (run.det_key(spec, item, attack), text, {"item": item, "attack": attack})
+            for item, attack, text in run.row_texts(spec, exp.attacks)
+        ]
         todo_t = run.in_order([t for t in texts if t[0] not in run.detections])
         for i, (key, text, meta) in enumerate(run.bar(todo_t, f"detect {spec.label}")):
             share_work(run.detections, i)

@@ -44,30 +44,27 @@ def run_stage(run: Run) -> None:
             todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
             if det not in done_humans:
                 done_humans.add(det)
-                for doc in run.negatives():
-                    for k in lengths:
-                        meta = {"scheme": "human", "item": doc.id, "attack": NO_ATTACK}
-                        todo.append(
-                            (run.length_key(det, None, doc.id, NO_ATTACK, k), doc.text, meta)
-                        )
-            for g in run.row_generations(spec):
-                texts = [(NO_ATTACK, g["text"])]
-                for aspec in attacks:
-                    a = run.attacks.get(run.attack_key(spec, g["item"], aspec))
-                    if a is not None:
-                        texts.append((aspec.label, a["text"]))
-                for attack, text in texts:
-                    for k in lengths:
-                        meta = {"scheme": spec.label, "item": g["item"], "attack": attack}
-                        todo.append((run.length_key(det, spec, g["item"], attack, k), text, meta))
+                todo += [
+                    (
+                        run.human_length_key(det, doc.id, k),
+                        doc.text,
+                        {"scheme": "human", "item": doc.id, "attack": NO_ATTACK, "sentences": k},
+                    )
+                    for doc in run.negatives()
+                    for k in lengths
+                ]
+            todo += [
+                (
+                    run.length_key(spec, item, attack, k),
+                    text,
+                    {"scheme": spec.label, "item": item, "attack": attack, "sentences": k},
+                )
+                for item, attack, text in run.row_texts(spec, attacks)
+                for k in lengths
+            ]
             todo = run.in_order([t for t in todo if t[0] not in run.lengths])
             for i, (key, text, meta) in enumerate(run.bar(todo, f"length {spec.label}")):
                 share_work(run.lengths, i)
-                k = int(key[-1])
-                detect_into(
-                    run.lengths,
-                    scheme,
-                    key,
-                    prefix(text, k),
-                    {"detector": det, **meta, "sentences": k},
-                )
+                # segmented here, for the work left only
+                text = prefix(text, meta["sentences"])
+                detect_into(run.lengths, scheme, key, text, {"detector": det, **meta})
