@@ -12,6 +12,10 @@ machine and Python version (no libm ``log``/``cos``, no BLAS, no numpy stream):
    directions, see ``scripts/build_reference_directions.py``), so that the frame is
    Haar-random in their orthogonal complement. The null pivots of the detector follow the
    same law, which keeps the p-value exact.
+
+A key may instead name a public *pivot space* (``samark.pivot_space``): its pivots are then
+the Gram-Schmidt frame of ``basis^T g`` for a Gaussian ``g`` in the space's coordinates,
+i.e. Haar-random in the space, and the detector's null pivots follow the same map.
 """
 
 from __future__ import annotations
@@ -30,11 +34,13 @@ from pathlib import Path
 import numpy as np
 
 from samark.errors import EmbedderMismatchError, KeyFileError
+from samark.pivot_space import PivotSpace, UnknownPivotSpaceError, load_pivot_space
 
 KEY_FORMAT = "samark-key"
 KEY_VERSION = 1
 SECRET_BYTES = 32
 _PIVOT_DOMAIN = b"samark/pivots/v1"
+_SPACE_PIVOT_DOMAIN = b"samark/pivots-in-space/v1"
 _ID_DOMAIN = b"samark/key-id/v1"
 _LN2 = 0.6931471805599453
 _SQRT_HALF = 0.7071067811865476
@@ -54,10 +60,14 @@ class EmbedderIdentity:
 class WatermarkKey:
     """A secret watermark key. Its repr and str show only a public key id."""
 
-    __slots__ = ("_secret", "avoid", "embedder")
+    __slots__ = ("_secret", "avoid", "embedder", "space")
 
     def __init__(
-        self, secret: bytes, embedder: EmbedderIdentity, avoid: np.ndarray | None = None
+        self,
+        secret: bytes,
+        embedder: EmbedderIdentity,
+        avoid: np.ndarray | None = None,
+        space: PivotSpace | None = None,
     ) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise KeyFileError("a key secret must be at least 16 bytes")
@@ -65,15 +75,33 @@ class WatermarkKey:
         self.embedder = embedder
         #: public directions (rows) that the pivots are orthogonal to; may have no rows
         self.avoid = np.zeros((0, 0)) if avoid is None else np.asarray(avoid, dtype=np.float64)
+        #: the public subspace the pivots are drawn in (then no avoided directions)
+        self.space = space
+        if space is not None and self.avoid.size:
+            raise ValueError(
+                "a key draws its pivots either in a pivot space or away from avoided "
+                "directions, not both"
+            )
 
     @classmethod
-    def generate(cls, embedder: EmbedderIdentity, avoid: np.ndarray | None = None) -> WatermarkKey:
-        return cls(secrets.token_bytes(SECRET_BYTES), embedder, avoid)
+    def generate(
+        cls,
+        embedder: EmbedderIdentity,
+        avoid: np.ndarray | None = None,
+        space: PivotSpace | None = None,
+    ) -> WatermarkKey:
+        return cls(secrets.token_bytes(SECRET_BYTES), embedder, avoid, space)
+
+    def in_space(self, space: PivotSpace) -> WatermarkKey:
+        """The same secret drawing its pivots in ``space`` instead (another key id: the
+        pivots differ)."""
+        return WatermarkKey(self._secret, self.embedder, None, space)
 
     @property
     def key_id(self) -> str:
         """A short public identifier (a hash of the secret), safe to print and store."""
-        return hashlib.sha256(_ID_DOMAIN + self._secret).hexdigest()[:16]
+        law = b"" if self.space is None else f"/space/{self.space.sha256}".encode()
+        return hashlib.sha256(_ID_DOMAIN + self._secret + law).hexdigest()[:16]
 
     def __repr__(self) -> str:
         return f"WatermarkKey(key_id={self.key_id!r}, embedder={self.embedder.name!r})"
@@ -103,7 +131,25 @@ class WatermarkKey:
 
     def pivots(self, dim: int, channels: int) -> np.ndarray:
         """The ``channels`` orthonormal pivot vectors in R^dim, shape ``(channels, dim)``."""
+        if self.space is not None:
+            self._check_space(dim)
+            return derive_pivots_in_space(self._secret, self.space.basis, channels)
         return derive_pivots(self._secret, dim, channels, self.avoid_for(dim))
+
+    def null_pivots(self, count: int, dim: int, channels: int, seed: int) -> np.ndarray:
+        """``count`` public pivot sets from this key's law (the detector's exchangeable
+        stand-ins), shape ``(count, channels, dim)``."""
+        if self.space is not None:
+            self._check_space(dim)
+            return null_pivots_in_space(count, self.space.basis, channels, seed)
+        return null_pivots(count, dim, channels, seed, self.avoid_for(dim))
+
+    def _check_space(self, dim: int) -> None:
+        assert self.space is not None
+        if self.space.dim != dim:
+            raise EmbedderMismatchError(
+                f"this key's pivot space is {self.space.dim}-d, but the embedder is {dim}-d"
+            )
 
     def avoid_for(self, dim: int) -> np.ndarray | None:
         """The avoided directions if they live in R^dim (else ``None``)."""
@@ -120,7 +166,7 @@ class WatermarkKey:
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write the key file with owner-only permissions (0600)."""
         path = Path(path)
-        record = {
+        record: dict[str, object] = {
             "format": KEY_FORMAT,
             "version": KEY_VERSION,
             "key_id": self.key_id,
@@ -132,6 +178,8 @@ class WatermarkKey:
                 "float64_le": base64.b64encode(self.avoid.astype("<f8").tobytes()).decode("ascii"),
             },
         }
+        if self.space is not None:
+            record["space"] = self.space.to_record()
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
             fd = os.open(path, flags, 0o600)
@@ -174,9 +222,19 @@ class WatermarkKey:
             flat = np.frombuffer(base64.b64decode(avoid_rec["float64_le"], validate=True), "<f8")
             rows, dim = int(avoid_rec["rows"]), int(avoid_rec["dim"])
             avoid = flat.reshape(rows, dim) if rows else None
+            space_rec = record.get("space")
+            space = None
+            if space_rec is not None:
+                space = load_pivot_space(
+                    str(space_rec["name"]),
+                    fingerprint=embedder.fingerprint,
+                    sha256=str(space_rec["sha256"]),
+                )
+            key = cls(secret, embedder, avoid, space)
+        except UnknownPivotSpaceError as exc:
+            raise KeyFileError(f"{path}: {exc}") from None
         except (KeyError, TypeError, ValueError):
             raise KeyFileError(f"{path} is a damaged samark key file") from None
-        key = cls(secret, embedder, avoid)
         if record.get("key_id") not in (None, key.key_id):
             raise KeyFileError(f"{path} is a damaged samark key file (key id does not match)")
         return key
@@ -264,6 +322,37 @@ def derive_pivots(
     if avoid is not None and n_avoid:
         avoided = _orthonormalise([[float(x) for x in row] for row in avoid], [])
     return np.array(_orthonormalise(columns, avoided), dtype=np.float64)
+
+
+def derive_pivots_in_space(secret: bytes, basis: np.ndarray, channels: int) -> np.ndarray:
+    """Bit-reproducible pivots Haar-random in the row space of ``basis`` (rank, dim):
+    Gram-Schmidt of ``basis^T g`` for standard normal coordinates ``g``, shape
+    ``(channels, dim)``."""
+    rank, dim = basis.shape
+    if not 1 <= channels <= rank:
+        raise ValueError(f"need 1 <= channels <= the space's rank, got {channels=}, {rank=}")
+    seed = _SPACE_PIVOT_DOMAIN + secret + rank.to_bytes(4, "big") + channels.to_bytes(4, "big")
+    gauss = _normals(seed)
+    rows = [[float(x) for x in row] for row in basis]
+    columns = []
+    for _ in range(channels):
+        coords = [next(gauss) for _ in range(rank)]
+        columns.append(
+            [math.fsum(c * row[i] for c, row in zip(coords, rows, strict=True)) for i in range(dim)]
+        )
+    return np.array(_orthonormalise(columns, []), dtype=np.float64)
+
+
+def null_pivots_in_space(count: int, basis: np.ndarray, channels: int, seed: int) -> np.ndarray:
+    """``count`` public pivot sets from the law of :func:`derive_pivots_in_space`, shape
+    ``(count, channels, dim)``."""
+    rank, dim = basis.shape
+    rng = np.random.default_rng(np.random.SeedSequence([seed, dim, channels, rank, 0x5A4E]))
+    gauss = basis.T @ rng.standard_normal((count, rank, channels))  # (count, dim, channels)
+    q, r = np.linalg.qr(gauss)
+    signs = np.sign(np.diagonal(r, axis1=1, axis2=2))
+    signs[signs == 0] = 1.0
+    return np.ascontiguousarray(np.transpose(q * signs[:, None, :], (0, 2, 1)))
 
 
 def null_pivots(

@@ -60,6 +60,9 @@ class SchemeSpec:
     texts_from: str | None = None
     #: (label, fingerprint) of the row named by ``texts_from``, resolved by Experiment.parse
     owner: tuple[str, str] | None = None
+    #: a shipped pivot space (``samark.pivot_space``): the row's key is the experiment's
+    #: secret drawing its pivots in that space
+    pivot_space: str | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -71,6 +74,8 @@ class SchemeSpec:
         revision = scheme_revision(self.name)
         if revision:
             parts.append({"revision": revision})
+        if self.pivot_space is not None:
+            parts.append({"pivot_space": self.pivot_space})
         blob = json.dumps(parts, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -311,8 +316,17 @@ def _resolve_texts_from(schemes: tuple[SchemeSpec, ...], where: str) -> tuple[Sc
                     f"{where}: row {s.label!r} scores the texts of {owner.label!r}: "
                     "it has no prompts of its own"
                 )
+            if s.pivot_space not in (None, owner.pivot_space):
+                raise ExperimentError(
+                    f"{where}: row {s.label!r} scores the texts of {owner.label!r}, whose key "
+                    f"draws its pivots in {owner.pivot_space!r}, not {s.pivot_space!r}"
+                )
+            # the same key as the row whose texts it scores
             s = dataclasses.replace(
-                s, owner=(owner.label, owner.fingerprint), prompts=owner.prompts
+                s,
+                owner=(owner.label, owner.fingerprint),
+                prompts=owner.prompts,
+                pivot_space=owner.pivot_space,
             )
         out.append(s)
     return tuple(out)
@@ -348,6 +362,14 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
             f"{where}: unknown scheme {fields['name']!r}; known: {scheme_names()}"
         )
     fields.setdefault("label", fields["name"])
+    space = fields.get("pivot_space")
+    if space is not None:
+        from samark.pivot_space import shipped_pivot_spaces
+
+        if space not in shipped_pivot_spaces():
+            raise ExperimentError(
+                f"{where}: unknown pivot_space {space!r}; shipped: {sorted(shipped_pivot_spaces())}"
+            )
     return SchemeSpec(**fields)
 
 

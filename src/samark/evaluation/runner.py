@@ -177,6 +177,15 @@ class Run:
                         out.append(Document(f"{name}:{doc.id}", doc.text))
         return out
 
+    def key_for(self, spec: SchemeSpec) -> WatermarkKey:
+        """The run's key, drawing its pivots in the row's pivot space if it names one."""
+        if spec.pivot_space is None:
+            return self.key
+        from samark.pivot_space import load_pivot_space
+
+        space = load_pivot_space(spec.pivot_space, fingerprint=self.embedder.identity.fingerprint)
+        return self.key.in_space(space)
+
     def scheme(self, spec: SchemeSpec) -> Watermark:
         if spec.label not in self._schemes:
             # every row writes with the experiment's generator and shares its embedder;
@@ -185,7 +194,7 @@ class Run:
                 self.experiment.generator, self.embedder, research_records=True
             )
             self._schemes[spec.label] = create_scheme(
-                spec.name, key=self.key, shared=shared, **spec.params
+                spec.name, key=self.key_for(spec), shared=shared, **spec.params
             )
         return self._schemes[spec.label]
 
