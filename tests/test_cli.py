@@ -45,24 +45,6 @@ def test_keygen_writes_private_file_and_shows_no_secret(key_file, runner, tmp_pa
     assert refused.exit_code == 2 and "refusing to overwrite" in refused.output
 
 
-def test_keygen_in_a_pivot_space(runner, tmp_path) -> None:
-    path = tmp_path / "space.key"
-    made = runner.invoke(app, ["keygen", str(path), "--pivot-space", "mpnet-quiet-128"])
-    assert made.exit_code == 0, made.output
-    assert "mpnet-quiet-128" in made.output
-    record = json.loads(path.read_text())
-    assert record["space"]["name"] == "mpnet-quiet-128" and record["avoid"]["rows"] == 0
-    scored = runner.invoke(app, ["detect", HUMAN, "--key", str(path)])
-    assert scored.exit_code in (0, 1), scored.output
-    assert 0 < json.loads(scored.stdout.splitlines()[0])["p_value"] <= 1
-    wrong = runner.invoke(
-        app,
-        ["keygen", str(tmp_path / "w.key"), "--pivot-space", "minilm-quiet-64"],
-    )
-    assert wrong.exit_code == 2 and "belongs to embedder" in wrong.output
-    assert not (tmp_path / "w.key").exists()
-
-
 def test_detect_text_argument(key_file, runner) -> None:
     result = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file)])
     assert result.exit_code in (0, 1)
