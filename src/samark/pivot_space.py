@@ -117,7 +117,7 @@ def reference_corpora() -> dict[str, list[list[str]]]:
     from samark.segment import split_sentences
 
     def windows(name: str, start: int, stop: int | None, least: int) -> list[list[str]]:
-        out = []
+        out: list[list[str]] = []
         for doc in load_dataset(name):
             sents = split_sentences(doc.text)[start:stop]
             out.extend(
