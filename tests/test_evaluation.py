@@ -103,6 +103,18 @@ def test_experiment_errors_are_clear() -> None:
     # the fingerprint changes with the parameters, so changed rows are never reused
     other = Experiment.parse(TINY.replace("candidates = 4", "candidates = 5"))
     assert exp.schemes[2].fingerprint != other.schemes[2].fingerprint
+    # a row may draw its key's pivots in a shipped pivot space; its scan twin inherits it
+    spaced = Experiment.parse(
+        TINY.replace('name = "samark"', 'name = "samark"\npivot_space = "minilm-quiet-64"')
+        + scan_row.format("samark")
+    )
+    assert spaced.schemes[2].fingerprint != exp.schemes[2].fingerprint
+    assert spaced.schemes[-1].pivot_space == "minilm-quiet-64"
+    assert exp.schemes[2].pivot_space is None  # rows without one keep their fingerprints
+    with pytest.raises(ExperimentError, match="unknown pivot_space 'quiet'"):
+        Experiment.parse(TINY.replace('name = "samark"', 'name = "samark"\npivot_space = "quiet"'))
+    with pytest.raises(ExperimentError, match="whose key draws its pivots in"):
+        Experiment.parse(TINY + scan_row.format("samark") + 'pivot_space = "minilm-quiet-64"\n')
 
 
 WRITER = """

@@ -84,7 +84,9 @@ def test_null_pivots_follow_the_keys_law() -> None:
     nulls = null_pivots_in_space(2000, space.basis, 2, seed=1)
     assert nulls.shape == (2000, 2, 20)
     np.testing.assert_allclose(
-        np.einsum("kcd,ked->kce", nulls, nulls), np.broadcast_to(np.eye(2), (2000, 2, 2)), atol=1e-12
+        np.einsum("kcd,ked->kce", nulls, nulls),
+        np.broadcast_to(np.eye(2), (2000, 2, 2)),
+        atol=1e-12,
     )
     np.testing.assert_allclose(nulls - (nulls @ space.basis.T) @ space.basis, 0.0, atol=1e-12)
     for channel in (0, 1):
@@ -121,11 +123,22 @@ def test_key_file_names_its_space_and_pins_its_hash(tmp_path) -> None:
     key = WatermarkKey.generate(_shipped_identity("mpnet-quiet-128"), space=space)
     path = key.save(tmp_path / "k.key")
     record = json.loads(path.read_text())
-    assert record["space"] == {"name": "mpnet-quiet-128", "rank": 128, "dim": 768, "sha256": space.sha256}
+    assert record["version"] == 2  # a samark that reads only version 1 refuses it
+    assert record["space"] == {
+        "name": "mpnet-quiet-128",
+        "rank": 128,
+        "dim": 768,
+        "sha256": space.sha256,
+    }
     assert len(path.read_bytes()) < 2000  # the basis ships with samark, not in the key
     loaded = WatermarkKey.load(path)
     assert loaded.key_id == key.key_id
     assert loaded.pivots(768, 2).tobytes() == key.pivots(768, 2).tobytes()
+    # version and space must agree: a version-1 reader would ignore the space
+    downgraded = dict(record, version=1)
+    path.write_text(json.dumps(downgraded))
+    with pytest.raises(KeyFileError, match="version and space disagree"):
+        WatermarkKey.load(path)
     # a key made with another basis under the same name fails clearly
     record["space"]["sha256"] = "0" * 64
     path.write_text(json.dumps(record))

@@ -221,32 +221,18 @@ def keygen(
         str, typer.Option(help="Embedder preset or local sentence-transformers folder.")
     ] = DEFAULT_EMBEDDER,
     force: Annotated[bool, typer.Option(help="Overwrite an existing key file.")] = False,
-    pivot_space: Annotated[
-        str | None,
-        typer.Option(
-            help="Draw the pivots in this shipped pivot space (e.g. mpnet-quiet-128; "
-            "docs/statistics.md) instead of away from the reference directions."
-        ),
-    ] = None,
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
     from samark.embed import load_embedder, new_key
-    from samark.keys import WatermarkKey
-    from samark.pivot_space import load_pivot_space
 
     try:
         emb = load_embedder(embedder)
-        if pivot_space is None:
-            key = new_key(emb)
-        else:
-            space = load_pivot_space(pivot_space, fingerprint=emb.identity.fingerprint)
-            key = WatermarkKey.generate(emb.identity, space=space)
+        key = new_key(emb)
         key.save(output, overwrite=force)
     except SamarkError as exc:
         raise _fail(str(exc)) from None
-    law = f", pivots in space {pivot_space}" if pivot_space else ""
-    err.print(f"wrote key {key.key_id} for embedder {emb.name}{law} to {output} (mode 0600)")
-    if key.avoid.size == 0 and key.space is None:
+    err.print(f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600)")
+    if key.avoid.size == 0:
         err.print(
             "[yellow]note:[/] no reference directions ship for this embedder, so the key's "
             "false-positive rate may vary more by domain; see docs/statistics.md"

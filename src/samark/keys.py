@@ -38,6 +38,9 @@ from samark.pivot_space import PivotSpace, UnknownPivotSpaceError, load_pivot_sp
 
 KEY_FORMAT = "samark-key"
 KEY_VERSION = 1
+#: the format of a key that draws its pivots in a pivot space (a samark that reads only
+#: version 1 would ignore the space and derive other pivots, so it must refuse the file)
+KEY_VERSION_SPACE = 2
 SECRET_BYTES = 32
 _PIVOT_DOMAIN = b"samark/pivots/v1"
 _SPACE_PIVOT_DOMAIN = b"samark/pivots-in-space/v1"
@@ -168,7 +171,7 @@ class WatermarkKey:
         path = Path(path)
         record: dict[str, object] = {
             "format": KEY_FORMAT,
-            "version": KEY_VERSION,
+            "version": KEY_VERSION if self.space is None else KEY_VERSION_SPACE,
             "key_id": self.key_id,
             "secret": base64.b64encode(self._secret).decode("ascii"),
             "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
@@ -209,11 +212,14 @@ class WatermarkKey:
             raise KeyFileError(f"{path} is not a samark key file (not JSON)") from None
         if not isinstance(record, dict) or record.get("format") != KEY_FORMAT:
             raise KeyFileError(f"{path} is not a samark key file")
-        if record.get("version") != KEY_VERSION:
+        version = record.get("version")
+        if version not in (KEY_VERSION, KEY_VERSION_SPACE):
             raise KeyFileError(
-                f"{path} has key format version {record.get('version')!r}; "
-                f"this samark reads version {KEY_VERSION}"
+                f"{path} has key format version {version!r}; "
+                f"this samark reads versions {KEY_VERSION} and {KEY_VERSION_SPACE}"
             )
+        if (version == KEY_VERSION_SPACE) != ("space" in record):
+            raise KeyFileError(f"{path} is a damaged samark key file (version and space disagree)")
         try:
             secret = base64.b64decode(record["secret"], validate=True)
             emb = record["embedder"]

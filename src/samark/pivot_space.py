@@ -54,7 +54,9 @@ class PivotSpace:
     def __post_init__(self) -> None:
         basis = np.asarray(self.basis, dtype=np.float64)
         if basis.ndim != 2 or not 1 <= basis.shape[0] <= basis.shape[1]:
-            raise ValueError(f"a pivot space basis is (rank, dim) with rank <= dim, got {basis.shape}")
+            raise ValueError(
+                f"a pivot space basis is (rank, dim) with rank <= dim, got {basis.shape}"
+            )
         if not np.all(np.isfinite(basis)):
             raise ValueError("a pivot space basis must be finite")
         basis.setflags(write=False)
@@ -102,6 +104,46 @@ def fit_pivot_space(documents: Sequence[np.ndarray], rank: int) -> np.ndarray:
     return np.ascontiguousarray(q.T)
 
 
+def reference_corpora() -> dict[str, list[list[str]]]:
+    """The human prose the shipped spaces are fitted on, per domain, as documents of
+    sentences; none of it is text the calibration tests score (they take each article's
+    and chapter's first 10 sentences and Wikipedia leads before 5000):
+
+    - news: CNN/DailyMail sentences 11 onwards, in windows of 12 (the last from 6);
+    - encyclopedic: Wikipedia leads 5000-5999 of at least 3 sentences;
+    - fiction: Jane Austen's chapters, sentences 13-36, in windows of 12.
+    """
+    from samark.datasets import load_dataset
+    from samark.segment import split_sentences
+
+    def windows(name: str, start: int, stop: int | None, least: int) -> list[list[str]]:
+        out: list[list[str]] = []
+        for doc in load_dataset(name):
+            sents = split_sentences(doc.text)[start:stop]
+            out.extend(
+                sents[i : i + 12]
+                for i in range(0, len(sents), 12)
+                if len(sents[i : i + 12]) >= least
+            )
+        return out
+
+    leads = [split_sentences(d.text) for d in load_dataset("wikipedia_leads")[5000:6000]]
+    return {
+        "news": windows("cnn_dailymail", 10, None, 6),
+        "encyclopedic": [s for s in leads if len(s) >= 3],
+        "fiction": windows("jane_austen", 12, 36, 12),
+    }
+
+
+def fit_balanced(domains: Sequence[Sequence[np.ndarray]], rank: int) -> np.ndarray:
+    """:func:`fit_pivot_space` with each domain weighing equally (its documents repeated
+    up to the largest domain's count)."""
+    most = max(len(d) for d in domains)
+    return fit_pivot_space(
+        [doc for d in domains for doc in (list(d) * (most // len(d) + 1))[:most]], rank
+    )
+
+
 def _index() -> dict[str, dict[str, Any]]:
     path = resources.files("samark").joinpath(_INDEX)
     if not path.is_file():
@@ -128,7 +170,9 @@ def load_pivot_space(
     entry = _index().get(name)
     if entry is None:
         known = ", ".join(sorted(_index())) or "none"
-        raise UnknownPivotSpaceError(f"no pivot space named {name!r} ships with samark (known: {known})")
+        raise UnknownPivotSpaceError(
+            f"no pivot space named {name!r} ships with samark (known: {known})"
+        )
     if fingerprint is not None and entry["fingerprint"] != fingerprint:
         raise UnknownPivotSpaceError(
             f"pivot space {name!r} belongs to embedder {entry['embedder']!r} "

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from samark.evaluation.chat import ChatModel, LocalChatModel, chat_model
+from samark.evaluation.records import JudgeRecord, RankRecord
 
 if TYPE_CHECKING:
     from samark.evaluation.runner import Run
@@ -169,9 +170,8 @@ def run_judge(run: Run) -> None:
                     flip=random.Random(f"{exp.seed}/{spec.label}/{g['item']}").random() < 0.5,
                 )
             )
-            run.quality.append(
-                key, {"scheme": spec.label, "item": g["item"], "judge": model.name, **rec}
-            )
+            verdict = JudgeRecord(scheme=spec.label, item=g["item"], judge=model.name, extra=rec)
+            run.quality.append(key, verdict.to_json())
     if isinstance(model, LocalChatModel):
         return  # a small local model cannot write a ranking of six texts (see the report)
     # ranking: every scheme with an output for the item, in a seeded random order
@@ -194,12 +194,10 @@ def run_judge(run: Run) -> None:
             seed=0,
         )[0]
         ranks = parse_ranking(reply, len(order))
-        run.quality.append(
-            rank_key,
-            {
-                "item": item,
-                "judge": model.name,
-                "ranks": None if ranks is None else dict(zip(order, ranks, strict=True)),
-                "reply": reply[:300],
-            },
+        ranking = RankRecord(
+            item=item,
+            judge=model.name,
+            ranks=None if ranks is None else dict(zip(order, ranks, strict=True)),
+            reply=reply[:300],
         )
+        run.quality.append(rank_key, ranking.to_json())

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from samark.embed import Embedder, load_embedder
 from samark.evaluation import fidelity
 from samark.evaluation.experiment import item_seed
+from samark.evaluation.records import AttackRecord
 
 if TYPE_CHECKING:
     from samark.evaluation.runner import Run
@@ -33,17 +34,15 @@ def run_stage(run: Run) -> None:
             for g in [g for g in todo if not g["text"].strip()]:
                 # nothing to attack: the attacked text is empty too, and it is detected
                 # (p = 1) so that the row's miss is counted, not dropped
-                run.attacks.append(
-                    run.attack_key(spec, g["item"], aspec),
-                    {
-                        "scheme": spec.label,
-                        "item": g["item"],
-                        "attack": aspec.label,
-                        "text": "",
-                        "source_empty": True,
-                        "seconds": 0.0,
-                    },
+                empty = AttackRecord(
+                    scheme=spec.label,
+                    item=g["item"],
+                    attack=aspec.label,
+                    text="",
+                    source_empty=True,
+                    seconds=0.0,
                 )
+                run.attacks.append(run.attack_key(spec, g["item"], aspec), empty.to_json())
                 bar.update(1)
             todo = [g for g in todo if g["text"].strip()]
             for batch in [todo[i : i + 8] for i in range(0, len(todo), 8)]:
@@ -56,18 +55,16 @@ def run_stage(run: Run) -> None:
                 seconds = (time.perf_counter() - start) / len(batch)
                 measured = fidelity.measure(strength_embedder, texts, out)
                 for g, new, fid in zip(batch, out, measured, strict=True):
-                    run.attacks.append(
-                        run.attack_key(spec, g["item"], aspec),
-                        {
-                            "scheme": spec.label,
-                            "item": g["item"],
-                            "attack": aspec.label,
-                            "seed": seed,
-                            "text": new,
-                            **fid.to_dict(),
-                            "seconds": seconds,
-                            "strength_embedder": strength_embedder.name,
-                        },
+                    record = AttackRecord(
+                        scheme=spec.label,
+                        item=g["item"],
+                        attack=aspec.label,
+                        seed=seed,
+                        text=new,
+                        seconds=seconds,
+                        strength_embedder=strength_embedder.name,
+                        extra=fid.to_dict(),
                     )
+                    run.attacks.append(run.attack_key(spec, g["item"], aspec), record.to_json())
                 bar.update(len(batch))
             bar.close()

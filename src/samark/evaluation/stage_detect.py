@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from samark.datasets import Document
 from samark.errors import EmptyTextError
 from samark.evaluation.experiment import NO_ATTACK
+from samark.evaluation.records import DetectionRecord
 from samark.evaluation.store import Stage
 from samark.schemes import Watermark
 
@@ -75,16 +76,18 @@ def detect_into(
     start = time.perf_counter()
     try:
         d = scheme.detect(text)
-        rec = {
-            "p_value": d.p_value,
-            "z": d.z,
-            "statistic": d.statistic,
-            "score": d.score,
-            "n_units": d.n_units,
-            "unit": d.unit,
-            "details": d.diagnostics,
-        }
     except EmptyTextError:
-        rec = {"p_value": 1.0, "z": 0.0, "statistic": "none", "score": 0.0, "n_units": 0}
-    rec["seconds"] = time.perf_counter() - start
-    store.append(key, {**meta, **rec})
+        record = DetectionRecord.nothing_to_score(time.perf_counter() - start, **meta)
+    else:
+        record = DetectionRecord(
+            p_value=d.p_value,
+            z=d.z,
+            statistic=d.statistic,
+            score=d.score,
+            n_units=d.n_units,
+            unit=d.unit,
+            details=dict(d.diagnostics),
+            seconds=time.perf_counter() - start,
+            **meta,
+        )
+    store.append(key, record.to_json())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from samark.evaluation.experiment import item_seed
+from samark.evaluation.records import GenerationRecord
 
 if TYPE_CHECKING:
     from samark.evaluation.runner import Run
@@ -38,11 +39,7 @@ def run_stage(run: Run) -> None:
             for e, g in zip(batch, outs, strict=True):
                 if run.gen_key(spec, e) in run.generations:
                     continue  # finished by another process while this one worked
-                rec = g.to_dict()
-                rec.pop("scheme")
-                run.generations.append(
-                    run.gen_key(spec, e),
-                    {"scheme": spec.label, "item": e.id, "seed": seed, **rec},
-                )
+                record = GenerationRecord.of(spec.label, e.id, seed, g)
+                run.generations.append(run.gen_key(spec, e), record.to_json())
             bar.update(len(batch))
         bar.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samark.errors import SamarkError
+from samark.evaluation.records import QualityRecord
 from samark.evaluation.text_metrics import TEXT_METRICS
 
 if TYPE_CHECKING:
@@ -31,12 +32,11 @@ def run_stage(run: Run) -> None:
             if run.quality_key(spec, g["item"]) not in run.quality
         ]
         for g in run.bar(todo, f"quality {spec.label}"):
-            rec: dict[str, Any] = {"scheme": spec.label, "item": g["item"]}
-            for name in names:
-                rec[name] = TEXT_METRICS.get(name)(g["text"])
+            scores: dict[str, Any] = {name: TEXT_METRICS.get(name)(g["text"]) for name in names}
             if oracle is not None:
-                rec["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
-            run.quality.append(run.quality_key(spec, g["item"]), rec)
+                scores["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
+            record = QualityRecord(scheme=spec.label, item=g["item"], extra=scores)
+            run.quality.append(run.quality_key(spec, g["item"]), record.to_json())
     if "judge" in exp.metrics.quality:
         from samark.evaluation.judge import run_judge
 

@@ -1,0 +1,77 @@
+"""Rows of an experiment compared on the prompts they share (paired), per attack.
+
+The report scores each row on its own prompts; a research row that runs on the first 10 or
+20 prompts is then compared with rows measured on 40. This prints, for the items every
+named row has, TP at FP 1% (thresholds from each row's own human negatives) and the share
+with p < alpha, with a paired bootstrap interval of the difference to the first row.
+
+    python benchmarks/paired_rows.py experiments/runs/paper \
+        --rows "SAMark (quiet space)" SAMark KGW --attacks none "Doc-P (local)"
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pandas as pd
+
+from samark.evaluation.detection_metrics import evidence, threshold_at_fpr, tpr_at_fpr
+from samark.evaluation.runner import Run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run")
+    ap.add_argument("--rows", nargs="+", required=True)
+    ap.add_argument("--attacks", nargs="+", default=["none"])
+    ap.add_argument("--fpr", type=float, default=0.01)
+    ap.add_argument("--alpha", type=float, default=0.01)
+    ap.add_argument("--bootstrap", type=int, default=2000)
+    args = ap.parse_args()
+    run = Run.open(args.run)
+    det = pd.DataFrame(run.current_records(run.detections))
+    ids = {d.id for d in run.negatives()}
+    humans = det[(det["scheme"] == "human") & det["item"].isin(ids)]
+    rng = np.random.default_rng(0)
+    print(
+        f"| attack | row | n | TP@FP{100 * args.fpr:g}% | p < {args.alpha} | "
+        f"diff. TP to {args.rows[0]} [95%] |"
+    )
+    print("|---|---|---|---|---|---|")
+    for attack in args.attacks:
+        per_row = {}
+        for label in args.rows:
+            mine = det[(det["scheme"] == label) & (det["attack"] == attack)]
+            if mine.empty:
+                raise SystemExit(f"no detections of {label!r} under {attack!r}")
+            neg_rows = humans[humans["detector"] == mine["detector"].iloc[0]]
+            neg = evidence(neg_rows["p_value"], neg_rows["z"])
+            threshold = threshold_at_fpr(neg, args.fpr)
+            per_row[label] = (mine.set_index("item"), neg, threshold)
+        common = sorted(set.intersection(*(set(r[0].index) for r in per_row.values())))
+        hits = {}
+        for label, (mine, neg, threshold) in per_row.items():
+            sub = mine.loc[common]
+            pos = evidence(sub["p_value"], sub["z"])
+            hits[label] = pos > threshold
+            tp = tpr_at_fpr(neg, pos, args.fpr)
+            calibrated = float(np.mean(sub["p_value"] < args.alpha))
+            base = hits[args.rows[0]]
+            boot = [
+                float(np.mean(hits[label][i]) - np.mean(base[i]))
+                for i in (rng.integers(0, len(common), len(common)) for _ in range(args.bootstrap))
+            ]
+            lo, hi = np.percentile(boot, [2.5, 97.5])
+            gain = 100 * (hits[label].mean() - base.mean())
+            diff = f"{gain:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+            if label == args.rows[0]:
+                diff = ""
+            print(
+                f"| {attack} | {label} | {len(common)} | {100 * tp:.1f} | "
+                f"{100 * calibrated:.1f} | {diff} |"
+            )
+
+
+if __name__ == "__main__":
+    main()

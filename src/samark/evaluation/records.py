@@ -1,0 +1,231 @@
+"""The records the stages of an experiment append to their JSONL stores, typed.
+
+Each stage writes one kind, through its type; status, the report and the judge read the
+same fields. ``to_json`` gives the stored layout (an optional field that is ``None`` is
+left out, as records written before it existed lack it, so committed runs keep reading);
+``from_json`` checks a stored record and names what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from samark.errors import SamarkError
+from samark.schemes.base import Generation
+
+R = TypeVar("R", bound="_Record")
+
+
+class RecordError(SamarkError, ValueError):
+    """A stored record does not have the fields its stage writes."""
+
+
+class _Record:
+    kind: ClassVar[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored layout: an optional field left at ``None`` is left out (a required
+        one is kept); ``extra`` is spread into the record."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if value is None and f.default is None:
+                continue
+            if f.name == "extra":
+                out.update(value)
+                continue
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_json(cls: type[R], record: Mapping[str, Any]) -> R:
+        hints, fields = _schema(cls)
+        names = [f.name for f in fields]
+        values: dict[str, Any] = {}
+        for f in fields:
+            if f.name == "extra":
+                continue
+            if f.name not in record:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise RecordError(f"a {cls.kind} record lacks {f.name!r}: {_short(record)}")
+                continue
+            value = record[f.name]
+            if not _fits(value, hints[f.name]):
+                raise RecordError(
+                    f"a {cls.kind} record's {f.name!r} is {type(value).__name__}, "
+                    f"not {hints[f.name]}: {_short(record)}"
+                )
+            values[f.name] = value
+        if "extra" in names:
+            # everything else but the store's own key
+            values["extra"] = {k: v for k, v in record.items() if k not in names and k != "key"}
+        return cls(**values)
+
+
+_SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]] = {}
+
+
+def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
+    """A record type's field types and fields (looked up once per type)."""
+    if cls not in _SCHEMAS:
+        _SCHEMAS[cls] = (typing.get_type_hints(cls), dataclasses.fields(cls))
+    return _SCHEMAS[cls]
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None:
+        return type(None) in options
+    for option in options:
+        if option is type(None):
+            continue
+        origin = typing.get_origin(option) or option
+        if origin is Any or (isinstance(origin, type) and isinstance(value, origin)):
+            if origin is int and isinstance(value, bool):
+                continue
+            return True
+        if origin is float and isinstance(value, int) and not isinstance(value, bool):
+            return True
+    return False
+
+
+def _short(record: Mapping[str, Any]) -> str:
+    return str({k: record[k] for k in ("key", "scheme", "item", "attack") if k in record})
+
+
+@dataclass(frozen=True)
+class GenerationRecord(_Record):
+    """One row's text for one prompt (the generate stage): the scheme's
+    :class:`~samark.schemes.base.Generation`, under the row's label."""
+
+    kind: ClassVar[str] = "generation"
+    scheme: str  # the row's label
+    item: str
+    seed: int
+    prompt: str
+    text: str
+    sentences: list[Any]
+    #: every other field of the Generation (token and time accounting, fallbacks, steps)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, label: str, item: str, seed: int, generation: Generation) -> GenerationRecord:
+        rec = generation.to_dict()
+        rec.pop("scheme")
+        core = {k: rec.pop(k) for k in ("prompt", "text", "sentences")}
+        return cls(scheme=label, item=item, seed=seed, extra=rec, **core)
+
+
+@dataclass(frozen=True)
+class AttackRecord(_Record):
+    """One row's text after one attack (the attack stage), with the attack's measured
+    fidelity (``samark.evaluation.fidelity``)."""
+
+    kind: ClassVar[str] = "attack"
+    scheme: str
+    item: str
+    attack: str
+    text: str
+    seconds: float
+    seed: int | None = None
+    #: the text to attack was empty: so is this one, and it is detected as a miss
+    source_empty: bool | None = None
+    strength_embedder: str | None = None
+    #: the fidelity fields (similarity, sentences kept, ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DetectionRecord(_Record):
+    """One detector's score of one text (the detect stage; the length stage's prefixes
+    carry ``sentences``). ``scheme`` is the row's label, or "human" for a negative."""
+
+    kind: ClassVar[str] = "detection"
+    detector: str
+    scheme: str
+    item: str
+    attack: str
+    p_value: float
+    z: float
+    statistic: str
+    score: float
+    n_units: int
+    seconds: float
+    unit: str | None = None
+    #: the scheme's float diagnostics (``Detection.diagnostics``)
+    details: dict[str, float] | None = None
+    #: the prefix length scored (length stage only)
+    sentences: int | None = None
+
+    @classmethod
+    def nothing_to_score(cls, seconds: float, **meta: Any) -> DetectionRecord:
+        """A text without a sentence: a miss (p = 1), not a gap."""
+        return cls(
+            p_value=1.0, z=0.0, statistic="none", score=0.0, n_units=0, seconds=seconds, **meta
+        )
+
+
+@dataclass(frozen=True)
+class QualityRecord(_Record):
+    """One row's text scored by the experiment's quality metrics (the quality stage)."""
+
+    kind: ClassVar[str] = "quality"
+    scheme: str
+    item: str
+    #: metric name -> value
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JudgeRecord(_Record):
+    """An LM judge's comparison of one row's text with the reference row's (the quality
+    store; ``samark.evaluation.judge``)."""
+
+    kind: ClassVar[str] = "judge"
+    scheme: str
+    item: str
+    judge: str
+    #: the judge's verdict fields
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RankRecord(_Record):
+    """An LM judge's ranking of every row's text for one prompt (the quality store)."""
+
+    kind: ClassVar[str] = "rank"
+    item: str
+    judge: str
+    #: row label -> rank; ``None`` when the reply could not be parsed
+    ranks: dict[str, Any] | None
+    reply: str
+
+
+#: stage store -> its record type, or (quality) the types its keys' first part names
+_TYPES: dict[str, type[_Record] | dict[str, type[_Record]]] = {
+    "generations": GenerationRecord,
+    "attacks": AttackRecord,
+    "detections": DetectionRecord,
+    "lengths": DetectionRecord,
+    "quality": {"quality": QualityRecord, "judge": JudgeRecord, "rank": RankRecord},
+}
+
+
+def parse_record(store: str, record: Mapping[str, Any]) -> _Record:
+    """A stored record of ``store`` (generations, attacks, detections, lengths, quality)
+    as its type."""
+    kinds = _TYPES.get(store)
+    if kinds is None:
+        raise RecordError(f"no stage store named {store!r}; known: {sorted(_TYPES)}")
+    if isinstance(kinds, dict):
+        key = record.get("key")
+        kind = key[0] if isinstance(key, list | tuple) and key else None
+        if kind not in kinds:
+            raise RecordError(f"a record of {store} has key {key!r}, not one of {sorted(kinds)}")
+        return kinds[kind].from_json(record)
+    return kinds.from_json(record)
