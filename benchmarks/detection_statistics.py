@@ -27,7 +27,6 @@ import numpy as np
 from samark.embed import Embedder
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
-from samark.keys import null_pivots
 from samark.segment import split_sentences
 from samark.statistics import (
     STATISTICS,
@@ -149,9 +148,8 @@ def main() -> None:
     embedder = run.embedder
     key = run.key
     dim, c = embedder.dim, args.channels
-    avoid = key.avoid_for(dim)
     pivots = np.concatenate(
-        [key.pivots(dim, c)[None], null_pivots(args.nulls, dim, c, 0, avoid)], axis=0
+        [key.pivots(dim, c)[None], key.null_pivots(args.nulls, dim, c, 0)], axis=0
     )
     stats = _research_statistics()
     if args.only:

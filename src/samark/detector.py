@@ -15,7 +15,7 @@ import numpy as np
 from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
-from samark.keys import WatermarkKey, null_pivots, null_pivots_in_space
+from samark.keys import PivotLaw, WatermarkKey
 from samark.segment import split_sentences
 from samark.statistics import (
     STATISTICS,
@@ -32,16 +32,9 @@ from samark.statistics import (
 
 @functools.lru_cache(maxsize=8)
 def _cached_null_pivots(
-    count: int, dim: int, channels: int, seed: int, law: str, rows: int, directions: bytes
+    law: PivotLaw, count: int, dim: int, channels: int, seed: int
 ) -> np.ndarray:
-    """Null pivots of a key's law: ``law`` "avoid" (Haar orthogonal to ``rows`` directions)
-    or "space" (Haar in the row space of ``rows`` basis vectors); ``directions`` holds
-    those rows as little-endian float64."""
-    matrix = np.frombuffer(directions, "<f8").reshape(rows, dim) if rows else None
-    if law == "space":
-        assert matrix is not None
-        return null_pivots_in_space(count, matrix, channels, seed)
-    return null_pivots(count, dim, channels, seed, matrix)
+    return law.null_pivots(count, dim, channels, seed)
 
 
 class SAMarkDetector:
@@ -79,18 +72,7 @@ class SAMarkDetector:
         self.null_seed = null_seed
         self.alpha = alpha
         self._pivots = key.pivots(embedder.dim, channels)
-        #: the key's pivot law, as the null pivots' cache takes it
-        self._law: tuple[str, int, bytes]
-        if key.space is not None:
-            basis = key.space.basis
-            self._law = ("space", basis.shape[0], basis.astype("<f8").tobytes())
-        else:
-            avoid = key.avoid_for(embedder.dim)
-            self._law = (
-                ("avoid", 0, b"")
-                if avoid is None
-                else ("avoid", avoid.shape[0], avoid.astype("<f8").tobytes())
-            )
+        self._law = key.pivot_law(embedder.dim)
 
     def __repr__(self) -> str:
         return (
@@ -131,7 +113,7 @@ class SAMarkDetector:
         if embeddings.ndim != 2 or embeddings.shape[0] == 0:
             raise EmptyTextError("the text has no sentence to score")
         nulls = _cached_null_pivots(
-            self.n_null, self.embedder.dim, self.channels, self.null_seed, *self._law
+            self._law, self.n_null, self.embedder.dim, self.channels, self.null_seed
         )
         all_pivots = np.concatenate([self._pivots[None], nulls], axis=0)
         responses = channel_responses(embeddings, all_pivots)

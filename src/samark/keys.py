@@ -139,13 +139,18 @@ class WatermarkKey:
             return derive_pivots_in_space(self._secret, self.space.basis, channels)
         return derive_pivots(self._secret, dim, channels, self.avoid_for(dim))
 
+    def pivot_law(self, dim: int) -> PivotLaw:
+        """The public law this key's pivots are drawn from, in R^dim: what the detector's
+        null pivots must follow."""
+        if self.space is not None:
+            self._check_space(dim)
+            return PivotLaw.of("space", self.space.basis)
+        return PivotLaw.of("avoid", self.avoid_for(dim))
+
     def null_pivots(self, count: int, dim: int, channels: int, seed: int) -> np.ndarray:
         """``count`` public pivot sets from this key's law (the detector's exchangeable
         stand-ins), shape ``(count, channels, dim)``."""
-        if self.space is not None:
-            self._check_space(dim)
-            return null_pivots_in_space(count, self.space.basis, channels, seed)
-        return null_pivots(count, dim, channels, seed, self.avoid_for(dim))
+        return self.pivot_law(dim).null_pivots(count, dim, channels, seed)
 
     def _check_space(self, dim: int) -> None:
         assert self.space is not None
@@ -328,6 +333,34 @@ def derive_pivots(
     if avoid is not None and n_avoid:
         avoided = _orthonormalise([[float(x) for x in row] for row in avoid], [])
     return np.array(_orthonormalise(columns, avoided), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class PivotLaw:
+    """A key's public pivot law as plain, hashable values (so null pivots can be cached
+    by it): ``kind`` "avoid" (Haar orthogonal to ``rows`` directions; none: Haar in the
+    whole space) or "space" (Haar in the row space of ``rows`` basis vectors), the rows
+    as little-endian float64 bytes."""
+
+    kind: str
+    rows: int
+    directions: bytes
+
+    @classmethod
+    def of(cls, kind: str, matrix: np.ndarray | None) -> PivotLaw:
+        if matrix is None or not matrix.size:
+            return cls(kind, 0, b"")
+        return cls(kind, int(matrix.shape[0]), matrix.astype("<f8").tobytes())
+
+    def null_pivots(self, count: int, dim: int, channels: int, seed: int) -> np.ndarray:
+        """``count`` pivot sets drawn from this law, shape ``(count, channels, dim)``."""
+        matrix = (
+            np.frombuffer(self.directions, "<f8").reshape(self.rows, dim) if self.rows else None
+        )
+        if self.kind == "space":
+            assert matrix is not None
+            return null_pivots_in_space(count, matrix, channels, seed)
+        return null_pivots(count, dim, channels, seed, matrix)
 
 
 def derive_pivots_in_space(secret: bytes, basis: np.ndarray, channels: int) -> np.ndarray:
