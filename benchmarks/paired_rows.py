@@ -16,7 +16,8 @@ import argparse
 import numpy as np
 import pandas as pd
 
-from samark.evaluation.detection_metrics import evidence, threshold_at_fpr, tpr_at_fpr
+from samark.evaluation.detection_metrics import evidence, threshold_at_fpr
+from samark.evaluation.report import human_records
 from samark.evaluation.runner import Run
 
 
@@ -31,8 +32,6 @@ def main() -> None:
     args = ap.parse_args()
     run = Run.open(args.run)
     det = pd.DataFrame(run.current_records(run.detections))
-    ids = {d.id for d in run.negatives()}
-    humans = det[(det["scheme"] == "human") & det["item"].isin(ids)]
     rng = np.random.default_rng(0)
     print(
         f"| attack | row | n | TP@FP{100 * args.fpr:g}% | p < {args.alpha} | "
@@ -45,17 +44,17 @@ def main() -> None:
             mine = det[(det["scheme"] == label) & (det["attack"] == attack)]
             if mine.empty:
                 raise SystemExit(f"no detections of {label!r} under {attack!r}")
-            neg_rows = humans[humans["detector"] == mine["detector"].iloc[0]]
-            neg = evidence(neg_rows["p_value"], neg_rows["z"])
+            humans = human_records(run, det, mine["detector"].iloc[0])
+            neg = evidence(humans["p_value"], humans["z"])
             threshold = threshold_at_fpr(neg, args.fpr)
-            per_row[label] = (mine.set_index("item"), neg, threshold)
+            per_row[label] = (mine.set_index("item"), threshold)
         common = sorted(set.intersection(*(set(r[0].index) for r in per_row.values())))
         hits = {}
-        for label, (mine, neg, threshold) in per_row.items():
+        for label, (mine, threshold) in per_row.items():
             sub = mine.loc[common]
             pos = evidence(sub["p_value"], sub["z"])
             hits[label] = pos > threshold
-            tp = tpr_at_fpr(neg, pos, args.fpr)
+            tp = float(hits[label].mean())
             calibrated = float(np.mean(sub["p_value"] < args.alpha))
             base = hits[args.rows[0]]
             boot = [

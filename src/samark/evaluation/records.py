@@ -32,7 +32,7 @@ class _Record:
         """The stored layout: an optional field left at ``None`` is left out (a required
         one is kept); ``extra`` is spread into the record."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+        for f in _schema(type(self))[1]:
             value = getattr(self, f.name)
             if value is None and f.default is None:
                 continue

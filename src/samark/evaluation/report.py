@@ -50,7 +50,7 @@ def detection_table(run: Run) -> pd.DataFrame:
         mine = det[det["scheme"] == spec.label]
         if mine.empty:
             continue
-        humans = _humans(run, det, mine["detector"].iloc[0])
+        humans = human_records(run, det, mine["detector"].iloc[0])
         neg = evidence(humans["p_value"], humans["z"])
         for attack in [NO_ATTACK, *[a.label for a in exp.attacks]]:
             sub = mine[mine["attack"] == attack]
@@ -94,7 +94,7 @@ def length_table(run: Run) -> pd.DataFrame:
             mine = records[records["scheme"] == spec.label]
             if mine.empty:
                 continue
-            humans = _humans(run, records, mine["detector"].iloc[0])
+            humans = human_records(run, records, mine["detector"].iloc[0])
             if humans.empty:
                 continue
             neg = evidence(humans["p_value"], humans["z"])
@@ -144,7 +144,7 @@ def human_fpr_tag(alpha: float) -> str:
     return f"human_fpr_at_p_{alpha:g}"
 
 
-def _humans(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
+def human_records(run: Run, records: pd.DataFrame, detector: str) -> pd.DataFrame:
     """The detector's scores on the experiment's current human negatives (records of
     negatives that an earlier version of the experiment used are left out)."""
     ids = {d.id for d in run.negatives()}
@@ -168,7 +168,7 @@ def corpus_fpr_table(run: Run) -> pd.DataFrame:
         mine = det[det["scheme"] == spec.label]
         if mine.empty:
             continue
-        humans = _humans(run, det, mine["detector"].iloc[0])
+        humans = human_records(run, det, mine["detector"].iloc[0])
         corpus = humans["item"].map(negative_corpus)
         for name, sub in humans.groupby(corpus, sort=False):
             rows.append(
@@ -333,7 +333,7 @@ def signal_table(run: Run) -> pd.DataFrame:
         mine = det[det["scheme"] == spec.label]
         if mine.empty:
             continue
-        humans = _humans(run, det, mine["detector"].iloc[0])
+        humans = human_records(run, det, mine["detector"].iloc[0])
         base = mine[mine["attack"] == NO_ATTACK].set_index("item")["n_units"]
         groups = [("human", humans)] + [
             (a, mine[mine["attack"] == a])
@@ -754,7 +754,7 @@ def _plots(
         return
     attacks = [NO_ATTACK, *[a.label for a in exp.attacks]]
     humans_of = {
-        spec.label: _humans(
+        spec.label: human_records(
             run, records, records.loc[records["scheme"] == spec.label, "detector"].iloc[0]
         )
         for spec in schemes
