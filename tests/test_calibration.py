@@ -16,6 +16,7 @@ Debian Administrator's Handbook (first 10 sentences; technical prose; a Debian p
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,7 +66,27 @@ def human_embeddings(mpnet):
 LEGACY_ON_FICTION = pytest.mark.xfail(
     strict=True, reason="per-key FPR on a domain whose mean the keys do not avoid"
 )
+# The handbook is the domain that no avoided direction (and no pivot space) was fitted on.
+# There, as on Austen before its direction shipped, a key can lean towards the domain's
+# mean: with the scan (and, for keys in the pivot space, with z too) one of these five
+# keys has p-values below uniform (one-sided KS p < 1e-4), its count of p < 0.01 still
+# within the bound; with 30 keys, one in 30 exceeds the bound (docs/statistics.md).
+UNSEEN_DOMAIN = pytest.mark.xfail(
+    strict=True, reason="per-key p-values on a domain no avoided direction covers"
+)
 CORPORA = ["cnn_dailymail", "wikipedia_leads", "jane_austen", "debian_handbook"]
+
+
+def _cases(statistics: list[str], unseen_fails: set[str]) -> list[Any]:
+    """(corpus, statistic) pairs; those of the handbook with a statistic in
+    ``unseen_fails`` are strict expected failures."""
+    return [
+        pytest.param(c, s, marks=UNSEEN_DOMAIN)
+        if c == "debian_handbook" and s in unseen_fails
+        else (c, s)
+        for c in CORPORA
+        for s in statistics
+    ]
 
 
 def _corpus(human_embeddings, corpus: str) -> list[np.ndarray]:
@@ -80,8 +101,7 @@ def _keys(mpnet, domains: tuple[str, ...] | None = None):
     return [WatermarkKey(bytes([i]) * 32, mpnet.identity, avoid) for i in range(N_KEYS)]
 
 
-@pytest.mark.parametrize("corpus", CORPORA)
-@pytest.mark.parametrize("statistic", ["alignment", "z", "scan"])
+@pytest.mark.parametrize(("corpus", "statistic"), _cases(["alignment", "z", "scan"], {"scan"}))
 def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str) -> None:
     _check_per_key(_keys(mpnet), mpnet, _corpus(human_embeddings, corpus), statistic)
 
@@ -95,13 +115,13 @@ def test_fpr_holds_per_key_on_fiction_for_keys_without_its_direction(
     _check_per_key(keys, mpnet, _corpus(human_embeddings, "jane_austen"), statistic)
 
 
-@pytest.mark.parametrize("corpus", CORPORA)
-@pytest.mark.parametrize("statistic", ["z", "scan"])
+@pytest.mark.parametrize(("corpus", "statistic"), _cases(["z", "scan"], {"z", "scan"}))
 def test_fpr_holds_per_key_in_a_pivot_space(
     mpnet, human_embeddings, corpus: str, statistic: str
 ) -> None:
-    # Keys drawing their pivots in the shipped space (fitted on other text of all three
-    # domains, where documents' means vary little): Jane Austen holds per key too.
+    # Keys drawing their pivots in the shipped space (fitted on other text of news,
+    # Wikipedia and Austen, where documents' means vary little): those three hold per key,
+    # the handbook, unseen by the fit, does not.
     space = load_pivot_space("mpnet-quiet-128", fingerprint=mpnet.identity.fingerprint)
     keys = [WatermarkKey(bytes([i]) * 32, mpnet.identity, space=space) for i in range(N_KEYS)]
     _check_per_key(keys, mpnet, _corpus(human_embeddings, corpus), statistic)
