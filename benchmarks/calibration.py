@@ -46,6 +46,12 @@ def main() -> None:
     ap.add_argument("--min-sentences", type=int, default=3)
     ap.add_argument("--null", type=int, default=999)
     ap.add_argument("--no-avoid", action="store_true", help="unconstrained pivots")
+    ap.add_argument(
+        "--domains",
+        nargs="+",
+        default=None,
+        help="the domains whose mean directions the keys avoid (default: new keys' own)",
+    )
     ap.add_argument("--statistics", nargs="+", default=list(STATISTICS), choices=STATISTICS)
     args = ap.parse_args()
 
@@ -58,7 +64,7 @@ def main() -> None:
         f"in {time.perf_counter() - t0:.1f}s with {embedder.name}"
     )
 
-    avoid = None if args.no_avoid else embedder.reference_directions()
+    avoid = None if args.no_avoid else embedder.reference_directions(args.domains)
     print(f"pivots avoid {0 if avoid is None else len(avoid)} reference directions")
     rng = np.random.default_rng(12345)
     zs: list[list[float]] = []

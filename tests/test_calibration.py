@@ -7,14 +7,16 @@ p < 0.01 and a one-sided KS test against p-values stochastically *smaller* than 
 theory makes p exactly uniform, the pooled p-values get a two-sided KS test.
 Human text: 200 CNN/DailyMail
 articles (first 10 sentences; the news reference direction used sentences 11-25),
-Wikipedia leads 0-4999 (the reference direction used leads from 5000 on), and, as a third
-corpus that no reference direction saw, 200 chapters of Jane Austen's novels (first 10
-sentences; 19th-century fiction, far from both; from a Debian package).
+Wikipedia leads 0-4999 (the reference direction used leads from 5000 on), 200 chapters of
+Jane Austen's novels (first 10 sentences; the fiction direction used sentences 11-25; from
+a Debian package), and, as a domain that no reference direction saw, 300 sections of the
+Debian Administrator's Handbook (first 10 sentences; technical prose; a Debian package).
 """
 
 from __future__ import annotations
 
 import shutil
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from scipy import stats
 
 from samark.datasets import load_dataset
 from samark.detector import SAMarkDetector
+from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
 from samark.keys import WatermarkKey
 from samark.pivot_space import load_pivot_space
 from samark.segment import split_sentences
@@ -48,24 +51,42 @@ def human_embeddings(mpnet):
         "cnn_dailymail": [mpnet.encode(s) for s in cnn],
         "wikipedia_leads": [mpnet.encode(s) for s in wiki],
     }
-    if shutil.which("apt-get") is not None:  # Debian's r-cran-janeaustenr
+    if shutil.which("apt-get") is not None:  # Debian's r-cran-janeaustenr, debian-handbook
         out["jane_austen"] = [mpnet.encode(s) for s in _texts("jane_austen", 200, 10)]
+        out["debian_handbook"] = [mpnet.encode(s) for s in _texts("debian_handbook", 300, 10)]
     return out
 
 
-# Keys avoid the news and encyclopedic domain means, not a fiction one. On Jane Austen one of
-# these five keys flags 13-15 of 200 chapters at p < 0.01 (7%, every statistic): a domain
-# whose mean no avoided direction covers can bias a key (benchmarks/unseen_domain.py,
-# docs/statistics.md). Strict: the day keys hold there too, these cases must be turned back
-# into plain ones.
-UNSEEN_DOMAIN = pytest.mark.xfail(
+# Keys avoid the news, encyclopedic and fiction domain means. Keys that avoided only the
+# first two (every key before 2026-11-24, and the public keys of the committed runs) do not
+# hold on Jane Austen: one of these five flags 13-15 of 200 chapters at p < 0.01 (7%, every
+# statistic). A domain whose mean no avoided direction covers can bias a key
+# (benchmarks/unseen_domain.py, docs/statistics.md). Strict: the day such keys hold there
+# too, this case must be turned back into a plain one.
+LEGACY_ON_FICTION = pytest.mark.xfail(
     strict=True, reason="per-key FPR on a domain whose mean the keys do not avoid"
 )
-CORPORA = [
-    "cnn_dailymail",
-    "wikipedia_leads",
-    pytest.param("jane_austen", marks=UNSEEN_DOMAIN),
-]
+# The handbook is the domain that no avoided direction (and no pivot space) was fitted on.
+# There, as on Austen before its direction shipped, a key can lean towards the domain's
+# mean: with the scan (and, for keys in the pivot space, with z too) one of these five
+# keys has p-values below uniform (one-sided KS p < 1e-4), its count of p < 0.01 still
+# within the bound; with 30 keys, one in 30 exceeds the bound (docs/statistics.md).
+UNSEEN_DOMAIN = pytest.mark.xfail(
+    strict=True, reason="per-key p-values on a domain no avoided direction covers"
+)
+CORPORA = ["cnn_dailymail", "wikipedia_leads", "jane_austen", "debian_handbook"]
+
+
+def _cases(statistics: list[str], unseen_fails: set[str]) -> list[Any]:
+    """(corpus, statistic) pairs; those of the handbook with a statistic in
+    ``unseen_fails`` are strict expected failures."""
+    return [
+        pytest.param(c, s, marks=UNSEEN_DOMAIN)
+        if c == "debian_handbook" and s in unseen_fails
+        else (c, s)
+        for c in CORPORA
+        for s in statistics
+    ]
 
 
 def _corpus(human_embeddings, corpus: str) -> list[np.ndarray]:
@@ -74,25 +95,33 @@ def _corpus(human_embeddings, corpus: str) -> list[np.ndarray]:
     return human_embeddings[corpus]
 
 
-def _keys(mpnet):
-    avoid = mpnet.reference_directions()
-    assert avoid is not None and avoid.shape == (2, 768)
+def _keys(mpnet, domains: tuple[str, ...] | None = None):
+    avoid = mpnet.reference_directions(domains)
+    assert avoid is not None and avoid.shape == (len(domains or AVOIDED_DOMAINS), 768)
     return [WatermarkKey(bytes([i]) * 32, mpnet.identity, avoid) for i in range(N_KEYS)]
 
 
-@pytest.mark.parametrize("corpus", CORPORA)
-@pytest.mark.parametrize("statistic", ["alignment", "z", "scan"])
+@pytest.mark.parametrize(("corpus", "statistic"), _cases(["alignment", "z", "scan"], {"scan"}))
 def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str) -> None:
     _check_per_key(_keys(mpnet), mpnet, _corpus(human_embeddings, corpus), statistic)
 
 
-@pytest.mark.parametrize("corpus", ["cnn_dailymail", "wikipedia_leads", "jane_austen"])
 @pytest.mark.parametrize("statistic", ["z", "scan"])
+@LEGACY_ON_FICTION
+def test_fpr_holds_per_key_on_fiction_for_keys_without_its_direction(
+    mpnet, human_embeddings, statistic: str
+) -> None:
+    keys = _keys(mpnet, LEGACY_AVOIDED_DOMAINS)
+    _check_per_key(keys, mpnet, _corpus(human_embeddings, "jane_austen"), statistic)
+
+
+@pytest.mark.parametrize(("corpus", "statistic"), _cases(["z", "scan"], {"z", "scan"}))
 def test_fpr_holds_per_key_in_a_pivot_space(
     mpnet, human_embeddings, corpus: str, statistic: str
 ) -> None:
-    # Keys drawing their pivots in the shipped space (fitted on other text of all three
-    # domains, where documents' means vary little): Jane Austen holds per key too.
+    # Keys drawing their pivots in the shipped space (fitted on other text of news,
+    # Wikipedia and Austen, where documents' means vary little): those three hold per key,
+    # the handbook, unseen by the fit, does not.
     space = load_pivot_space("mpnet-quiet-128", fingerprint=mpnet.identity.fingerprint)
     keys = [WatermarkKey(bytes([i]) * 32, mpnet.identity, space=space) for i in range(N_KEYS)]
     _check_per_key(keys, mpnet, _corpus(human_embeddings, corpus), statistic)

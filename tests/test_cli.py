@@ -35,7 +35,7 @@ def key_file(tmp_path_factory, runner):
 def test_keygen_writes_private_file_and_shows_no_secret(key_file, runner, tmp_path) -> None:
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     record = json.loads(key_file.read_text())
-    assert record["embedder"]["name"] == "all-mpnet-base-v2" and record["avoid"]["rows"] == 2
+    assert record["embedder"]["name"] == "all-mpnet-base-v2" and record["avoid"]["rows"] == 3
     again = runner.invoke(app, ["keygen", str(tmp_path / "k2.key")])
     assert again.exit_code == 0
     assert record["secret"] not in again.output
@@ -342,3 +342,50 @@ def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
     ):
         refused = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), *bad])
         assert refused.exit_code == 2 and message in refused.output, refused.output
+
+
+def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
+    import numpy as np
+    from scipy import stats
+
+    from samark.datasets import load_dataset
+    from samark.keys import derive_pivots
+    from samark.segment import split_sentences
+
+    args = ["cnn_dailymail", "--limit", "150", "--sentences", "10"]
+    fair = WatermarkKey(bytes([7]) * 32, minilm.identity, minilm.reference_directions())
+    fair.save(tmp_path / "fair.key")
+    out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "fair.key")])
+    record = json.loads(out.stdout.splitlines()[0])
+    assert record["texts"] == 150 and record["alpha"] == 0.01
+    assert record["bound"] == stats.binom.ppf(0.999, 150, 0.01) == 6
+    assert out.exit_code == (0 if record["holds"] else 1) == 0, out.output
+    assert "secret" not in out.output and fair.key_id in out.output
+
+    # a key whose pivots lean towards the news mean (no avoided directions; the secret
+    # with the largest lean of 300): its p-values on news sit below uniform, and it is caught
+    news = [s for d in load_dataset("cnn_dailymail") for s in split_sentences(d.text)[10:25]]
+    mean = minilm.encode(news).mean(axis=0)
+    mean /= np.linalg.norm(mean)
+    secret = max(
+        (bytes([i % 256, i // 256]) * 16 for i in range(300)),
+        key=lambda s: np.abs(derive_pivots(s, minilm.dim, 2) @ mean).max(),
+    )
+    WatermarkKey(secret, minilm.identity).save(tmp_path / "leaning.key")
+    out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "leaning.key")])
+    record = json.loads(out.stdout.splitlines()[0])
+    assert out.exit_code == 1 and not record["holds"] and "does not hold" in out.output
+    assert record["flagged"] > record["bound"] or record["ks_pvalue"] < 1e-3, record
+
+
+def test_check_key_refuses_bad_sources(runner, key_file, tmp_path) -> None:
+    out = runner.invoke(app, ["check-key", "no_such_corpus", "--key", str(key_file)])
+    assert out.exit_code == 2 and "neither a .jsonl" in out.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"body": "Some text. More text. Even more text."}\n')
+    out = runner.invoke(app, ["check-key", str(bad), "--key", str(key_file)])
+    assert out.exit_code == 2 and "no string field 'text'" in out.output
+    few = tmp_path / "few.jsonl"
+    few.write_text(json.dumps({"text": HUMAN}) + "\n")
+    out = runner.invoke(app, ["check-key", str(few), "--key", str(key_file)])
+    assert out.exit_code == 2 and "at least 20 human texts" in out.output

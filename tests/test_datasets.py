@@ -27,3 +27,16 @@ def test_jane_austen_chapters_from_debian() -> None:
     first = next(d for d in docs if d.id == "pride_and_prejudice#0")
     assert first.text.startswith("It is a truth universally acknowledged")
     assert len(human_windows(docs, sentences=12, count=3000)) > 2000
+
+
+def test_debian_handbook_sections_from_debian() -> None:
+    if shutil.which("apt-get") is None:
+        pytest.skip("the debian_handbook corpus comes from a Debian package")
+    docs = load_dataset("debian_handbook")
+    assert len(docs) > 400  # one document per section
+    assert len({d.id for d in docs}) == len(docs)
+    text = "\n".join(d.text for d in docs)
+    # prose, not markup or command listings
+    assert "<div" not in text and "class=" not in text
+    assert "Debian" in text and "package" in text
+    assert len(human_windows(docs, sentences=10, count=1000)) > 250

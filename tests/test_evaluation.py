@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from samark.errors import SamarkError
@@ -449,3 +450,39 @@ def test_reading_a_run_writes_nothing(tmp_path) -> None:
     assert sorted(p.name for p in folder.iterdir()) == ["experiment.toml"]
     with pytest.raises(SamarkError, match=r"no key\.json yet"):
         run.key  # noqa: B018
+
+
+def test_avoided_domains_of_an_experiment(mpnet) -> None:
+    from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
+    from samark.evaluation.runner import public_key
+
+    assert Experiment.parse(TINY).avoided_domains == LEGACY_AVOIDED_DOMAINS
+    named = Experiment.parse('avoided_domains = ["news", "wiki", "fiction"]\n' + TINY)
+    assert named.avoided_domains == AVOIDED_DOMAINS
+    for bad in ('"news"', '["news", "news"]', '["news", 3]', '[""]'):
+        with pytest.raises(ExperimentError, match="avoided_domains"):
+            Experiment.parse(f"avoided_domains = {bad}\n" + TINY)
+    with pytest.raises(SamarkError, match="avoided domains must be"):
+        public_key(Experiment.parse('avoided_domains = ["poetry"]\n' + TINY), mpnet)
+    plain, more = (
+        public_key(Experiment.parse(t), mpnet)
+        for t in ('key = "public"\n' + TINY, 'key = "public"\n' + named.source)
+    )
+    assert plain.avoid.shape == (2, 768) and more.avoid.shape == (3, 768)
+    np.testing.assert_array_equal(more.avoid[:2], plain.avoid)
+    np.testing.assert_allclose(more.pivots(768, 2) @ more.avoid.T, 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("toml", "key_id"),
+    [
+        # the key ids in the committed records of experiments/runs/paper and .../local
+        ("paper.toml", "1e58e2491cb59089"),
+        ("local.toml", "555aa325215bf248"),
+    ],
+)
+def test_committed_runs_keep_their_public_keys(mpnet, toml: str, key_id: str) -> None:
+    from samark.evaluation.runner import public_key
+
+    experiment = Experiment.load(Path(__file__).parents[1] / "experiments" / toml)
+    assert public_key(experiment, mpnet).key_id == key_id

@@ -477,6 +477,96 @@ DEMO_CANDIDATES = 32
 DEMO_SENTENCES = 6
 
 
+@app.command("check-key")
+def check_key(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Human text of the domain the key will mark: a data set name "
+            "(`cnn_dailymail`, `wikipedia_leads`, `jane_austen`, `debian_handbook`, ...) "
+            "or a .jsonl / .parquet file."
+        ),
+    ],
+    key: KeyOption = Path("samark.key"),
+    field: Annotated[str, typer.Option(help="Text field of JSONL / Parquet records.")] = "text",
+    sentences: Annotated[
+        int, typer.Option(help="Score each text's first N sentences (0: whole texts).")
+    ] = 10,
+    limit: Annotated[int, typer.Option(help="At most this many texts.")] = 500,
+    alpha: Annotated[float, typer.Option(help="The level the key will be used at.")] = 0.01,
+    statistic: Annotated[str, typer.Option(help="Test statistic: z, alignment or scan.")] = "z",
+) -> None:
+    """Measure KEY's false-positive rate on human text of your domain: a key that leans
+    towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
+    Exits 0 if the count of p < alpha is within the 99.9% binomial bound."""
+    from samark.key_check import check_key as run_check
+    from samark.segment import split_sentences
+
+    try:
+        config = SAMarkConfig(alpha=alpha, statistic=statistic)  # type: ignore[arg-type]
+        if sentences < 0 or limit < 1:
+            raise ValueError("--sentences must be >= 0 and --limit >= 1")
+    except ValueError as exc:
+        raise _fail(str(exc)) from None
+    texts = _human_texts(source, field, limit * 2 if sentences else limit)
+    if sentences:
+        texts = [
+            " ".join(sents[:sentences])
+            for sents in map(split_sentences, texts)
+            if len(sents) >= min(3, sentences)
+        ]
+    scheme = _load_scheme(key, config)
+    err.print(f"scoring {min(len(texts), limit)} human texts with key {scheme.key.key_id} ...")
+    try:
+        result = run_check(scheme, texts[:limit], alpha=alpha)
+    except (SamarkError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    typer.echo(json.dumps(result.to_dict()))
+    if result.holds:
+        err.print(
+            f"[bold green]holds[/]: {result.flagged} of {result.texts} human texts at "
+            f"p < {alpha} ({100 * result.fpr:.1f}%), bound {result.bound}"
+        )
+    else:
+        err.print(
+            f"[bold red]does not hold[/]: {result.flagged} of {result.texts} human texts at "
+            f"p < {alpha} ({100 * result.fpr:.1f}%, bound {result.bound}; KS p = "
+            f"{result.ks_pvalue:.2g}). This key leans towards this domain: make another "
+            "with `samark keygen` and check it."
+        )
+    raise typer.Exit(0 if result.holds else 1)
+
+
+def _human_texts(source: str, field: str, limit: int) -> list[str]:
+    """Up to ``limit`` texts of a data set by name, or of a JSONL / Parquet file's ``field``."""
+    from samark.datasets import dataset_names, load_dataset
+    from samark.record_detection import no_text_field, read_jsonl, read_parquet
+
+    path = Path(source)
+    try:
+        if path.suffix in (".jsonl", ".parquet") and path.is_file():
+            records = read_parquet(path) if path.suffix == ".parquet" else read_jsonl(path)
+            texts = []
+            for record in records:
+                text = record.get(field)
+                if not isinstance(text, str):
+                    raise SamarkError(f"{path}: {no_text_field(field)}")
+                texts.append(text)
+                if len(texts) == limit:
+                    break
+            return texts
+        if source not in dataset_names():
+            raise SamarkError(
+                f"{source!r} is neither a .jsonl / .parquet file nor a data set "
+                f"({', '.join(dataset_names())})"
+            )
+        return [doc.text for doc in load_dataset(source)[:limit]]
+    except OSError as exc:
+        raise _fail(f"cannot read {source}: {exc.strerror}") from None
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+
+
 @app.command()
 def demo(
     sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = DEMO_SENTENCES,

@@ -10,6 +10,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 from samark.errors import SamarkError
@@ -106,6 +107,80 @@ def _chapters(title: str, lines: list[str]) -> list[Document]:
     return [
         Document(f"{title}#{i}", "\n\n".join(paras)) for i, paras in enumerate(chapters) if paras
     ]
+
+
+@register_dataset("debian_handbook")
+def debian_handbook() -> list[Document]:
+    """The Debian Administrator's Handbook (Debian's ``debian-handbook``, English HTML;
+    fetched with ``apt-get download`` into the user cache on first use), one document per
+    section: technical prose about system administration, far from news, encyclopedic
+    leads and fiction. Paragraph text only: command listings, screens and tables are
+    dropped."""
+    from samark.debian_packages import unpack_debian_packages
+    from samark.models import cache_dir
+
+    relative = Path("usr/share/doc/debian-handbook/html/en-US")
+    for root in (Path("/"), cache_dir() / "debian-handbook"):
+        if (root / relative / "index.html").is_file():
+            break
+    else:
+        root = unpack_debian_packages(("debian-handbook",), "debian-handbook")
+    docs: list[Document] = []
+    for page in sorted((root / relative).glob("*.html")):
+        sections = _handbook_sections(page.read_text(encoding="utf-8"))
+        docs.extend(
+            Document(f"{page.stem}#{i}", "\n\n".join(paras))
+            for i, paras in enumerate(sections)
+            if paras
+        )
+    if not docs:
+        raise SamarkError(f"no section found in {root / relative}")
+    return docs
+
+
+def _handbook_sections(page: str) -> list[list[str]]:
+    """The paragraphs (``div class="para"``) of one handbook page, split at its headings;
+    text inside ``pre`` and ``table`` is left out."""
+    parser = _HandbookParagraphs()
+    parser.feed(page)
+    parser.close()
+    return parser.sections
+
+
+class _HandbookParagraphs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.sections: list[list[str]] = [[]]
+        self.depth = 0  # open divs
+        self.para_depth = 0  # the depth of the open paragraph div, 0 if none
+        self.hidden = 0  # open pre/table elements
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "div":
+            self.depth += 1
+            classes = (dict(attrs).get("class") or "").split()
+            if not self.para_depth and "para" in classes:
+                self.para_depth, self.text = self.depth, []
+        elif tag in ("pre", "table"):
+            self.hidden += 1
+        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            self.sections.append([])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div":
+            if self.para_depth == self.depth:
+                paragraph = " ".join("".join(self.text).split())
+                if paragraph:
+                    self.sections[-1].append(paragraph)
+                self.para_depth = 0
+            self.depth -= 1
+        elif tag in ("pre", "table"):
+            self.hidden = max(0, self.hidden - 1)
+
+    def handle_data(self, data: str) -> None:
+        if self.para_depth and not self.hidden:
+            self.text.append(data)
 
 
 def _r_character_vectors(rdb: bytes) -> list[list[str]]:

@@ -6,13 +6,22 @@ import contextlib
 import functools
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
+from samark.errors import SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.models import DEFAULT_EMBEDDER, folder_fingerprint, resolve_embedder
+
+#: the domains whose mean directions a new key's pivots avoid: a key whose pivots lean
+#: towards a domain's mean shifts every text of that domain (docs/statistics.md)
+AVOIDED_DOMAINS = ("news", "wiki", "fiction")
+#: what keys avoided before the fiction direction shipped (2026-11-24): experiments keep
+#: it unless they name others, so that committed public-key runs keep their keys
+LEGACY_AVOIDED_DOMAINS = ("news", "wiki")
 
 
 class Embedder:
@@ -49,16 +58,22 @@ class Embedder:
             self._identity = EmbedderIdentity(self.name, folder_fingerprint(self.path))
         return self._identity
 
-    def reference_directions(self) -> np.ndarray | None:
-        """Public domain-mean directions that new keys' pivots avoid (``None`` if this
-        embedder has none shipped; see scripts/build_reference_directions.py)."""
-        table = json.loads(
-            resources.files("samark").joinpath("resources/reference_directions.json").read_text()
-        )
-        entry = table.get(self.name)
-        if not entry or entry["fingerprint"] != self.identity.fingerprint:
+    def reference_directions(self, domains: Sequence[str] | None = None) -> np.ndarray | None:
+        """The public mean directions of ``domains`` (rows, in that order) that keys'
+        pivots avoid; ``None`` when no domain is asked for or none ships for this embedder
+        (see scripts/build_reference_directions.py). Default: ``AVOIDED_DOMAINS``."""
+        wanted = AVOIDED_DOMAINS if domains is None else tuple(domains)
+        entry = _reference_table().get(self.name)
+        if not wanted or not entry or entry["fingerprint"] != self.identity.fingerprint:
             return None
-        return np.array(entry["directions"], dtype=np.float64)
+        shipped = list(entry["domains"])
+        missing = [d for d in wanted if d not in shipped]
+        if missing or len(set(wanted)) != len(wanted):
+            raise SamarkError(
+                f"avoided domains must be distinct names among {shipped} for {self.name}, "
+                f"got {list(wanted)}"
+            )
+        return np.array([entry["directions"][shipped.index(d)] for d in wanted], dtype=np.float64)
 
     @contextlib.contextmanager
     def remembering(self) -> Iterator[None]:
@@ -111,6 +126,16 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
     return Embedder(name_or_path)
 
 
-def new_key(embedder: Embedder) -> WatermarkKey:
-    """A fresh secret key for ``embedder``, avoiding its reference directions."""
-    return WatermarkKey.generate(embedder.identity, embedder.reference_directions())
+def new_key(embedder: Embedder, domains: Sequence[str] | None = None) -> WatermarkKey:
+    """A fresh secret key for ``embedder`` whose pivots avoid the mean directions of
+    ``domains`` (default ``AVOIDED_DOMAINS``)."""
+    return WatermarkKey.generate(embedder.identity, embedder.reference_directions(domains))
+
+
+@functools.cache
+def _reference_table() -> dict[str, Any]:
+    """The shipped reference directions, per embedder (read once per process)."""
+    table: dict[str, Any] = json.loads(
+        resources.files("samark").joinpath("resources/reference_directions.json").read_text()
+    )
+    return table

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import tomllib
 
+from samark.embed import LEGACY_AVOIDED_DOMAINS
 from samark.errors import SamarkError
 
 KEY_KINDS = ("secret", "public")
@@ -138,6 +139,11 @@ class Experiment:
     #: version control, resumed on other machines) needs no key file. Anyone can then
     #: detect and forge that run's watermark: a research setting, never a deployment.
     key: str = "secret"
+    #: the domains whose mean directions the run's key avoids (names shipped in
+    #: samark/resources/reference_directions.json). The default is what keys avoided
+    #: before fiction was added, so that committed public-key runs keep their keys; new
+    #: keys outside experiments avoid ``samark.embed.AVOIDED_DOMAINS``.
+    avoided_domains: tuple[str, ...] = LEGACY_AVOIDED_DOMAINS
     source: str = ""  # the TOML text, kept with the run
 
     def with_prompts(self, prompts: int) -> Experiment:
@@ -189,7 +195,7 @@ class Experiment:
         top = _take(
             raw,
             where,
-            ["name", "seed", "embedder", "generator", "key"],
+            ["name", "seed", "embedder", "generator", "key", "avoided_domains"],
             ["dataset", "schemes", "attacks", "metrics"],
         )
         name = str(top.get("name") or Path(where).stem)
@@ -249,6 +255,16 @@ class Experiment:
         key = str(top.get("key", "secret"))
         if key not in KEY_KINDS:
             raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")
+        avoided = top.get("avoided_domains", list(Experiment.avoided_domains))
+        if (
+            not isinstance(avoided, list)
+            or not all(isinstance(d, str) and d for d in avoided)
+            or len(set(avoided)) != len(avoided)
+        ):
+            raise ExperimentError(
+                f"{where}: avoided_domains must be a list of distinct domain names, "
+                f'e.g. ["news", "wiki", "fiction"]; got {avoided!r}'
+            )
         return cls(
             name=name,
             dataset=dataset,
@@ -259,6 +275,7 @@ class Experiment:
             embedder=str(top.get("embedder", "all-mpnet-base-v2")),
             generator=str(top.get("generator", "smollm2-135m-instruct")),
             key=key,
+            avoided_domains=tuple(avoided),
             source=text,
         )
 

@@ -122,7 +122,7 @@ class Run:
             elif self.read_only:
                 raise SamarkError(f"{self.dir} has no key.json yet (nothing was generated)")
             else:
-                self._key = new_key(self.embedder)
+                self._key = new_key(self.embedder, self.experiment.avoided_domains)
                 self._key.save(path)
         return self._key
 
@@ -385,7 +385,9 @@ def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
     alone, so every machine that resumes the run holds the same key. Not a secret."""
     blob = f"samark/public-experiment-key/{experiment.name}/{experiment.seed}".encode()
     return WatermarkKey(
-        hashlib.sha256(blob).digest(), embedder.identity, embedder.reference_directions()
+        hashlib.sha256(blob).digest(),
+        embedder.identity,
+        embedder.reference_directions(experiment.avoided_domains),
     )
 
 
