@@ -20,7 +20,8 @@ from scipy import stats
 
 from samark.detection import Detection
 
-#: a check on fewer human texts than this cannot see a key that doubles alpha
+#: the fewest human texts a check accepts; its power grows with their number (at
+#: alpha = 1%, 500 texts bound the count at 13, 2.6%; 20 texts only at 3, 15%)
 MIN_TEXTS = 20
 
 
