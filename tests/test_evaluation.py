@@ -486,3 +486,27 @@ def test_committed_runs_keep_their_public_keys(mpnet, toml: str, key_id: str) ->
 
     experiment = Experiment.load(Path(__file__).parents[1] / "experiments" / toml)
     assert public_key(experiment, mpnet).key_id == key_id
+
+
+def test_store_refresh_sees_another_writer_without_rereading(tmp_path) -> None:
+    # two processes on one folder: each sees the other's records before scoring an item
+    path = tmp_path / "detections.jsonl"
+    mine, theirs = Stage(path), Stage(path)
+    mine.append(("det", "a"), {"p": 0.5})
+    assert ("det", "a") in theirs  # first read: the whole file
+    theirs.append(("det", "b"), {"p": 0.1})
+    assert ("det", "b") not in mine  # not yet read
+    mine.refresh()
+    assert ("det", "b") in mine and mine.get(("det", "b"))["p"] == 0.1
+    # a torn line (a writer mid-append) waits until it is complete
+    with path.open("ab") as f:
+        f.write(b'{"key": ["det", "c"], "p": 0.')
+    mine.refresh()
+    assert ("det", "c") not in mine
+    with path.open("ab") as f:
+        f.write(b"2}\n")
+    mine.refresh()
+    assert mine.get(("det", "c"))["p"] == 0.2
+    assert [tuple(r["key"]) for r in mine.records()] == [("det", "a"), ("det", "b"), ("det", "c")]
+    with pytest.raises(ValueError, match="already exists"):
+        mine.append(("det", "b"), {"p": 0.9})

@@ -39,8 +39,8 @@ def _detect_all(run: Run) -> None:
             todo = run.in_order(
                 [d for d in negatives if (det, "human", d.id) not in run.detections]
             )
-            for i, doc in enumerate(run.bar(todo, f"detect human ({spec.label})")):
-                share_work(run.detections, i)
+            for doc in run.bar(todo, f"detect human ({spec.label})"):
+                share_work(run.detections)
                 detect_into(
                     run.detections,
                     scheme,
@@ -53,18 +53,17 @@ def _detect_all(run: Run) -> None:
             for item, attack, text in run.row_texts(spec, exp.attacks)
         ]
         todo_t = run.in_order([t for t in texts if t[0] not in run.detections])
-        for i, (key, text, meta) in enumerate(run.bar(todo_t, f"detect {spec.label}")):
-            share_work(run.detections, i)
+        for key, text, meta in run.bar(todo_t, f"detect {spec.label}"):
+            share_work(run.detections)
             detect_into(
                 run.detections, scheme, key, text, {"detector": det, "scheme": spec.label, **meta}
             )
 
 
-def share_work(store: Stage, done: int, every: int = 64) -> None:
-    """Every ``every`` detections, re-read the store: another process on the same folder
-    (``--reverse``, or an overlapping ``--schemes``) may have scored some meanwhile."""
-    if done % every == every - 1:
-        store.reload()
+def share_work(store: Stage) -> None:
+    """Before each item, read what was appended to the store: another process on the same
+    folder (``--reverse``, or an overlapping ``--schemes``) may have scored it meanwhile."""
+    store.refresh()
 
 
 def detect_into(

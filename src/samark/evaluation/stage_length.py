@@ -63,8 +63,8 @@ def run_stage(run: Run) -> None:
                 for k in lengths
             ]
             todo = run.in_order([t for t in todo if t[0] not in run.lengths])
-            for i, (key, text, meta) in enumerate(run.bar(todo, f"length {spec.label}")):
-                share_work(run.lengths, i)
+            for key, text, meta in run.bar(todo, f"length {spec.label}"):
+                share_work(run.lengths)
                 # segmented here, for the work left only
                 text = prefix(text, meta["sentences"])
                 detect_into(run.lengths, scheme, key, text, {"detector": det, **meta})

@@ -24,22 +24,33 @@ class Stage:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._records: dict[Key, dict[str, Any]] | None = None
+        self._offset = 0  # bytes of the file read into ``_records``
         self._checked_tail = False
 
     def _load(self) -> dict[Key, dict[str, Any]]:
         if self._records is None:
             self._records = {}
-            if self.path.exists():
-                with self.path.open("rb") as f:
-                    for raw in f:
-                        if not raw.endswith(b"\n"):
-                            break  # a torn last line from a killed run
-                        try:
-                            rec = json.loads(raw)
-                        except json.JSONDecodeError:
-                            continue  # not ours to repair; never hides later records
-                        self._records.setdefault(tuple(rec["key"]), rec)
+            self._offset = 0
+            self._read_new_lines()
         return self._records
+
+    def _read_new_lines(self) -> None:
+        """Parse the complete lines past ``_offset`` into the records (the first record of
+        a key wins) and move the offset to the end of the last complete line."""
+        assert self._records is not None
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a torn last line (a killed or busy writer) waits
+        for raw in data[:end].splitlines():
+            try:
+                rec = json.loads(raw)
+            except json.JSONDecodeError:
+                continue  # not ours to repair; never hides later records
+            self._records.setdefault(tuple(rec["key"]), rec)
+        self._offset += end
 
     def _drop_torn_tail(self) -> None:
         """Before this object's first append: cut a torn last line left by a killed writer.
@@ -58,6 +69,15 @@ class Stage:
     def reload(self) -> None:
         """Re-read the file: records other processes appended become visible."""
         self._records = None
+
+    def refresh(self) -> None:
+        """Read only what was appended since the last read (by this process or another):
+        cheap enough before every item, so that two processes sharing a folder do not
+        score the same item."""
+        if self._records is None:
+            self._load()
+        else:
+            self._read_new_lines()
 
     def __contains__(self, key: Key) -> bool:
         return tuple(key) in self._load()
