@@ -498,7 +498,8 @@ def check_key(
 ) -> None:
     """Measure KEY's false-positive rate on human text of your domain: a key that leans
     towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
-    Exits 0 if the count of p < alpha is within the 99.9% binomial bound."""
+    Exits 0 if the count of p < alpha is within the 99.9% binomial bound and the p-values
+    are not below uniform (one-sided KS, at 0.001)."""
     from samark.key_check import check_key as run_check
     from samark.segment import split_sentences
 
