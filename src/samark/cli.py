@@ -517,6 +517,7 @@ def check_key(
             if len(sents) >= min(3, sentences)
         ]
     scheme = _load_scheme(key, config)
+    scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
     err.print(f"scoring {min(len(texts), limit)} human texts with key {scheme.key.key_id} ...")
     try:
         result = run_check(scheme, texts[:limit], alpha=alpha)

@@ -13,20 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from samark.detection import Detection
+from samark.record_detection import BatchDetector
 
 #: the fewest human texts a check accepts; its power grows with their number (at
 #: alpha = 1%, 500 texts bound the count at 13, 2.6%; 20 texts only at 3, 15%)
 MIN_TEXTS = 20
-
-
-class _Detects(Protocol):
-    def detect_many(self, texts: list[str]) -> list[Detection | None]: ...
 
 
 @dataclass(frozen=True)
@@ -63,7 +59,7 @@ class KeyCheck:
 
 
 def check_key(
-    detector: _Detects,
+    detector: BatchDetector,
     texts: Sequence[str],
     *,
     alpha: float = 0.01,

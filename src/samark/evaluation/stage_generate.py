@@ -27,7 +27,7 @@ def run_stage(run: Run) -> None:
         bar = run.bar(None, f"generate {spec.label}", total=len(todo))
         size = scheme.batch_size
         for batch in [todo[i : i + size] for i in range(0, len(todo), size)]:
-            run.generations.reload()  # another process may have done some meanwhile
+            run.generations.refresh()  # another process may have done some meanwhile
             batch = [e for e in batch if run.gen_key(spec, e) not in run.generations]
             if not batch:
                 continue
@@ -35,7 +35,7 @@ def run_stage(run: Run) -> None:
             outs = scheme.generate_batch(
                 [e.prompt for e in batch], max_new_sentences=exp.dataset.sentences, seed=seed
             )
-            run.generations.reload()
+            run.generations.refresh()
             for e, g in zip(batch, outs, strict=True):
                 if run.gen_key(spec, e) in run.generations:
                     continue  # finished by another process while this one worked

@@ -66,10 +66,6 @@ class Stage:
                 f.truncate(data.rfind(b"\n") + 1)
         self._checked_tail = True
 
-    def reload(self) -> None:
-        """Re-read the file: records other processes appended become visible."""
-        self._records = None
-
     def refresh(self) -> None:
         """Read only what was appended since the last read (by this process or another):
         cheap enough before every item, so that two processes sharing a folder do not
