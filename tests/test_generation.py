@@ -118,6 +118,35 @@ def test_generation_kappa_sets_the_selection_score_only(mpnet, smollm2) -> None:
     assert SAMarkConfig().selection_kappa == 30.0
 
 
+def test_pool_margin_picks_the_largest_margin_over_the_pool_mean(mpnet, smollm2) -> None:
+    # As above, with each channel's margin measured from the pool's mean signed cosine: the
+    # pick is the matched candidate furthest above its own pool, and its recorded S_wm is
+    # that margin's (the research record's pool mean is the same reference).
+    config = SAMarkConfig(
+        candidates=8,
+        generation_kappa=0.01,
+        margin_reference="pool",
+        epsilon=1e6,
+        lambda_div=0.0,
+        lambda_nov=0.0,
+        record_signal=True,
+    )
+    gen = SAMark(new_key(mpnet), config=config, sampler=smollm2).generate(
+        PROMPT, max_new_sentences=2, seed=3
+    )
+    checked = 0
+    for step in gen.steps:
+        if step["kind"] != "matched":
+            continue
+        margins = np.subtract(step["signal_chosen"], step["signal_pool_mean"])
+        best = max(t[0] for t in step["matched_terms"])
+        assert sum(np.tanh(0.01 * margins)) == pytest.approx(best, abs=1e-6)
+        # measured from the pool, a matched candidate's S_wm is no longer its raw alignment
+        assert best != pytest.approx(sum(np.tanh(0.01 * np.array(step["signal_chosen"]))))
+        checked += 1
+    assert checked
+
+
 def test_fallback_fires_and_is_counted(mpnet, smollm2) -> None:
     # One candidate per batch and no extra batch: with c=2 the single candidate misses the
     # flag quadrant about 3 times in 4, so over 4 steps a fallback fires almost surely;
@@ -167,6 +196,7 @@ def test_dagger_and_registry(mpnet, smollm2) -> None:
         dict(temperature=0),
         dict(statistic="x"),
         dict(generation_kappa=0.0),
+        dict(margin_reference="median"),
     ],
 )
 def test_config_validation(kwargs) -> None:

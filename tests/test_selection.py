@@ -14,6 +14,7 @@ from samark.selection import (
     UNMATCHED,
     channel_match,
     ngram_overlap,
+    pool_reference,
     select,
     semantic_similarity,
     softmax_pick,
@@ -56,6 +57,49 @@ def test_channel_match_and_watermark_score_by_hand() -> None:
     np.testing.assert_allclose(raw, [0.15, -0.05, -0.19])
 
 
+def test_watermark_score_measures_margins_from_a_reference() -> None:
+    cos = np.array([[0.05, -0.10], [0.01, -0.02], [0.03, 0.0]])
+    flags = np.array([1.0, -1.0])
+    ref = pool_reference(cos, flags)  # mean flag-signed cosine per channel
+    np.testing.assert_allclose(ref, [0.03, 0.04])
+    s = watermark_score(cos, flags, 30.0, use_tanh=True, reference=ref)
+    assert s[0] == pytest.approx(math.tanh(30 * 0.02) + math.tanh(30 * 0.06))
+    assert s[1] == pytest.approx(math.tanh(30 * -0.02) + math.tanh(30 * -0.02))
+    raw = watermark_score(cos, flags, 30.0, use_tanh=False, reference=ref)
+    np.testing.assert_allclose(raw, [0.08, -0.04, -0.04], atol=1e-12)
+
+
+def test_pool_margin_prefers_larger_margins_once_the_pool_is_on_the_flag_side() -> None:
+    # a pool that a text's topic has carried to the flag side (+0.06 on both channels, one
+    # unmatched outlier): the paper's terms saturate for both matched candidates and the
+    # pick is about even; measured from the pool mean, the larger margin wins
+    def emb(a: float, b: float) -> list[float]:
+        return [a, b, math.sqrt(1 - a * a - b * b)]
+
+    cands = ["aa bb", "cc dd", "ee ff", "gg hh"]
+    embs = [emb(0.07, 0.07), emb(0.15, 0.15), emb(0.06, 0.06), emb(-0.04, -0.04)]
+    pivots = np.eye(3)[:2]
+    rng_picks = {}
+    for reference in ("zero", "pool"):
+        picks = [
+            _select(
+                cands,
+                embs,
+                pivots=pivots,
+                margin_reference=reference,
+                lambda_div=0.0,
+                lambda_nov=0.0,
+                rng=np.random.default_rng(i),
+            ).index
+            for i in range(400)
+        ]
+        rng_picks[reference] = picks.count(1) / 400
+    # zero: S = 2 tanh(30 x): 1.940 (0.07), 1.9995 (0.15), 1.895 (0.06) -> P(pick 1) ~ 0.52
+    assert 0.4 < rng_picks["zero"] < 0.65
+    # pool (mean 0.06): 2 tanh(0.3) = 0.58, 2 tanh(2.7) = 1.98, 0 -> P(pick 1) ~ 1 - 1e-6
+    assert rng_picks["pool"] > 0.99
+
+
 def test_softmax_pick_probabilities_and_frequencies() -> None:
     scores = np.array([1.0, 1.5, 0.2])
     _, q = softmax_pick(scores, 2.0, np.random.default_rng(0))
@@ -75,9 +119,10 @@ def _setup():
     return pivots, flags
 
 
-def _select(cands, embs, history=None, context="", **kw):
-    history = np.zeros((0, 2)) if history is None else history
-    pivots, flags = _setup()
+def _select(cands, embs, history=None, context="", pivots=None, **kw):
+    default_pivots, flags = _setup()
+    pivots = default_pivots if pivots is None else pivots
+    history = np.zeros((0, pivots.shape[1])) if history is None else history
     params = dict(
         kappa=30.0,
         epsilon=10.0,

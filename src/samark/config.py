@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samark.sampling.base import SamplingParams
+from samark.selection import MARGIN_REFERENCES, MarginReference
 from samark.statistics import STATISTICS, Statistic
 
 
@@ -26,6 +27,12 @@ class SAMarkConfig:
     # smaller one keeps tanh(kappa r_j cos_j) from saturating, so the pick keeps preferring
     # larger margins (the "margin" variant in docs/parameters.md). Detection uses ``kappa``
     generation_kappa: float | None = None
+    # what the selection score measures a channel's margin from: "zero" (the paper's
+    # tanh(kappa r_j cos_j)) or "pool", the mean flag-signed cosine of the step's candidates
+    # (tanh(kappa (r_j cos_j - mean))). Once the text's topic has carried the pool to the
+    # flag side, the paper's terms saturate and the pick stops preferring larger margins;
+    # "pool" keeps the first step's pressure at every step (docs/parameters.md)
+    margin_reference: MarginReference = "zero"
     # candidate sampling
     candidates: int = 64
     temperature: float = 0.7
@@ -71,6 +78,10 @@ class SAMarkConfig:
         _check(
             self.generation_kappa is None or self.generation_kappa > 0,
             "generation_kappa must be > 0 (or None: the detection kappa)",
+        )
+        _check(
+            self.margin_reference in MARGIN_REFERENCES,
+            f"margin_reference must be one of {MARGIN_REFERENCES}",
         )
         _check(self.candidates >= 1, "candidates must be >= 1")
         _check(self.max_new_sentences >= 1, "max_new_sentences must be >= 1")

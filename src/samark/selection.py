@@ -13,6 +13,7 @@ best-scoring complete candidate ("unfiltered").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -22,6 +23,11 @@ from samark.text import ngrams, words
 MATCHED = "matched"
 UNMATCHED = "unmatched"
 UNFILTERED = "unfiltered"
+
+#: what a channel's margin is measured from in the selection score: zero (the paper) or the
+#: step's pool mean (docs/parameters.md, "Margin from the pool")
+MarginReference = Literal["zero", "pool"]
+MARGIN_REFERENCES: tuple[str, ...] = ("zero", "pool")
 
 
 def ngram_overlap(candidate: str, context_ngrams: set[tuple[str, ...]], n: int) -> float:
@@ -56,11 +62,27 @@ def channel_match(cosines: np.ndarray, flags: np.ndarray) -> np.ndarray:
 
 
 def watermark_score(
-    cosines: np.ndarray, flags: np.ndarray, kappa: float, use_tanh: bool
+    cosines: np.ndarray,
+    flags: np.ndarray,
+    kappa: float,
+    use_tanh: bool,
+    reference: np.ndarray | None = None,
 ) -> np.ndarray:
-    """S_wm = sum_j tanh(kappa r_j cos_j) (or sum_j r_j cos_j without tanh), shape (m,)."""
+    """S_wm = sum_j tanh(kappa (r_j cos_j - ref_j)) (or without tanh), shape (m,).
+
+    ``reference`` (c,) is the flag-signed cosine each channel's margin is measured from:
+    ``None`` is zero, the paper's score.
+    """
     signed = cosines * flags[None, :]
+    if reference is not None:
+        signed = signed - reference[None, :]
     return (np.tanh(kappa * signed) if use_tanh else signed).sum(axis=1)
+
+
+def pool_reference(cosines: np.ndarray, flags: np.ndarray) -> np.ndarray:
+    """The pool's mean flag-signed cosine per channel, shape (c,): the reference of the
+    "pool" margin (``SAMarkConfig.margin_reference``)."""
+    return (cosines * flags[None, :]).mean(axis=0)
 
 
 def saturated_matches(
@@ -118,11 +140,14 @@ def select(
     semantic_filter: bool = True,
     use_tanh: bool = True,
     saturation: float = 0.3,
+    margin_reference: MarginReference = "zero",
     rng: np.random.Generator,
 ) -> StepChoice:
     """Choose the next sentence among complete ``candidates`` (non-empty).
 
     ``saturation`` only feeds the ``n_saturated`` count (the adaptive budget's stop rule).
+    ``margin_reference`` "pool" measures each channel's margin from the mean of all
+    ``candidates`` instead of from zero (the match rule is unchanged).
     """
     m = len(candidates)
     if m == 0:
@@ -140,7 +165,8 @@ def select(
 
     diversity = 1.0 - rho_sem
     novelty = np.array([vocabulary_novelty(c, vocabulary) for c in candidates])
-    s_wm = watermark_score(cosines, flags, kappa, use_tanh)
+    reference = pool_reference(cosines, flags) if margin_reference == "pool" else None
+    s_wm = watermark_score(cosines, flags, kappa, use_tanh, reference)
     score = s_wm + lambda_div * diversity + lambda_nov * novelty
     counts = dict(
         n_candidates=m,

@@ -134,6 +134,7 @@ class SAMark(SentenceLevelWatermark):
             semantic_filter=c.semantic_filter,
             use_tanh=c.tanh_generation,
             saturation=c.adaptive_saturation,
+            margin_reference=c.margin_reference,
             rng=state.rng,
         )
         return None if choice is None else Pick(choice.index, choice.kind, choice)
