@@ -83,7 +83,7 @@ def test_token_detectors_hold_their_false_positive_rate_on_human_text(mpnet_key,
     texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=200)]
     assert len(texts) == 200
     bound = binom.ppf(0.999, len(texts), 0.05)
-    for name in ["kgw", "synthid", *NEW_ROWS]:
+    for name in ["kgw", "synthid", *NEW_ROWS, "upv"]:
         scheme = create_scheme(name, key=mpnet_key)
         p = [scheme.detect(t).p_value for t in texts]
         assert sum(x < 0.05 for x in p) <= bound, name
@@ -97,6 +97,59 @@ def test_token_detectors_hold_their_false_positive_rate_on_human_text(mpnet_key,
         # discrete p-values are conservative: test the lower tail and the overall shape
         assert sum(x < 0.05 for x in p) <= bound, name
         assert kstest(p, "uniform", alternative="greater").pvalue > 1e-3, name
+
+
+def test_upv_network_is_the_keys_and_its_threshold_centres_text() -> None:
+    """UPV's green network is trained from the key alone: the same key gives the same
+    network, another key another one; the key's threshold puts the reference text's green
+    share at gamma."""
+    import torch
+
+    from samark.schemes.upv import train_green_network
+
+    windows = torch.randint(1, 49152, (4000, 2), generator=torch.Generator().manual_seed(0))
+    fit = train_green_network.__wrapped__  # not the per-process cache
+    a, b, c = (fit(seed, 49152, epochs=60) for seed in (1, 1, 2))
+    assert torch.equal(a(windows), b(windows))
+    assert (a(windows) > 0.5).ne(c(windows) > 0.5).float().mean() > 0.2
+    # the green list depends on the previous token, not only on the token
+    one = torch.stack([torch.full((4000,), 7), windows[:, 1]], 1)
+    two = torch.stack([torch.full((4000,), 9000), windows[:, 1]], 1)
+    assert (a(one) > 0.5).ne(a(two) > 0.5).any()
+
+
+def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> None:
+    """UPV at its defaults (gamma 0.5, delta 2 on the top 20 of what nucleus sampling
+    keeps) marks this 135M model's text weakly, as MorphMark's gamma 0.5 does: two 6-sentence
+    texts had a green share of about 0.6 and p ~ 0.004 together (the paper run measures
+    that row). The mechanism is tested with delta 4: detected with its key, not with
+    another key, and the unwatermarked model's text is not detected."""
+    from samark.keys import WatermarkKey
+
+    scheme = create_scheme("upv", key=mpnet_key, delta=4.0)
+    other = create_scheme(
+        "upv", key=WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
+    )
+    gens = scheme.generate_batch(PROMPTS, max_new_sentences=6, seed=0)
+    for g in gens:
+        d = scheme.detect(g.text)
+        assert d.unit == "token" and d.n_units > 40 and d.p_value < 0.01, (d, g.text)
+    both = " ".join(g.text for g in gens)
+    assert scheme.detect(both).p_value < 1e-4
+    assert other.detect(both).p_value > 1e-3
+    plain = create_scheme("unwatermarked").generate_batch(PROMPTS, max_new_sentences=6, seed=0)
+    assert scheme.detect(" ".join(g.text for g in plain)).p_value > 1e-3
+    with pytest.raises(EmptyTextError):
+        scheme.detect("one")
+
+
+def test_upv_threshold_centres_reference_text(mpnet_key, smollm2) -> None:
+    from samark.schemes.upv import reference_pairs
+
+    scheme = create_scheme("upv", key=mpnet_key, gamma=0.25)
+    ref = reference_pairs(scheme.lm)  # type: ignore[attr-defined]
+    share = float(scheme.is_green(ref).double().mean())  # type: ignore[attr-defined]
+    assert abs(share - 0.25) < 0.01
 
 
 def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key, smollm2) -> None:

@@ -9,6 +9,7 @@ from samark.schemes import (  # noqa: F401  (register schemes)
     semstamp,
     synthid,
     unigram,
+    upv,
 )
 from samark.schemes.base import Generation, Watermark, create_scheme, register_scheme, scheme_names
 from samark.schemes.samark import SAMark
