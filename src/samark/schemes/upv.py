@@ -155,7 +155,7 @@ def reference_pairs(lm: Any, max_sentences: int = 4, count: int = 3000) -> torch
     from samark.datasets import load_dataset
     from samark.segment import split_sentences
 
-    rows = []
+    rows: list[torch.Tensor] = []
     for doc in load_dataset("wikipedia_leads"):
         if len(rows) == count:
             break
