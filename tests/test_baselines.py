@@ -99,10 +99,10 @@ def test_token_detectors_hold_their_false_positive_rate_on_human_text(mpnet_key,
         assert kstest(p, "uniform", alternative="greater").pvalue > 1e-3, name
 
 
-def test_upv_network_is_the_keys_and_its_threshold_centres_text() -> None:
-    """UPV's green network is trained from the key alone: the same key gives the same
-    network, another key another one; the key's threshold puts the reference text's green
-    share at gamma."""
+def test_upv_network_is_the_keys_and_reads_the_previous_token() -> None:
+    """UPV's green network is trained from the key's seed alone: the same seed gives the
+    same network, another seed other colours; a token's colour depends on the token
+    before it (else the list would be Unigram's fixed one)."""
     import torch
 
     from samark.schemes.upv import train_green_network
@@ -144,6 +144,7 @@ def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> No
 
 
 def test_upv_threshold_centres_reference_text(mpnet_key, smollm2) -> None:
+    """The key's threshold puts the green share of the reference pairs at gamma."""
     from samark.schemes.upv import reference_pairs
 
     scheme = create_scheme("upv", key=mpnet_key, gamma=0.25)
