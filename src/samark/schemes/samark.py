@@ -18,7 +18,7 @@ from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler
 from samark.schemes.base import SharedResources, register_scheme
 from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
-from samark.selection import select
+from samark.selection import pool_reference, select
 from samark.text import ngrams, words
 
 
@@ -198,9 +198,10 @@ def step_signal(
     flags (positive = on the flag side): the candidate pool's mean and spread, the chosen
     sentence, and the topic offset of the text chosen so far (its mean embedding; empty
     before the first sentence). Research records only: they derive from the key."""
-    signed = (pool @ pivots.T) * flags  # (candidates, channels)
+    cosines = pool @ pivots.T  # (candidates, channels)
+    signed = cosines * flags
     out = {
-        "pool_mean": signed.mean(axis=0),
+        "pool_mean": pool_reference(cosines, flags),  # the "pool" margin's reference
         "pool_sd": signed.std(axis=0),
         "chosen": signed[chosen],
     }

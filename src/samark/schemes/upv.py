@@ -140,11 +140,13 @@ def _fit(
     return net
 
 
+@functools.lru_cache(maxsize=2)
 def reference_pairs(lm: Any, max_sentences: int = 4, count: int = 3000) -> torch.Tensor:
     """Each of the first ``count`` Wikipedia leads of at most ``max_sentences`` sentences
     as its distinct (previous, token) id pairs, in ``lm``'s tokenizer, concatenated: UPV's
     threshold reference. Distinct per lead, as detection counts them per text (a pair
-    common to many texts, such as "of the", weighs as often as it is scored)."""
+    common to many texts, such as "of the", weighs as often as it is scored). Kept per
+    process and generator, for every key (read-only)."""
     from samark.datasets import load_dataset
     from samark.segment import split_sentences
 
