@@ -17,23 +17,11 @@ import time
 import numpy as np
 from scipy import stats
 
-from samark.datasets import load_dataset
+from samark.datasets import leading_sentences, load_dataset
 from samark.detector import SAMarkDetector
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
-from samark.segment import split_sentences
 from samark.statistics import STATISTICS
-
-
-def human_texts(name: str, limit: int, max_sentences: int, min_sentences: int) -> list[list[str]]:
-    out = []
-    for doc in load_dataset(name):
-        sents = split_sentences(doc.text)[:max_sentences]
-        if len(sents) >= min_sentences:
-            out.append(sents)
-        if len(out) >= limit:
-            break
-    return out
 
 
 def main() -> None:
@@ -56,7 +44,12 @@ def main() -> None:
     args = ap.parse_args()
 
     embedder = load_embedder(args.embedder)
-    texts = human_texts(args.dataset, args.texts, args.sentences, args.min_sentences)
+    texts = leading_sentences(
+        (doc.text for doc in load_dataset(args.dataset)),
+        limit=args.texts,
+        stop=args.sentences,
+        min_sentences=args.min_sentences,
+    )
     t0 = time.perf_counter()
     embeddings = [embedder.encode(s) for s in texts]
     print(

@@ -7,6 +7,10 @@ with p < alpha, with a paired bootstrap interval of the difference to the first 
 
     python benchmarks/paired_rows.py experiments/runs/paper \
         --rows "SAMark (quiet space)" SAMark KGW --attacks none "Doc-P (local)"
+
+A row of another run folder is named ``FOLDER::LABEL`` (e.g. the same prompts written by
+another generator, experiments/runs/gemma::SAMark); its threshold comes from that run's own
+negatives, and items pair by their id (the source document's).
 """
 
 from __future__ import annotations
@@ -30,8 +34,14 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--bootstrap", type=int, default=2000)
     args = ap.parse_args()
-    run = Run.open(args.run)
-    det = pd.DataFrame(run.current_records(run.detections))
+    runs: dict[str, tuple[Run, pd.DataFrame]] = {}
+
+    def detections(folder: str) -> tuple[Run, pd.DataFrame]:
+        if folder not in runs:
+            run = Run.open(folder)
+            runs[folder] = (run, pd.DataFrame(run.current_records(run.detections)))
+        return runs[folder]
+
     rng = np.random.default_rng(0)
     print(
         f"| attack | row | n | TP@FP{100 * args.fpr:g}% | p < {args.alpha} | "
@@ -40,14 +50,16 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for attack in args.attacks:
         per_row = {}
-        for label in args.rows:
+        for name in args.rows:
+            folder, label = name.split("::", 1) if "::" in name else (args.run, name)
+            run, det = detections(folder)
             mine = det[(det["scheme"] == label) & (det["attack"] == attack)]
             if mine.empty:
-                raise SystemExit(f"no detections of {label!r} under {attack!r}")
+                raise SystemExit(f"no detections of {label!r} under {attack!r} in {folder}")
             humans = human_records(run, det, mine["detector"].iloc[0])
             neg = evidence(humans["p_value"], humans["z"])
             threshold = threshold_at_fpr(neg, args.fpr)
-            per_row[label] = (mine.set_index("item"), threshold)
+            per_row[name] = (mine.set_index("item"), threshold)
         common = sorted(set.intersection(*(set(r[0].index) for r in per_row.values())))
         hits = {}
         for label, (mine, threshold) in per_row.items():

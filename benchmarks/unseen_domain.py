@@ -27,22 +27,15 @@ import hashlib
 import numpy as np
 from scipy import stats
 
-from samark.datasets import load_dataset
+from samark.datasets import leading_sentences, load_dataset
 from samark.detector import SAMarkDetector
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
-from samark.segment import split_sentences
 
 
 def _heads(name: str, limit: int, lo: int, hi: int, skip: int = 0) -> list[list[str]]:
-    out = []
-    for doc in load_dataset(name)[skip:]:
-        sents = split_sentences(doc.text)[lo:hi]
-        if len(sents) >= 3:
-            out.append(sents)
-        if len(out) == limit:
-            break
-    return out
+    docs = load_dataset(name)[skip:]
+    return leading_sentences((d.text for d in docs), limit=limit, start=lo, stop=hi)
 
 
 def main() -> None:

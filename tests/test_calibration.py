@@ -22,25 +22,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samark.datasets import load_dataset
+from samark.datasets import leading_sentences, load_dataset
 from samark.detector import SAMarkDetector
 from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
 from samark.keys import WatermarkKey
 from samark.pivot_space import load_pivot_space
-from samark.segment import split_sentences
 
 N_KEYS = 5
 
 
 def _texts(name: str, limit: int, max_sentences: int) -> list[list[str]]:
-    out = []
-    for doc in load_dataset(name):
-        sents = split_sentences(doc.text)[:max_sentences]
-        if len(sents) >= 3:
-            out.append(sents)
-        if len(out) == limit:
-            break
-    return out
+    return leading_sentences((d.text for d in load_dataset(name)), limit=limit, stop=max_sentences)
 
 
 @pytest.fixture(scope="module")

@@ -500,8 +500,8 @@ def check_key(
     towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
     Exits 0 if the count of p < alpha is within the 99.9% binomial bound and the p-values
     are not below uniform (one-sided KS, at 0.001)."""
+    from samark.datasets import leading_sentences
     from samark.key_check import check_key as run_check
-    from samark.segment import split_sentences
 
     try:
         config = SAMarkConfig(alpha=alpha, statistic=statistic)  # type: ignore[arg-type]
@@ -511,11 +511,10 @@ def check_key(
         raise _fail(str(exc)) from None
     texts = _human_texts(source, field, limit * 2 if sentences else limit)
     if sentences:
-        texts = [
-            " ".join(sents[:sentences])
-            for sents in map(split_sentences, texts)
-            if len(sents) >= min(3, sentences)
-        ]
+        heads = leading_sentences(
+            texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
+        )
+        texts = [" ".join(sents) for sents in heads]
     scheme = _load_scheme(key, config)
     scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
     err.print(f"scoring {min(len(texts), limit)} human texts with key {scheme.key.key_id} ...")

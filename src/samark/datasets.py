@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -328,4 +328,20 @@ def human_windows(
         if not added:
             break
         k += 1
+    return out
+
+
+def leading_sentences(
+    texts: Iterable[str], *, limit: int, stop: int, start: int = 0, min_sentences: int = 3
+) -> list[list[str]]:
+    """Sentences ``start:stop`` of each text, for the first ``limit`` texts that have at
+    least ``min_sentences`` there: the human texts of the calibration tests, benchmarks
+    and ``samark check-key`` (one text's evidence from its opening sentences)."""
+    out: list[list[str]] = []
+    for text in texts:
+        if len(out) == limit:
+            break
+        sents = split_sentences(text)[start:stop]
+        if len(sents) >= min_sentences:
+            out.append(sents)
     return out
