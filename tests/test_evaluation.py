@@ -55,6 +55,11 @@ def test_experiment_errors_are_clear() -> None:
         Experiment.parse(TINY + '[[schemes]]\nname = "kgw"\n')
     with pytest.raises(ExperimentError, match="not valid TOML"):
         Experiment.parse("name = ")
+    for bad in ("0", "2.5", '"10"'):
+        with pytest.raises(ExperimentError, match="human_negatives must be an integer"):
+            Experiment.parse(TINY.replace('name = "kgw"', f'name = "kgw"\nhuman_negatives = {bad}'))
+    with pytest.raises(ExperimentError, match="asks for 6 human negatives; the experiment has 5"):
+        Experiment.parse(TINY.replace('name = "kgw"', 'name = "kgw"\nhuman_negatives = 6'))
     exp = Experiment.parse(TINY)
     assert [s.label for s in exp.only_schemes(["kgw"]).schemes] == ["kgw"]
     assert exp.only_attacks([]).attacks == () and exp.only_attacks(["shuffle"]) == exp
@@ -289,7 +294,8 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert len(new) == 4, Counter(r["attack"] for r in attacks)  # 2 texts x (kgw, samark)
     assert len(attacks) == 8  # the 4 shuffle records kept
     # 5. a detection-only row scores samark's texts under another statistic: it generates,
-    # attacks and scores quality for nothing; it detects every text and its own negatives.
+    # attacks and scores quality for nothing; it detects every text and its own negatives
+    # (three of the five, evenly spaced: a costly detector's ``human_negatives``).
     # Power against length: every detector also scores each text's and negative's first
     # sentence, as written and shuffled
     sizes = {p.name: p.stat().st_size for p in run_dir.glob("*.jsonl")}
@@ -302,6 +308,7 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
         name = "samark"
         label = "samark scan"
         texts_from = "samark"
+        human_negatives = 3
         params = { candidates = 4, n_null = 99, statistic = "scan" }
     """)
     )
@@ -314,12 +321,16 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     assert {d["statistic"] for d in mine} == {"scan"}
     assert len(mine) == len([d for d in dets if d["scheme"] == "samark"]) >= 2
     scan_humans = [d for d in dets if d["scheme"] == "human" and "/scan/" in d["detector"]]
-    assert len(scan_humans) == 5
+    from samark.evaluation.runner import Run
+
+    negatives = [d.id for d in Run.open(run_dir).negatives()]
+    assert [d["item"] for d in scan_humans] == [negatives[i] for i in (0, 2, 4)]
     report = (run_dir / "report" / "report.md").read_text()
     assert "| samark scan |" in report
+    assert "fewer human negatives" in report and "samark scan (3)" in report
     prefixes = _lines(run_dir / "lengths.jsonl")
     humans = Counter(d["detector"] for d in prefixes if d["scheme"] == "human")
-    assert sorted(humans.values()) == [5, 5, 5]  # kgw, samark z, samark scan
+    assert sorted(humans.values()) == [3, 5, 5]  # samark scan, kgw, samark z
     assert Counter(d["scheme"] for d in prefixes if d["scheme"] != "human") == {
         "kgw": 4,  # 2 texts x (as written, shuffled) x one length
         "samark": 4,

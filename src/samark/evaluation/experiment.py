@@ -64,6 +64,10 @@ class SchemeSpec:
     #: a shipped pivot space (``samark.pivot_space``): the row's key is the experiment's
     #: secret drawing its pivots in that space
     pivot_space: str | None = None
+    #: fewer human negatives than the data set's, for a detector that costs a generation
+    #: (PMark): an evenly spaced subset of the experiment's negatives, so that every source
+    #: corpus keeps its share; the row's FPR and thresholds rest on these alone
+    human_negatives: int | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -217,6 +221,12 @@ class Experiment:
             for i, a in enumerate(raw.get("attacks", []))
         )
         schemes = _resolve_texts_from(schemes, where)
+        for s in schemes:
+            if (s.human_negatives or 0) > dataset.human_negatives:
+                raise ExperimentError(
+                    f"{where}: row {s.label!r} asks for {s.human_negatives} human negatives; "
+                    f"the experiment has {dataset.human_negatives} ([dataset] human_negatives)"
+                )
         for kind, items, sep in (("scheme", schemes, ","), ("attack", attacks, ";")):
             labels = [x.label for x in items]
             dup = {x for x in labels if labels.count(x) > 1}
@@ -379,6 +389,12 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
             f"{where}: unknown scheme {fields['name']!r}; known: {scheme_names()}"
         )
     fields.setdefault("label", fields["name"])
+    for f in ("prompts", "human_negatives"):
+        value = fields.get(f)
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 1
+        ):
+            raise ExperimentError(f"{where}: {f} must be an integer >= 1, not {value!r}")
     space = fields.get("pivot_space")
     if space is not None:
         from samark.pivot_space import shipped_pivot_spaces

@@ -470,6 +470,16 @@ def _markdown(
             ),
             "",
         ]
+        fewer = det.groupby("scheme")["n_negative"].min()
+        fewer = fewer[fewer < n_neg]
+        if not fewer.empty:
+            lines += [
+                "Rows whose detector scored fewer human negatives (a row's `human_negatives`: "
+                "a costly detector), with thresholds and FPR from those alone: "
+                + ", ".join(f"{label} ({int(n)})" for label, n in fewer.items())
+                + ".",
+                "",
+            ]
         attacks = [
             a for a in [NO_ATTACK, *[a.label for a in exp.attacks]] if a in set(det["attack"])
         ]

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
@@ -154,6 +155,17 @@ class Run:
             self._negatives = self._find_negatives()
         return self._negatives
 
+    def row_negatives(self, spec: SchemeSpec) -> list[Document]:
+        """The human negatives a row's detector scores: all of them, or with the row's
+        ``human_negatives`` an evenly spaced subset of that many (every source corpus
+        keeps its share)."""
+        every = self.negatives()
+        k = spec.human_negatives
+        if k is None or k >= len(every):
+            return every
+        picks = np.unique(np.linspace(0, len(every) - 1, k).round().astype(int))
+        return [every[i] for i in picks]
+
     def _find_negatives(self) -> list[Document]:
         d = self.experiment.dataset
         out = [Document(f"{e.id}:continuation", e.human) for e in self.examples()]
@@ -225,8 +237,8 @@ class Run:
         count can grow as earlier stages fill in."""
         exp = self.experiment
         rows = []
-        negatives = self.negatives()
         for spec in exp.schemes:
+            negatives = self.row_negatives(spec)
             items = self.examples()[: spec.prompts or None]
             gens = self.row_generations(spec)
             detectable = self.detectable(spec)

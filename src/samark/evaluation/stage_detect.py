@@ -6,7 +6,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from samark.datasets import Document
 from samark.errors import EmptyTextError
 from samark.evaluation.experiment import NO_ATTACK
 from samark.evaluation.records import DetectionRecord
@@ -26,19 +25,16 @@ def run_stage(run: Run) -> None:
 
 def _detect_all(run: Run) -> None:
     exp = run.experiment
-    done_humans: set[str] = set()
-    negatives: list[Document] | None = None
     for spec in exp.schemes:
         if not run.detectable(spec):
             continue
         scheme = run.scheme(spec)
         det = scheme.detector_id()
-        if det not in done_humans:
-            done_humans.add(det)
-            negatives = negatives if negatives is not None else run.negatives()
-            todo = run.in_order(
-                [d for d in negatives if (det, "human", d.id) not in run.detections]
-            )
+        # rows that share a detector share its negatives' records
+        todo = run.in_order(
+            [d for d in run.row_negatives(spec) if (det, "human", d.id) not in run.detections]
+        )
+        if todo:
             for doc in run.bar(todo, f"detect human ({spec.label})"):
                 share_work(run.detections)
                 detect_into(

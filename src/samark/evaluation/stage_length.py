@@ -33,7 +33,6 @@ def run_stage(run: Run) -> None:
     if not lengths:
         return
     attacks = [a for a in exp.attacks if a.label in exp.metrics.length_attacks]
-    done_humans: set[str] = set()
     # detectors re-score the same sentences at every k: embed each one once
     with run.embedder.remembering():
         for spec in exp.schemes:
@@ -41,18 +40,16 @@ def run_stage(run: Run) -> None:
                 continue
             scheme = run.scheme(spec)
             det = scheme.detector_id()
-            todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
-            if det not in done_humans:
-                done_humans.add(det)
-                todo += [
-                    (
-                        run.human_length_key(det, doc.id, k),
-                        doc.text,
-                        {"scheme": "human", "item": doc.id, "attack": NO_ATTACK, "sentences": k},
-                    )
-                    for doc in run.negatives()
-                    for k in lengths
-                ]
+            # rows that share a detector share its negatives' records
+            todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+                (
+                    run.human_length_key(det, doc.id, k),
+                    doc.text,
+                    {"scheme": "human", "item": doc.id, "attack": NO_ATTACK, "sentences": k},
+                )
+                for doc in run.row_negatives(spec)
+                for k in lengths
+            ]
             todo += [
                 (
                     run.length_key(spec, item, attack, k),
