@@ -62,24 +62,24 @@ def main() -> None:
             per_row[name] = (mine.set_index("item"), threshold)
         common = sorted(set.intersection(*(set(r[0].index) for r in per_row.values())))
         hits = {}
-        for label, (mine, threshold) in per_row.items():
+        for name, (mine, threshold) in per_row.items():
             sub = mine.loc[common]
             pos = evidence(sub["p_value"], sub["z"])
-            hits[label] = pos > threshold
-            tp = float(hits[label].mean())
+            hits[name] = pos > threshold
+            tp = float(hits[name].mean())
             calibrated = float(np.mean(sub["p_value"] < args.alpha))
             base = hits[args.rows[0]]
             boot = [
-                float(np.mean(hits[label][i]) - np.mean(base[i]))
+                float(np.mean(hits[name][i]) - np.mean(base[i]))
                 for i in (rng.integers(0, len(common), len(common)) for _ in range(args.bootstrap))
             ]
             lo, hi = np.percentile(boot, [2.5, 97.5])
-            gain = 100 * (hits[label].mean() - base.mean())
+            gain = 100 * (hits[name].mean() - base.mean())
             diff = f"{gain:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-            if label == args.rows[0]:
+            if name == args.rows[0]:
                 diff = ""
             print(
-                f"| {attack} | {label} | {len(common)} | {100 * tp:.1f} | "
+                f"| {attack} | {name} | {len(common)} | {100 * tp:.1f} | "
                 f"{100 * calibrated:.1f} | {diff} |"
             )
 
