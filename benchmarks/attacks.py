@@ -61,9 +61,9 @@ def main() -> None:
     )
     for label, name, params in attacks:
         attack = create_attack(name, **params)
-        attack.apply_batch(paragraphs[:1], seed=99)  # warm-up: models load once
+        attack.apply_batch(paragraphs[:1], seeds=[99])  # warm-up: models load once
         start = time.perf_counter()
-        out = attack.apply_batch(paragraphs, seed=0)
+        out = attack.apply_batch(paragraphs, seeds=range(len(paragraphs)))
         seconds = (time.perf_counter() - start) / len(paragraphs)
         fid = measure(encoder, paragraphs, out)
         aligned = np.array([f.aligned_similarity for f in fid])

@@ -56,6 +56,11 @@ def _median(values) -> float:
     return float(np.median(list(values)))
 
 
+def _seeds(texts: list[str], base: int) -> list[int]:
+    """A seed per text, as the harness gives them (each text its own)."""
+    return [1000 * base + i for i in range(len(texts))]
+
+
 def test_shuffle_keeps_sentences_changes_order() -> None:
     a = create_attack("shuffle")
     out = a.apply(TEXT, seed=1)
@@ -102,7 +107,7 @@ def test_human_mix_reaches_the_ratio_and_keeps_order() -> None:
 
 def test_back_translation_is_sentence_wise_and_never_truncates(paragraphs, minilm) -> None:
     a = create_attack("doc-t", via="pt")
-    out = a.apply_batch(paragraphs, seed=0)
+    out = a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
     fid = measure(minilm, paragraphs, out)
     for before, after, f in zip(paragraphs, out, fid, strict=True):
         # no sentence lost (one may rejoin a neighbour that punkt had split off the input:
@@ -115,7 +120,9 @@ def test_back_translation_is_sentence_wise_and_never_truncates(paragraphs, minil
     # a real rewording: about half of the 4-grams change
     assert 0.3 < _median(f.ngram4_copy for f in fid) < 0.7
     assert a.round_trip.untranslated == 0
-    assert a.apply_batch(paragraphs[:3], seed=9) == out[:3]  # deterministic
+    assert (
+        a.apply_batch(paragraphs[:3], seeds=_seeds(paragraphs[:3], 9)) == out[:3]
+    )  # deterministic
 
 
 WORD_LEVEL = [
@@ -133,23 +140,29 @@ def test_word_level_attacks_on_human_paragraphs(
     if name == "word-substitute" and not _has_wordnet():
         pytest.skip("WordNet not installed (samark models install)")
     a = create_attack(name, **params)
-    out = a.apply_batch(paragraphs, seed=0)
+    out = a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
     fid = measure(minilm, paragraphs, out)
     # the asked amount of the words changes (substitutes may repeat a word, deletions may
     # take a repeated one: a few points either way)
     assert abs(_median(f.word_overlap for f in fid) - overlap) < 0.04
     assert _median(f.aligned_similarity for f in fid) >= aligned
-    assert a.apply_batch(paragraphs, seed=0) == out
-    assert a.apply_batch(paragraphs, seed=1) != out
+    assert a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0)) == out
+    assert a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 1)) != out
+    # a text's rewrite is its own seed's, whatever else is in the batch (a resumed run
+    # batches other texts together)
+    assert a.apply_batch(paragraphs[5:], seeds=_seeds(paragraphs, 0)[5:]) == out[5:]
+    assert a.apply(paragraphs[7], seed=_seeds(paragraphs, 0)[7]) == out[7]
 
 
 def test_shuffle_and_mix_on_human_paragraphs(paragraphs, minilm) -> None:
-    shuffled = create_attack("shuffle").apply_batch(paragraphs, seed=0)
+    shuffled = create_attack("shuffle").apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
     fid = measure(minilm, paragraphs, shuffled)
     assert _median(f.aligned_similarity for f in fid) > 0.99  # the same sentences
     assert _median(f.sentence_ratio for f in fid) == 1.0
     humans = paragraphs[1:] + paragraphs[:1]
-    mixed = create_attack("human-mix", ratio=0.5).apply_batch(paragraphs, seed=0, human=humans)
+    mixed = create_attack("human-mix", ratio=0.5).apply_batch(
+        paragraphs, seeds=_seeds(paragraphs, 0), human=humans
+    )
     fid = measure(minilm, paragraphs, mixed)
     # every original sentence is still there; half of the result is someone else's
     assert _median(f.aligned_similarity for f in fid) > 0.99
@@ -169,15 +182,17 @@ def test_round_trip_guard_catches_the_translator_truncating(paragraphs) -> None:
 
 def test_local_paraphrase_keeps_meaning_and_changes_the_text(paragraphs, minilm) -> None:
     a = create_attack("doc-p-local")
-    out = a.apply_batch(paragraphs, seed=0)
+    out = a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
     fid = measure(minilm, paragraphs, out)
     # the stated spec: meaning kept, few sentences merged or split, wording changed
     assert _median(f.aligned_similarity for f in fid) >= MEANING_PRESERVING
     assert _median(f.aligned_precision for f in fid) >= 0.85  # nothing invented
     assert all(0.6 <= f.sentence_ratio <= 1.34 for f in fid)
     assert _median(f.ngram4_copy for f in fid) < 0.7
-    assert a.apply_batch(paragraphs, seed=0) == out  # deterministic under a seed
-    assert a.apply_batch(paragraphs, seed=1) != out
+    assert (
+        a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0)) == out
+    )  # deterministic under a seed
+    assert a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 1)) != out
 
 
 def test_local_paraphrase_operations_do_the_asked_amount(paragraphs) -> None:
@@ -211,10 +226,12 @@ def test_local_paraphrase_operations_do_the_asked_amount(paragraphs) -> None:
 
 def test_paraphrase_with_the_local_instruct_model(smollm2) -> None:
     a = create_attack("doc-p", prompt="II", max_tokens=48)
-    out = a.apply_batch([TEXT, HUMAN], seed=5)
+    out = a.apply_batch([TEXT, HUMAN], seeds=[5, 6])
     assert all(o.strip() for o in out)
     assert out[0] != TEXT
-    assert a.apply_batch([TEXT, HUMAN], seed=5) == out  # seeded
+    assert a.apply_batch([TEXT, HUMAN], seeds=[5, 6]) == out  # seeded
+    # sampled, yet each reply is its own seed's alone: not the batch's shared stream
+    assert a.apply(HUMAN, seed=6) == out[1]
 
 
 def test_bad_parameters_are_clear_errors() -> None:
@@ -226,3 +243,5 @@ def test_bad_parameters_are_clear_errors() -> None:
         create_attack("shuffle", strength=3)
     with pytest.raises(SamarkError, match="prompt"):
         create_attack("doc-p", prompt="III")
+    with pytest.raises(SamarkError, match="2 texts need as many seeds"):
+        create_attack("shuffle").apply_batch([TEXT, HUMAN], seeds=[1])

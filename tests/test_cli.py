@@ -242,6 +242,11 @@ def test_attack_a_jsonl_file_keeps_fields_and_measures_fidelity(runner, tmp_path
     again = tmp_path / "again.jsonl"
     assert runner.invoke(app, [*args[:3], "-o", str(again), "--seed", "3"]).exit_code == 0
     assert _records(again) == recs  # seeded
+    # each record stores the seed that reproduces it alone, outside its batch
+    from samark.evaluation.attacks import create_attack
+
+    alone = create_attack("shuffle").apply(texts[1], seed=recs[1]["attack"]["seed"])
+    assert alone == recs[1]["text"] and recs[0]["attack"]["seed"] != recs[1]["attack"]["seed"]
     # parameters, validated by the attack
     deleted = tmp_path / "deleted.jsonl"
     result = runner.invoke(

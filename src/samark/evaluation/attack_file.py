@@ -78,8 +78,10 @@ def _records(path: Path, text_field: str, human_field: str | None) -> Iterator[d
         yield record
 
 
-def batch_seed(seed: int, first_record: int) -> int:
-    blob = f"samark-attack/{seed}/{first_record}".encode()
+def record_seed(seed: int, record: int) -> int:
+    """The seed the ``record``-th record (0-based) is attacked under: the run's seed and
+    the record's place, so a record's rewrite is the same whatever batch it falls in."""
+    blob = f"samark-attack/{seed}/{record}".encode()
     return int.from_bytes(hashlib.sha256(blob).digest()[:4], "little") & 0x7FFFFFFF
 
 
@@ -109,10 +111,10 @@ def attack_jsonl(
     def flush(batch: list[dict[str, Any]], out: Any) -> None:
         texts = [r[text_field] for r in batch]
         humans = [r[human_field] for r in batch] if human_field else None
-        s = batch_seed(seed, summary.records)
-        attacked = attack.apply_batch(texts, seed=s, human=humans)
-        for record, new, fid in zip(
-            batch, attacked, fidelity.measure(encoder, texts, attacked), strict=True
+        seeds = [record_seed(seed, summary.records + i) for i in range(len(batch))]
+        attacked = attack.apply_batch(texts, seeds=seeds, human=humans)
+        for record, s, new, fid in zip(
+            batch, seeds, attacked, fidelity.measure(encoder, texts, attacked), strict=True
         ):
             result = {
                 **record,

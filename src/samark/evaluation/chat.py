@@ -7,6 +7,7 @@ the experiment file, and never logged or stored.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import torch
@@ -24,8 +25,15 @@ class ChatModel(Protocol):
     name: str
 
     def chat(
-        self, conversations: list[Messages], *, max_tokens: int, temperature: float, seed: int
-    ) -> list[str]: ...
+        self,
+        conversations: list[Messages],
+        *,
+        max_tokens: int,
+        temperature: float,
+        seeds: Sequence[int],
+    ) -> list[str]:
+        """One reply per conversation, the i-th sampled under ``seeds[i]`` alone."""
+        ...
 
 
 class LocalChatModel:
@@ -44,12 +52,23 @@ class LocalChatModel:
 
     @torch.inference_mode()
     def chat(
-        self, conversations: list[Messages], *, max_tokens: int, temperature: float, seed: int
+        self,
+        conversations: list[Messages],
+        *,
+        max_tokens: int,
+        temperature: float,
+        seeds: Sequence[int],
     ) -> list[str]:
+        """Greedy replies are batched; sampled ones are drawn one conversation at a time,
+        each under its own seed (a batch shares one random stream, so a reply would depend
+        on its neighbours)."""
+        if len(seeds) != len(conversations):
+            raise SamarkError(f"{len(conversations)} conversations need as many seeds")
+        size = self.batch_size if temperature <= 0 else 1
         out: list[str] = []
-        for start in range(0, len(conversations), self.batch_size):
-            batch = conversations[start : start + self.batch_size]
-            out.extend(self._chat_batch(batch, max_tokens, temperature, seed + start))
+        for start in range(0, len(conversations), size):
+            batch = conversations[start : start + size]
+            out.extend(self._chat_batch(batch, max_tokens, temperature, seeds[start]))
         return out
 
     def _chat_batch(
@@ -137,19 +156,26 @@ class OpenAIChatModel:
         return f"OpenAIChatModel({self.name!r})"
 
     def chat(
-        self, conversations: list[Messages], *, max_tokens: int, temperature: float, seed: int
+        self,
+        conversations: list[Messages],
+        *,
+        max_tokens: int,
+        temperature: float,
+        seeds: Sequence[int],
     ) -> list[str]:
         import openai
 
+        if len(seeds) != len(conversations):
+            raise SamarkError(f"{len(conversations)} conversations need as many seeds")
         out = []
-        for i, messages in enumerate(conversations):
+        for messages, seed in zip(conversations, seeds, strict=True):
             try:
                 resp = self._client.chat.completions.create(
                     model=self.model,
                     messages=messages,
                     max_tokens=max_tokens,
                     temperature=temperature,
-                    seed=seed + i,
+                    seed=int(seed),
                 )
             except openai.OpenAIError as e:
                 raise SamarkError(f"{self.name}: request failed: {type(e).__name__}: {e}") from None

@@ -108,7 +108,7 @@ def _endpoint_pairwise(
     """The paper's protocol: one blind judgement, A/B order drawn per item."""
     a, b = (ref, mine) if flip else (mine, ref)
     reply = model.chat(
-        [pairwise_messages(task, prompt, a, b)], max_tokens=32, temperature=0.0, seed=0
+        [pairwise_messages(task, prompt, a, b)], max_tokens=32, temperature=0.0, seeds=[0]
     )[0]
     winner = parse_pairwise(reply)
     outcome = _outcome(winner, mine="B" if flip else "A")
@@ -191,7 +191,7 @@ def run_judge(run: Run) -> None:
             [ranking_messages(task, prompt, [outs[x]["text"] for x in order])],
             max_tokens=64,
             temperature=0.0,
-            seed=0,
+            seeds=[0],
         )[0]
         ranks = parse_ranking(reply, len(order))
         ranking = RankRecord(

@@ -23,7 +23,8 @@ def run_stage(run: Run) -> None:
             if not spec.writes or not run.detectable(spec):
                 continue  # a texts_from row scores its owner's attacked texts
             gens = run.row_generations(spec)
-            # in prompt order whatever --reverse says: a batch's seed is its first item's
+            # in prompt order whatever --reverse says (each text has its own seed, so the
+            # order only decides which texts share a batch)
             todo = [g for g in gens if run.attack_key(spec, g["item"], aspec) not in run.attacks]
             if not todo:
                 continue
@@ -46,15 +47,15 @@ def run_stage(run: Run) -> None:
                 bar.update(1)
             todo = [g for g in todo if g["text"].strip()]
             for batch in [todo[i : i + 8] for i in range(0, len(todo), 8)]:
-                seed = item_seed(exp.seed, "attack", aspec.label, batch[0]["item"])
+                seeds = [item_seed(exp.seed, "attack", aspec.label, g["item"]) for g in batch]
                 texts = [g["text"] for g in batch]
                 start = time.perf_counter()
                 out = attacker.apply_batch(
-                    texts, seed=seed, human=[humans.get(g["item"], "") for g in batch]
+                    texts, seeds=seeds, human=[humans.get(g["item"], "") for g in batch]
                 )
                 seconds = (time.perf_counter() - start) / len(batch)
                 measured = fidelity.measure(strength_embedder, texts, out)
-                for g, new, fid in zip(batch, out, measured, strict=True):
+                for g, seed, new, fid in zip(batch, seeds, out, measured, strict=True):
                     record = AttackRecord(
                         scheme=spec.label,
                         item=g["item"],

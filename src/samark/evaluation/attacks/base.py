@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import abc
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from samark.errors import SamarkError
@@ -14,8 +14,11 @@ from samark.registry import Registry
 
 
 class Attack(abc.ABC):
-    """Rewrites texts. ``human`` (same length as ``texts``) is each text's human reference,
-    used only by attacks that mix human text in."""
+    """Rewrites texts, each under its own seed: a text's rewrite depends on the text, its
+    seed and its human reference, never on the other texts of the batch, so a record can
+    be reproduced alone from the seed it stores, whatever batch a resumed run made.
+    ``human`` (same length as ``texts``) is each text's human reference, used only by
+    attacks that mix human text in."""
 
     name: str
     #: one line for ``samark attack --list``
@@ -24,24 +27,33 @@ class Attack(abc.ABC):
     #: the last meaning-preserving one of the experiment)
     paraphrase: bool = False
 
-    @abc.abstractmethod
     def apply_batch(
-        self, texts: list[str], *, seed: int, human: list[str] | None = None
-    ) -> list[str]: ...
+        self, texts: list[str], *, seeds: Sequence[int], human: list[str] | None = None
+    ) -> list[str]:
+        """``texts`` rewritten, the i-th under ``seeds[i]``."""
+        if len(seeds) != len(texts) or (human is not None and len(human) != len(texts)):
+            raise SamarkError(
+                f"attack {self.name!r}: {len(texts)} texts need as many seeds "
+                f"(got {len(seeds)}) and human references (got "
+                f"{'none' if human is None else len(human)})"
+            )
+        return self.rewrite(texts, [int(s) for s in seeds], human)
 
     def apply(self, text: str, *, seed: int = 0, human: str | None = None) -> str:
-        return self.apply_batch([text], seed=seed, human=[human] if human is not None else None)[0]
+        return self.apply_batch([text], seeds=[seed], human=None if human is None else [human])[0]
+
+    @abc.abstractmethod
+    def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
+        """The attack itself (lengths checked by :meth:`apply_batch`)."""
 
 
 class PerTextAttack(Attack):
-    """An attack that rewrites each text on its own, with a generator seeded per text."""
+    """An attack that rewrites each text on its own, with a generator seeded by its seed."""
 
-    def apply_batch(
-        self, texts: list[str], *, seed: int, human: list[str] | None = None
-    ) -> list[str]:
+    def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
         return [
-            self.apply_one(t, random.Random(f"{seed}/{i}"), human[i] if human else None)
-            for i, t in enumerate(texts)
+            self.apply_one(t, random.Random(seed), human[i] if human else None)
+            for i, (t, seed) in enumerate(zip(texts, seeds, strict=True))
         ]
 
     @abc.abstractmethod

@@ -43,10 +43,8 @@ class Paraphrase(Attack):
         self.max_tokens = max_tokens
         self.temperature = temperature
 
-    def apply_batch(
-        self, texts: list[str], *, seed: int, human: list[str] | None = None
-    ) -> list[str]:
+    def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
         convs = [[{"role": "user", "content": f"{self.instruction}\n\n{t}"}] for t in texts]
         return self.model.chat(
-            convs, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed
+            convs, max_tokens=self.max_tokens, temperature=self.temperature, seeds=seeds
         )

@@ -95,9 +95,7 @@ class BackTranslation(Attack):
         else:
             self.model = chat_model(model)
 
-    def apply_batch(
-        self, texts: list[str], *, seed: int, human: list[str] | None = None
-    ) -> list[str]:
+    def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
         if self.via == "pt":
             return [self.round_trip.text(t) for t in texts]
         to_zh, to_en = ZH_PROMPTS
@@ -105,11 +103,11 @@ class BackTranslation(Attack):
             [[{"role": "user", "content": f"{to_zh}\n\n{t}"}] for t in texts],
             max_tokens=self.max_tokens,
             temperature=0.0,
-            seed=seed,
+            seeds=seeds,
         )
         return self.model.chat(
             [[{"role": "user", "content": f"{to_en}\n\n{t}"}] for t in mid],
             max_tokens=self.max_tokens,
             temperature=0.0,
-            seed=seed,
+            seeds=seeds,
         )
