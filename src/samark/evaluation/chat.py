@@ -62,8 +62,7 @@ class LocalChatModel:
         """Greedy replies are batched; sampled ones are drawn one conversation at a time,
         each under its own seed (a batch shares one random stream, so a reply would depend
         on its neighbours)."""
-        if len(seeds) != len(conversations):
-            raise SamarkError(f"{len(conversations)} conversations need as many seeds")
+        _check_seeds(conversations, seeds)
         size = self.batch_size if temperature <= 0 else 1
         out: list[str] = []
         for start in range(0, len(conversations), size):
@@ -129,6 +128,13 @@ class LocalChatModel:
         return out
 
 
+def _check_seeds(conversations: list[Messages], seeds: Sequence[int]) -> None:
+    if len(seeds) != len(conversations):
+        raise SamarkError(
+            f"{len(conversations)} conversations need as many seeds, got {len(seeds)}"
+        )
+
+
 def _template_ids(tok: Any, messages: Messages) -> list[int]:
     out = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
     return list(out["input_ids"] if hasattr(out, "keys") else out)
@@ -165,8 +171,7 @@ class OpenAIChatModel:
     ) -> list[str]:
         import openai
 
-        if len(seeds) != len(conversations):
-            raise SamarkError(f"{len(conversations)} conversations need as many seeds")
+        _check_seeds(conversations, seeds)
         out = []
         for messages, seed in zip(conversations, seeds, strict=True):
             try:
