@@ -51,9 +51,10 @@ class PerTextAttack(Attack):
     """An attack that rewrites each text on its own, with a generator seeded by its seed."""
 
     def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
+        refs: list[str | None] = list(human) if human is not None else [None] * len(texts)
         return [
-            self.apply_one(t, random.Random(seed), human[i] if human else None)
-            for i, (t, seed) in enumerate(zip(texts, seeds, strict=True))
+            self.apply_one(t, random.Random(seed), ref)
+            for t, seed, ref in zip(texts, seeds, refs, strict=True)
         ]
 
     @abc.abstractmethod
