@@ -8,6 +8,7 @@ project's segmenter confirms a complete first sentence, and finished rows leave 
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from typing import Any
 
@@ -69,6 +70,13 @@ def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tenso
     return ids, mask
 
 
+def cache_argument(model: Any) -> str:
+    """The name of the KV cache in the model's forward and output: ``cache`` in recent
+    transformers, ``past_key_values`` before (deprecated in 5.x, removed in 5.40)."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
 class BatchDecoder:
     """Decodes ``rows`` continuations of one prefilled prefix, one token per row per step.
 
@@ -87,15 +95,16 @@ class BatchDecoder:
         share_prefix: bool = True,
     ) -> None:
         self.model = model
+        self.cache_name = cache_argument(model)
         cache = DynamicCache(config=model.config)
-        out = model(torch.tensor([ids]), past_key_values=cache, use_cache=True)
+        out = model(torch.tensor([ids]), use_cache=True, **{self.cache_name: cache})
         #: next-token logits of every live row, shape (rows, vocab)
         self.logits: torch.Tensor = out.logits[:, -1, :].expand(rows, -1)
         self.shared = share_prefix and shared_prefix.supports(model, len(ids) + max_new_tokens)
         if self.shared:
-            self.state = shared_prefix.SharedPrefixState(out.past_key_values, rows, max_new_tokens)
+            self.state = shared_prefix.SharedPrefixState(out[self.cache_name], rows, max_new_tokens)
         else:
-            self.cache = out.past_key_values
+            self.cache = out[self.cache_name]
             self.cache.batch_repeat_interleave(rows)
 
     def keep(self, rows: list[int]) -> None:
@@ -118,8 +127,8 @@ class BatchDecoder:
                 )
             self.state.advance()
         else:
-            out = self.model(tokens[:, None], past_key_values=self.cache, use_cache=True)
-            self.cache = out.past_key_values
+            out = self.model(tokens[:, None], use_cache=True, **{self.cache_name: self.cache})
+            self.cache = out[self.cache_name]
         self.logits = out.logits[:, -1, :]
         return self.logits
 
