@@ -15,24 +15,23 @@ finished text's offset.
 from __future__ import annotations
 
 import argparse
-import json
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from samark.evaluation.store import Stage
+
 
 def load_steps(run: Path, rows: list[str]) -> dict[str, list[list[dict[str, list[float]]]]]:
     """Each row's texts as lists of steps that carry research records."""
     out: dict[str, list[list[dict[str, list[float]]]]] = defaultdict(list)
-    with open(run / "generations.jsonl", encoding="utf-8") as f:
-        for line in f:
-            rec = json.loads(line)
-            if rec["scheme"] not in rows:
-                continue
-            steps = [s for s in rec.get("steps") or [] if "signal_pool_mean" in s]
-            if steps:
-                out[rec["scheme"]].append(steps)
+    for rec in Stage(run / "generations.jsonl").records():  # live or compacted
+        if rec["scheme"] not in rows:
+            continue
+        steps = [s for s in rec.get("steps") or [] if "signal_pool_mean" in s]
+        if steps:
+            out[rec["scheme"]].append(steps)
     return out
 
 

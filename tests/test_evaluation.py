@@ -3,6 +3,7 @@ experiment through the CLI that is killed with SIGKILL and resumed."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import pytest
 
 from samark.errors import SamarkError
 from samark.evaluation.experiment import Experiment, ExperimentError
-from samark.evaluation.store import Stage
+from samark.evaluation.store import FolderLock, Stage, compact_folder
 
 TINY = """
 name = "tiny"
@@ -158,6 +159,77 @@ def test_store_survives_sigkill_without_duplicates(tmp_path) -> None:
     assert all(json.loads(line) for line in lines)
     with pytest.raises(ValueError, match="already exists"):
         stage.append(("k", "0"), {})
+
+
+def test_compaction_seals_every_record_once_and_appends_go_on(tmp_path) -> None:
+    path = tmp_path / "detections.jsonl"
+    writer = Stage(path)
+    writer.append(("det", "a"), {"p": 0.5})
+    writer.append(("det", "b"), {"p": 0.25})
+    with path.open("ab") as f:
+        f.write(b'{"key": ["det", "torn')  # a killed writer's last line
+    reader = Stage(path)
+    assert len(reader) == 2
+    lines = path.read_bytes().splitlines()[:2]
+    done = compact_folder(tmp_path, ["detections.jsonl", "quality.jsonl"])
+    assert [name for name, _, _ in done] == ["detections.jsonl"]  # no quality file: skipped
+    assert not path.exists()
+    sealed = tmp_path / "detections.jsonl.gz"
+    assert gzip.decompress(sealed.read_bytes()).splitlines() == lines  # the same bytes
+    # a new store reads the sealed records and appends to a new live file
+    after = Stage(path)
+    assert [r["p"] for r in after.records()] == [0.5, 0.25]
+    after.append(("det", "c"), {"p": 0.125})
+    assert len(path.read_bytes().splitlines()) == 1
+    # a store that read before the compaction still sees everything, and no duplicate
+    reader.refresh()
+    assert [tuple(r["key"]) for r in reader.records()] == [("det", x) for x in "abc"]
+    with pytest.raises(ValueError, match="already exists"):
+        reader.append(("det", "a"), {"p": 0.9})
+    # a crash between sealing and removing the live file leaves a record twice: the sealed
+    # copy wins, and the next compaction keeps it once
+    with path.open("ab") as f:
+        f.write(b'{"key": ["det", "a"], "p": 0.9}\n')
+    assert Stage(path).get(("det", "a"))["p"] == 0.5
+    compact_folder(tmp_path, ["detections.jsonl"])
+    assert [json.loads(x)["p"] for x in gzip.decompress(sealed.read_bytes()).splitlines()] == [
+        0.5,
+        0.25,
+        0.125,
+    ]
+    # the same records give the same file (no timestamp), and nothing new changes nothing
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "detections.jsonl").write_bytes(gzip.decompress(sealed.read_bytes()))
+    compact_folder(copy, ["detections.jsonl"])
+    assert (copy / "detections.jsonl.gz").read_bytes() == sealed.read_bytes()
+    assert compact_folder(tmp_path, ["detections.jsonl"]) == []
+    # a reader that found no live file sees a record appended and sealed since
+    late = Stage(path)
+    assert len(late) == 3 and not path.exists()
+    Stage(path).append(("det", "d"), {"p": 0.0625})
+    compact_folder(tmp_path, ["detections.jsonl"])
+    late.refresh()
+    assert late.get(("det", "d"))["p"] == 0.0625
+
+
+def test_no_compaction_while_a_run_writes(tmp_path) -> None:
+    from samark.evaluation.runner import Run
+
+    run = Run(Experiment.parse(TINY), tmp_path / "run", progress=False)
+    run.detections.append(("det", "a"), {"p": 0.5})
+    with pytest.raises(SamarkError, match="a run is writing to this folder"):
+        Run.compact(tmp_path / "run")
+    assert (tmp_path / "run" / "detections.jsonl").exists()  # nothing moved
+    other = FolderLock(tmp_path / "run")  # a second writer shares the folder
+    run.close()
+    with pytest.raises(SamarkError, match="a run is writing"):
+        Run.compact(tmp_path / "run")
+    other.release()
+    assert [name for name, _, _ in Run.compact(tmp_path / "run")] == ["detections.jsonl"]
+    assert Run.open(tmp_path / "run").detections.get(("det", "a"))["p"] == 0.5
+    with pytest.raises(SamarkError, match="not a run folder"):
+        Run.compact(tmp_path)
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -352,6 +424,18 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     status = _run(["eval", "status", str(run_dir)], tmp_path)
     cells = re.findall(r"(\d+)/(\d+)", status.stdout)
     assert cells[6 + 4] == ("4", "4") and all(d == a for d, a in cells), status.stdout
+    # 6. a compacted folder holds the same records: the same status and report, and
+    # re-running it does no model work
+    compact = _run(["eval", "compact", str(run_dir)], tmp_path)
+    assert compact.returncode == 0, compact.stderr[-2000:]
+    assert not list(run_dir.glob("*.jsonl")) and len(list(run_dir.glob("*.jsonl.gz"))) == 5
+    assert _run(["eval", "status", str(run_dir)], tmp_path).stdout == status.stdout
+    sealed = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "sealed")], tmp_path)
+    assert sealed.returncode == 0, sealed.stderr[-2000:]
+    assert (tmp_path / "sealed" / "report.md").read_text() == report
+    again = _run(["eval", "run", str(toml), "-o", str(run_dir), "--no-report"], tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert not list(run_dir.glob("*.jsonl"))
 
 
 def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> None:

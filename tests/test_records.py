@@ -15,6 +15,7 @@ from samark.evaluation.records import (
     RecordError,
     parse_record,
 )
+from samark.evaluation.store import Stage
 from samark.schemes.base import Generation
 
 RUNS = Path(__file__).resolve().parents[1] / "experiments" / "runs"
@@ -24,17 +25,13 @@ STORES = ["generations", "attacks", "detections", "lengths", "quality"]
 @pytest.mark.parametrize("run", ["local", "paper"])
 def test_committed_records_parse_and_round_trip(run: str) -> None:
     seen = 0
-    for store in STORES:
-        path = RUNS / run / f"{store}.jsonl"
-        if not path.exists():
-            continue
-        with path.open(encoding="utf-8") as f:
-            for line in f:
-                stored = json.loads(line)
-                record = parse_record(store, stored)
-                stored.pop("key")
-                assert record.to_json() == stored, (store, stored.get("item"))
-                seen += 1
+    for store in STORES:  # live or compacted (``samark eval compact``)
+        for stored in Stage(RUNS / run / f"{store}.jsonl").records():
+            stored = dict(stored)
+            record = parse_record(store, stored)
+            stored.pop("key")
+            assert record.to_json() == stored, (store, stored.get("item"))
+            seen += 1
     assert seen > 1000
 
 

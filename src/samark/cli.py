@@ -951,6 +951,25 @@ def eval_status(
     out.print(table)
 
 
+@eval_app.command("compact")
+def eval_compact(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
+) -> None:
+    """Seal a run folder's records into gzip files (the same records, about a seventh of
+    the bytes); later runs append to it as before. Refused while a run writes to it."""
+    _need_eval_extra()
+    from samark.evaluation.runner import Run
+
+    try:
+        sealed = Run.compact(run_dir)
+    except SamarkError as exc:
+        raise _fail(str(exc)) from None
+    if not sealed:
+        out.print(f"{run_dir}: nothing to compact")
+    for name, before, after in sealed:
+        out.print(f"{name}: {before / 1e6:.1f} MB -> {name}.gz {after / 1e6:.1f} MB")
+
+
 @eval_app.command("report")
 def eval_report(
     run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
