@@ -52,6 +52,14 @@ STAGE_FILES = (
 T = TypeVar("T")
 
 
+def _experiment_file(run_dir: str | Path) -> Path:
+    """A run folder's ``experiment.toml``; a folder without one is not a run folder."""
+    source = Path(run_dir) / "experiment.toml"
+    if not source.is_file():
+        raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
+    return source
+
+
 class Run:
     """One experiment in one folder."""
 
@@ -91,10 +99,7 @@ class Run:
     def open(cls, run_dir: str | Path, *, prompts: int | None = None) -> Run:
         """An existing run folder, with the experiment it was run with (its first
         ``prompts`` prompts if given), for reading: reports and status."""
-        source = Path(run_dir) / "experiment.toml"
-        if not source.is_file():
-            raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
-        exp = Experiment.load(source)
+        exp = Experiment.load(_experiment_file(run_dir))
         return cls(
             exp if prompts is None else exp.with_prompts(prompts),
             run_dir,
@@ -113,8 +118,7 @@ class Run:
     def compact(run_dir: str | Path) -> list[tuple[str, int, int]]:
         """Seal a run folder's records into gzip files (``store.compact_folder``): the
         same records in about a seventh of the bytes. Refuses while a run writes to it."""
-        if not (Path(run_dir) / "experiment.toml").is_file():
-            raise SamarkError(f"{run_dir} is not a run folder (no experiment.toml)")
+        _experiment_file(run_dir)
         return compact_folder(run_dir, STAGE_FILES)
 
     # ---------- inputs ----------
