@@ -176,25 +176,35 @@ def _load_key(key: Path) -> Any:
 
 
 def _load_scheme(
-    key: Path, config: SAMarkConfig, generator: str = DEFAULT_GENERATOR, sampler: str | None = None
+    key: Path,
+    name: str = "samark",
+    generator: str = DEFAULT_GENERATOR,
+    sampler: str | None = None,
+    **fields: Any,
 ) -> Any:
+    """A scheme of SAMark's family (``SAMARK_SCHEMES``) with SAMarkConfig ``fields`` (those
+    left out keep the scheme's own defaults) and an optional candidate engine."""
     from samark.sampling import load_sampler
-    from samark.schemes.samark import SAMark
+    from samark.schemes import create_scheme
 
     try:
         engine = load_sampler(sampler) if sampler else None
-        return SAMark(_load_key(key), config=config, generator=generator, sampler=engine)
-    except SamarkError as exc:
+        params: dict[str, Any] = {"generator": generator, **fields}
+        if engine is not None:
+            params["sampler"] = engine
+        return create_scheme(name, key=_load_key(key), **params)
+    except (SamarkError, ValueError) as exc:
         raise _fail(str(exc)) from None
 
 
-SAMARK_SCHEMES = ("samark", "samark-dagger")
+#: schemes of SAMark's family: the SAMark options (candidates, statistic, ...) apply to them
+SAMARK_SCHEMES = ("samark", "samark-dagger", "samark-layered")
 SchemeOption = Annotated[
     str,
     typer.Option(
         "--scheme",
         help="Watermarking scheme (`samark schemes list`); its key derives from the key file. "
-        "The SAMark options apply to samark and samark-dagger only.",
+        "The SAMark options apply to samark, samark-dagger and samark-layered only.",
     ),
 ]
 
@@ -279,15 +289,18 @@ def generate(
                 raise _fail(str(exc)) from None
         typer.echo(json.dumps(made.to_dict(), ensure_ascii=False) if as_json else made.text)
         return
-    dagger = dagger or scheme_name == "samark-dagger"
-    fields: dict[str, Any] = dict(
-        candidates=candidates, max_new_sentences=sentences, adaptive=adaptive
+    if dagger and scheme_name != "samark":
+        raise _fail("--dagger is SAMark's ablation; use it with --scheme samark")
+    name = "samark-dagger" if dagger else scheme_name
+    scheme = _load_scheme(
+        key,
+        name,
+        generator,
+        sampler,
+        candidates=candidates,
+        max_new_sentences=sentences,
+        adaptive=adaptive,
     )
-    try:
-        config = SAMarkConfig.dagger(**fields) if dagger else SAMarkConfig(**fields)
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
-    scheme = _load_scheme(key, config, generator, sampler)
     with _progress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)
         try:
@@ -323,12 +336,13 @@ def detect(
         ),
     ] = False,
     statistic: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Test statistic: z (the paper's), alignment, or scan (text mixed with "
-            "human writing; docs/statistics.md). Every one has an exact p-value."
+            help="SAMark's test statistic: z (the paper's), alignment, or scan (text mixed "
+            "with human writing; docs/statistics.md). Every one has an exact p-value. "
+            "Default: the scheme's (samark: z; samark-layered: scan)."
         ),
-    ] = "z",
+    ] = None,
     chunk: Annotated[
         int, typer.Option(help="Records of a file embedded together (memory vs speed).")
     ] = 32,
@@ -346,21 +360,19 @@ def detect(
 ) -> None:
     """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY."""
     if scheme_name not in SAMARK_SCHEMES:
-        if ray is not None or statistic != "z":
+        if ray is not None or statistic is not None:
             raise _fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
         _detect_with(_load_other_scheme(scheme_name, key, alpha=alpha), source, field, details)
-    try:
-        config = SAMarkConfig(alpha=alpha, statistic=statistic)  # type: ignore[arg-type]
-        if chunk < 1 or (ray is not None and ray < 1):
-            raise ValueError("--chunk and --ray must be >= 1")
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
+    if chunk < 1 or (ray is not None and ray < 1):
+        raise _fail("--chunk and --ray must be >= 1")
+    fields: dict[str, Any] = {"alpha": alpha}
+    if statistic is not None:
+        fields["statistic"] = statistic
+    scheme = _load_scheme(key, scheme_name, **fields)  # a bad key fails here, before Ray
     if ray is not None:
         if source is None or out_dir is None:
             raise _fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
-        _load_scheme(key, config)  # a bad key fails here, before Ray starts
-        raise typer.Exit(_detect_on_ray(key, Path(source), out_dir, field, config, ray))
-    scheme = _load_scheme(key, config)
+        raise typer.Exit(_detect_on_ray(key, Path(source), out_dir, field, scheme, ray))
     scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
     _detect_with(scheme, source, field, details, chunk)
 
@@ -414,7 +426,7 @@ def _detect_file(scheme: Any, path: Path, field: str, details: bool, chunk: int)
 
 
 def _detect_on_ray(
-    key: Path, source: Path, out_dir: Path, field: str, config: SAMarkConfig, workers: int
+    key: Path, source: Path, out_dir: Path, field: str, scheme: Any, workers: int
 ) -> int:
     """The same detection on a local Ray instance with ``workers`` actors; writes Parquet."""
     try:
@@ -447,9 +459,10 @@ def _detect_on_ray(
         detected = detect_dataset(
             ds,
             str(key),
+            scheme=scheme.name,
             field=field,
-            statistic=config.statistic,
-            alpha=config.alpha,
+            statistic=scheme.config.statistic,
+            alpha=scheme.config.alpha,
             workers=workers,
         ).materialize()
         detected.write_parquet(str(out_dir))
@@ -494,7 +507,11 @@ def check_key(
     ] = 10,
     limit: Annotated[int, typer.Option(help="At most this many texts.")] = 500,
     alpha: Annotated[float, typer.Option(help="The level the key will be used at.")] = 0.01,
-    statistic: Annotated[str, typer.Option(help="Test statistic: z, alignment or scan.")] = "z",
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="SAMark's test statistic: z, alignment or scan (default: the scheme's)."),
+    ] = None,
+    scheme_name: SchemeOption = "samark",
 ) -> None:
     """Measure KEY's false-positive rate on human text of your domain: a key that leans
     towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
@@ -503,20 +520,24 @@ def check_key(
     from samark.datasets import leading_sentences
     from samark.key_check import check_key as run_check
 
-    try:
-        config = SAMarkConfig(alpha=alpha, statistic=statistic)  # type: ignore[arg-type]
-        if sentences < 0 or limit < 1:
-            raise ValueError("--sentences must be >= 0 and --limit >= 1")
-    except ValueError as exc:
-        raise _fail(str(exc)) from None
+    if sentences < 0 or limit < 1:
+        raise _fail("--sentences must be >= 0 and --limit >= 1")
+    if scheme_name in SAMARK_SCHEMES:
+        fields: dict[str, Any] = {"alpha": alpha}
+        if statistic is not None:
+            fields["statistic"] = statistic
+        scheme = _load_scheme(key, scheme_name, **fields)
+        scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
+    elif statistic is not None:
+        raise _fail("--statistic is SAMark's; leave it out for " + scheme_name)
+    else:
+        scheme = _load_other_scheme(scheme_name, key, alpha=alpha)
     texts = _human_texts(source, field, limit * 2 if sentences else limit)
     if sentences:
         heads = leading_sentences(
             texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
         )
         texts = [" ".join(sents) for sents in heads]
-    scheme = _load_scheme(key, config)
-    scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
     err.print(f"scoring {min(len(texts), limit)} human texts with key {scheme.key.key_id} ...")
     try:
         result = run_check(scheme, texts[:limit], alpha=alpha)
@@ -671,12 +692,21 @@ def serve(
         int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
     ] = 12,
     max_sentences: Annotated[int, typer.Option(help="Most sentences a request may ask.")] = 48,
-    statistic: Annotated[str, typer.Option(help="Detection statistic: z, alignment, scan.")] = "z",
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="Detection statistic: z, alignment, scan (default: the scheme's)."),
+    ] = None,
     alpha: Annotated[float, typer.Option(help="Significance level of /v1/detect.")] = 0.01,
     timeout: Annotated[float, typer.Option(help="Seconds a request may wait and run.")] = 120.0,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
+    scheme_name: SchemeOption = "samark",
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API."""
+    if scheme_name not in SAMARK_SCHEMES:
+        raise _fail(
+            f"`samark serve` serves SAMark's family ({', '.join(SAMARK_SCHEMES)}); "
+            f"{scheme_name} is not one of them"
+        )
     try:
         import uvicorn
 
@@ -696,17 +726,14 @@ def serve(
             default_sentences=sentences,
             max_sentences=max_sentences,
         )
-        config = SAMarkConfig(
-            candidates=candidates,
-            max_new_sentences=sentences,
-            alpha=alpha,
-            statistic=statistic,  # type: ignore[arg-type]
-        )
     except (SamarkError, ValueError) as exc:
         raise _fail(str(exc)) from None
     if upstream and not upstream.startswith(("http://", "https://")):
         raise _fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
-    scheme = _load_scheme(key, config, generator, upstream)
+    fields: dict[str, Any] = dict(candidates=candidates, max_new_sentences=sentences, alpha=alpha)
+    if statistic is not None:
+        fields["statistic"] = statistic
+    scheme = _load_scheme(key, scheme_name, generator, upstream, **fields)
     err.print(f"loading {generator} ...")
     try:
         from transformers import AutoTokenizer

@@ -25,17 +25,15 @@ class _ActorDetector:
     """One per Ray actor: the scheme (key + embedder) is loaded once, then reused."""
 
     def __init__(
-        self, key_path: str, field: str, statistic: str, alpha: float, threads: int
+        self, key_path: str, scheme: str, field: str, params: dict[str, Any], threads: int
     ) -> None:
         import torch
 
-        from samark.config import SAMarkConfig
         from samark.keys import WatermarkKey
-        from samark.schemes.samark import SAMark
+        from samark.schemes import create_scheme
 
         torch.set_num_threads(threads)
-        config = SAMarkConfig(statistic=statistic, alpha=alpha)  # type: ignore[arg-type]
-        self.scheme = SAMark(WatermarkKey.load(key_path), config=config)
+        self.scheme = create_scheme(scheme, key=WatermarkKey.load(key_path), **params)
         self.field = field
 
     def __call__(self, batch: Any) -> Any:
@@ -56,24 +54,30 @@ def detect_dataset(
     ds: Any,
     key_path: str,
     *,
+    scheme: str = "samark",
     field: str = "text",
-    statistic: str = "z",
+    statistic: str | None = None,
     alpha: float = 0.01,
     workers: int = 2,
     batch_size: int = 64,
     threads_per_worker: int = 1,
 ) -> Any:
     """``ds`` with ``p_value``, ``is_watermarked``, ``n_units``, ``statistic`` and
-    ``error`` columns, computed by ``workers`` actors (lazy, like every Ray Dataset)."""
+    ``error`` columns, computed by ``workers`` actors (lazy, like every Ray Dataset).
+    ``scheme`` is any registered scheme; ``statistic`` (SAMark's family only) defaults to
+    the scheme's own."""
     if workers < 1 or batch_size < 1:
         raise ValueError("workers and batch_size must be >= 1")
+    params: dict[str, Any] = {"alpha": alpha}
+    if statistic is not None:
+        params["statistic"] = statistic
     return ds.map_batches(
         _ActorDetector,
         fn_constructor_kwargs={
             "key_path": str(key_path),
+            "scheme": scheme,
             "field": field,
-            "statistic": statistic,
-            "alpha": alpha,
+            "params": params,
             "threads": threads_per_worker,
         },
         batch_size=batch_size,

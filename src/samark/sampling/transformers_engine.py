@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
+import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
@@ -24,8 +26,23 @@ _SENTENCE_HINTS = (".", "!", "?", "…", "\n")
 _TOP_K_FAST = 256
 
 
+class LogitsBias(Protocol):
+    """A token-level watermark applied inside the engine (e.g.
+    :class:`samark.token_layer.GreenListLayer`): an additive logit bias per row that
+    depends on the row's last ``context`` tokens only."""
+
+    @property
+    def context(self) -> int: ...
+
+    def bias(self, contexts: Sequence[Sequence[int]], width: int) -> np.ndarray: ...
+
+
 def sample_top_p(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator
+    logits: torch.Tensor,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One token per row from softmax(logits / temperature) restricted to the nucleus.
 
@@ -33,30 +50,57 @@ def sample_top_p(
     probability mass ranked strictly above it is below ``top_p`` (so at least one token).
     Rows whose nucleus fits in the top 256 tokens skip the full-vocabulary sort; the others
     take it. Same distribution either way.
+
+    ``bias`` (rows, vocab), a token watermark's additive logit bias, is applied after the
+    nucleus is cut, as transformers orders its watermark processors: the nucleus is the
+    model's, and within it token v is drawn with probability proportional to
+    ``p_v * exp(bias_v)``. Without it the draws are exactly those of the unbiased sampler.
     """
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     vals, idx = torch.topk(probs, min(_TOP_K_FAST, probs.shape[-1]), dim=-1)
     fits = vals.sum(dim=-1) >= top_p
     if bool(fits.all()):
-        return _nucleus_pick(vals, idx, top_p, generator)
+        return _nucleus_pick(vals, idx, top_p, generator, bias)
     out = torch.empty(probs.shape[0], dtype=torch.long)
     if bool(fits.any()):
-        out[fits] = _nucleus_pick(vals[fits], idx[fits], top_p, generator)
+        out[fits] = _nucleus_pick(
+            vals[fits], idx[fits], top_p, generator, None if bias is None else bias[fits]
+        )
     rest = ~fits
     full_vals, full_idx = torch.sort(probs[rest], dim=-1, descending=True)
-    out[rest] = _nucleus_pick(full_vals, full_idx, top_p, generator)
+    out[rest] = _nucleus_pick(
+        full_vals, full_idx, top_p, generator, None if bias is None else bias[rest]
+    )
     return out
 
 
 def _nucleus_pick(
-    vals: torch.Tensor, idx: torch.Tensor, top_p: float, generator: torch.Generator
+    vals: torch.Tensor,
+    idx: torch.Tensor,
+    top_p: float,
+    generator: torch.Generator,
+    bias: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Sample from descending-sorted probabilities ``vals`` (token ids ``idx``) within
-    the nucleus."""
+    the nucleus, reweighted by ``exp(bias)`` (indexed by token id) when given."""
     above = torch.cumsum(vals, dim=-1) - vals
     kept = torch.where(above < top_p, vals, torch.zeros_like(vals))
+    if bias is not None:
+        kept = kept * torch.exp(bias.gather(-1, idx))
     pick = torch.multinomial(kept, 1, generator=generator)
     return idx.gather(-1, pick).squeeze(-1)
+
+
+def _row_bias(
+    layer: LogitsBias | None, prefix: list[int], rows: list[list[int]], width: int
+) -> torch.Tensor | None:
+    """The token layer's bias for each live row (its context: the prefix, then its own
+    tokens), or None without a layer."""
+    if layer is None:
+        return None
+    h = layer.context
+    contexts = [(prefix[-h:] + r)[-h:] if len(r) < h else r[-h:] for r in rows]
+    return torch.from_numpy(layer.bias(contexts, width))
 
 
 def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -169,10 +213,21 @@ class TransformersSampler:
         limit = max(1, self.max_context - reserve)
         return ids[-limit:]
 
+    #: this engine applies a token watermark (``token_layer``) on every candidate row
+    supports_token_layer = True
+
     @torch.inference_mode()
     def sample(
-        self, prefix: str, n: int, params: SamplingParams, *, seed: int | None = None
+        self,
+        prefix: str,
+        n: int,
+        params: SamplingParams,
+        *,
+        seed: int | None = None,
+        token_layer: LogitsBias | None = None,
     ) -> CandidateBatch:
+        """``n`` candidate next sentences of ``prefix``; with ``token_layer``, every row
+        is sampled under that token watermark."""
         if n < 1:
             raise ValueError("n must be >= 1")
         start = time.perf_counter()
@@ -187,7 +242,8 @@ class TransformersSampler:
         texts: list[str | None] = [None] * n
         sampled = 0
         for step in range(params.max_sentence_tokens):
-            nxt = sample_top_p(logits, params.temperature, params.top_p, gen)
+            bias = _row_bias(token_layer, ids, [tokens[c] for c in rows], logits.shape[-1])
+            nxt = sample_top_p(logits, params.temperature, params.top_p, gen, bias)
             sampled += len(rows)
             keep: list[int] = []
             last = step == params.max_sentence_tokens - 1
@@ -220,16 +276,26 @@ class TransformersSampler:
 
     @torch.inference_mode()
     def sample_tokens(
-        self, prefix: str, n: int, params: SamplingParams, steps: int, *, seed: int = 0
+        self,
+        prefix: str,
+        n: int,
+        params: SamplingParams,
+        steps: int,
+        *,
+        seed: int = 0,
+        token_layer: LogitsBias | None = None,
     ) -> torch.Tensor:
         """``steps`` raw tokens for each of ``n`` rows (no sentence stopping, EOS included):
         the same prefill, cache sharing and sampling as :meth:`sample`, for testing its law."""
         gen = torch.Generator().manual_seed(seed)
-        decoder = self.decoder(self.encode_prefix(prefix, steps), n, steps)
+        ids = self.encode_prefix(prefix, steps)
+        decoder = self.decoder(ids, n, steps)
         logits = decoder.logits
         out = torch.empty((n, steps), dtype=torch.long)
         for step in range(steps):
-            out[:, step] = sample_top_p(logits, params.temperature, params.top_p, gen)
+            rows = out[:, :step].tolist()
+            bias = _row_bias(token_layer, ids, rows, logits.shape[-1])
+            out[:, step] = sample_top_p(logits, params.temperature, params.top_p, gen, bias)
             if step < steps - 1:
                 logits = decoder.step(out[:, step])
         return out

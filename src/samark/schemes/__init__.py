@@ -6,6 +6,7 @@ from samark.schemes import (  # noqa: F401  (register schemes)
     lm_generate,
     morphmark,
     pmark,
+    samark_layered,
     semstamp,
     synthid,
     unigram,

@@ -63,6 +63,8 @@ class SentenceLevelWatermark(Watermark):
 
     #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
     normal_kinds: tuple[str, ...] = ("matched",)
+    #: a token watermark the candidate engine applies on every row (None: plain sampling)
+    token_layer: Any = None
 
     def __init__(
         self,
@@ -160,6 +162,7 @@ class SentenceLevelWatermark(Watermark):
         steps: list[dict[str, Any]] = []
         tokens_sampled = extra = 0
         sampling_s = embedding_s = 0.0
+        layer = {} if self.token_layer is None else {"token_layer": self.token_layer}
         for t in range(total):
             texts: list[str] = []
             embs: list[np.ndarray] = []
@@ -169,7 +172,11 @@ class SentenceLevelWatermark(Watermark):
             for draw in self.draws(state):
                 drawn += draw.size
                 batch = self.sampler.sample(
-                    context, draw.size, self.sampling, seed=int(seeder.integers(2**62))
+                    context,
+                    draw.size,
+                    self.sampling,
+                    seed=int(seeder.integers(2**62)),
+                    **layer,
                 )
                 tokens_sampled += batch.tokens_sampled
                 sampling_s += batch.seconds

@@ -1,0 +1,224 @@
+"""SAMark with a token layer: one text carries SAMark's semantic mark and a keyed green-list
+token mark (:mod:`samark.token_layer`), and detection returns one exact p-value.
+
+Generation is SAMark's Alg. 1 unchanged, except that the candidate engine samples every
+candidate row under the token layer. The sentence SAMark picks then carries both marks,
+at the same sampling cost (the bias is a vectorised mask per row and step).
+
+Detection scores each layer with its own exact p-value:
+
+- semantic: SAMark's detector with the ``scan`` statistic by default (it keeps its power
+  when human sentences are mixed in), exact over keys by pivot exchangeability, with
+  per-sentence p-values for localisation;
+- token: the green count among distinct (context, token) pairs, an exact binomial tail.
+
+Both sub-keys derive one-way from the key file's one secret (pivots under one domain, the
+green list under another), so over keys they are independent. On a text that does not
+depend on the key (H0), each layer's p-value is then a function of the text and its own
+sub-key alone: the two p-values are independent and each uniform or conservative, and
+Fisher's combination ``x (1 - ln x)`` with ``x = p_semantic * p_token`` is exact (or
+conservative) over keys. ``combine="both"`` uses ``max(p_semantic, p_token)`` instead:
+the text is called marked only when both layers are (an intersection-union test, valid at
+the same level), so that a forged layer alone never decides.
+
+A strong contradiction overrides Fisher: when one layer's p-value is at least
+``contradiction`` (default 0.99, its statistic in the bottom 1% of its null), the combined
+p-value is the larger of the two, so the other layer alone cannot carry the decision. This
+only removes rejections, so the combined p-value stays valid. It does *not* stop a forged
+token layer on human text, whose semantic p-value is uniform: against forgery the defences
+are the token layer's 4-token context (the stealing attacks learn one-token contexts from
+a few thousand outputs) and ``combine="both"`` where a forgery is the threat
+(docs/layered.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from scipy.stats import norm
+
+from samark.config import SAMarkConfig
+from samark.detection import Detection
+from samark.embed import Embedder
+from samark.errors import EmptyTextError, SamarkError
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR, resolve_generator
+from samark.sampling.base import CandidateSampler
+from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.samark import SAMark, _with_shared
+from samark.token_layer import GreenListLayer, TokenLayerConfig
+
+Combine = Literal["fisher", "both"]
+COMBINES: tuple[str, ...] = ("fisher", "both")
+#: engines that can apply a token layer on every candidate row
+TOKEN_LAYER_ENGINES = "the local transformers engine (TransformersSampler) or vLLM (VLLMSampler)"
+
+
+def fisher_two(p1: float, p2: float) -> float:
+    """Fisher's combination of two independent p-values: P(chi2_4 >= -2 ln(p1 p2)),
+    in closed form ``x (1 - ln x)`` with ``x = p1 p2``."""
+    x = p1 * p2
+    if x <= 0.0:
+        return 0.0
+    return min(1.0, x * (1.0 - math.log(x)))
+
+
+def combine_p_values(
+    p_semantic: float, p_token: float, *, method: Combine = "fisher", contradiction: float = 0.99
+) -> float:
+    """The layered mark's one p-value from its two layers' p-values (module docstring)."""
+    if method == "both":
+        return max(p_semantic, p_token)
+    if max(p_semantic, p_token) >= contradiction:
+        return max(p_semantic, p_token)
+    return fisher_two(p_semantic, p_token)
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab_size(path: str) -> int:
+    from transformers import AutoConfig
+
+    return int(AutoConfig.from_pretrained(path).get_text_config().vocab_size)
+
+
+class SAMarkLayered(SAMark):
+    """SAMark plus a green-list token layer applied inside the candidate engine.
+
+    ``generator`` names the model that writes (a preset or a local folder); its tokenizer
+    is the token layer's, and detection loads only the tokenizer, never the model.
+    """
+
+    name = "samark-layered"
+
+    def __init__(
+        self,
+        key: WatermarkKey,
+        *,
+        config: SAMarkConfig | None = None,
+        token: TokenLayerConfig | None = None,
+        combine: Combine = "fisher",
+        contradiction: float = 0.99,
+        embedder: Embedder | None = None,
+        sampler: CandidateSampler | None = None,
+        generator: str = DEFAULT_GENERATOR,
+    ) -> None:
+        if combine not in COMBINES:
+            raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+        if not 0.5 < contradiction <= 1.0:
+            raise ValueError(f"contradiction must be in (0.5, 1], got {contradiction}")
+        if sampler is not None and not getattr(sampler, "supports_token_layer", False):
+            raise SamarkError(
+                f"samark-layered applies its token layer inside the candidate engine, and "
+                f"{type(sampler).__name__} cannot (a remote server samples on its own); use "
+                f"{TOKEN_LAYER_ENGINES}, or the scheme 'samark'"
+            )
+        super().__init__(
+            key, config=config, embedder=embedder, sampler=sampler, generator=generator
+        )
+        self.combine: Combine = combine
+        self.contradiction = contradiction
+        self.generator_name, path = resolve_generator(generator)
+        self._generator_path = str(path)
+        # the token layer's sub-key: 256 bits derived one-way under their own label
+        secret = b"".join(
+            w.to_bytes(8, "little") for w in key.derive_ints("samark-layered/token", 4, bits=64)
+        )
+        self.token_layer = GreenListLayer(secret, _vocab_size(self._generator_path), token)
+
+    def __repr__(self) -> str:
+        return (
+            f"SAMarkLayered(key={self.key!r}, embedder={self.embedder.name!r}, "
+            f"generator={self.generator_name!r}, token={self.token_layer!r})"
+        )
+
+    @property
+    def token_config(self) -> TokenLayerConfig:
+        return self.token_layer.config
+
+    def detector_id(self) -> str:
+        t = self.token_config
+        return (
+            f"samark-layered/{super().detector_id()}/{self.generator_name}"
+            f"/g{t.gamma}/h{t.context}/{self.combine}{self.contradiction}"
+        )
+
+    def token_ids(self, text: str) -> list[int]:
+        """The generator tokenizer's ids of ``text`` (no special tokens)."""
+        ids = _tokenizer(self._generator_path)(text, add_special_tokens=False)["input_ids"]
+        return [int(i) for i in ids]
+
+    def detect(self, text: str) -> Detection:
+        return self._combine(self.detector.detect(text), text)
+
+    def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
+        """Both layers for each text, the semantic layer's embeddings in one call."""
+        semantic = self.detector.detect_many(texts)
+        return [
+            None if s is None else self._combine(s, t) for s, t in zip(semantic, texts, strict=True)
+        ]
+
+    def _combine(self, semantic: Detection, text: str) -> Detection:
+        if not semantic.n_units:
+            raise EmptyTextError("the text has no sentence to score")
+        token = self.token_layer.score(self.token_ids(text))
+        p_sem, p_tok = semantic.p_value, token.p_value
+        p = combine_p_values(p_sem, p_tok, method=self.combine, contradiction=self.contradiction)
+        z = float(norm.isf(p)) if p > 0 else math.inf
+        details: dict[str, Any] = {
+            "p_semantic": float(p_sem),
+            "p_token": float(p_tok),
+            "semantic_score": float(semantic.score),
+            "token_z": float(token.z),
+            "green_fraction": float(token.green_fraction),
+            "tokens_scored": token.n_scored,
+            "combine": self.combine,
+            **semantic.details,
+        }
+        return Detection(
+            scheme=self.name,
+            p_value=p,
+            alpha=self.alpha,
+            z=z,
+            statistic=f"{self.combine}({semantic.statistic},green)",
+            score=-2.0 * math.log(max(p_sem * p_tok, 1e-300)),
+            n_units=semantic.n_units,
+            unit="sentence",
+            sentences=semantic.sentences,
+            sentence_p_values=semantic.sentence_p_values,
+            details=details,
+        )
+
+
+_TOKEN_FIELDS = {f.name for f in dataclasses.fields(TokenLayerConfig)}
+
+
+@register_scheme(
+    "samark-layered",
+    unit="sentence",
+    description="SAMark plus a keyed 4-token-context green-list token layer sampled inside "
+    "the candidate engine; one exact p-value (Fisher over both layers, scan statistic)",
+)
+def _samark_layered(
+    key: WatermarkKey,
+    *,
+    shared: SharedResources | None = None,
+    config: SAMarkConfig | None = None,
+    **kwargs: Any,
+) -> SAMarkLayered:
+    token = TokenLayerConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in _TOKEN_FIELDS})
+    explicit = "statistic" in kwargs or config is not None
+    fields, kwargs = _with_shared(shared, config, kwargs)
+    if not explicit:
+        fields["statistic"] = "scan"  # the semantic layer must survive dilution
+    return SAMarkLayered(key, config=SAMarkConfig(**fields), token=token, **kwargs)
