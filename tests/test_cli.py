@@ -298,6 +298,13 @@ def test_demo_streams_sentences_and_says_what_it_used(runner, smollm2, mpnet) ->
     assert "4 candidates each" in result.stderr and "N = 64" in result.stderr
     assert re.search(r"sentence 1/2: \d+ candidates, \d+ matched", result.stderr)
     assert "total" in result.stdout and "human" in result.stdout
+    # the layered mark: both layers' p-values, and a paraphrased copy (Doc-P) tested too
+    assert "samark-layered" in result.stderr and "token p" in result.stdout
+    assert "paraphrased (Doc-P" in result.stdout and "Paraphrased copy" in result.stdout
+    # not a terminal: the text is printed whole, progress stays on stderr, apart from it
+    assert "sentence 1/2" not in result.stdout
+    line = next(x for x in result.stdout.splitlines() if "Watermarked continuation:" in x)
+    assert len(line.split("Watermarked continuation:")[1].strip()) > 10
 
 
 def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(

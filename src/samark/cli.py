@@ -20,7 +20,6 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from samark.config import SAMarkConfig
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR, PRESETS, install_presets
 
@@ -597,64 +596,100 @@ def demo(
     ] = DEMO_CANDIDATES,
     seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
 ) -> None:
-    """Generate a watermarked news continuation, then test it, a human text and a
-    sentence-shuffled copy, with a throwaway key (a minute on a laptop CPU)."""
+    """Generate a news continuation with the layered mark (SAMark plus a token layer), then
+    test it, a paraphrased copy, a sentence-shuffled copy and a human text, with a
+    throwaway key (under a minute on a laptop CPU)."""
     from samark.embed import load_embedder, new_key
-    from samark.schemes.samark import SAMark
+    from samark.schemes import create_scheme
 
     start = time.monotonic()
     data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
     err.print(
-        f"demo: {DEFAULT_GENERATOR} writes {sentences} sentences, {candidates} candidates "
-        f"each, embedder {DEFAULT_EMBEDDER}, c = 2 channels, a throwaway key (never "
-        f"written). The paper: N = 64, 12-sentence texts, 8B-24B generators; fewer "
-        f"candidates and sentences mean weaker evidence (docs/parameters.md).",
+        f"demo: {DEFAULT_GENERATOR} writes {sentences} sentences with samark-layered: "
+        f"{candidates} candidates each, sampled under a keyed green-list token layer, and "
+        f"SAMark picks one whose meaning (embedder {DEFAULT_EMBEDDER}, c = 2 channels) "
+        f"leans the key's way. A throwaway key, never written. The paper: N = 64, "
+        f"12-sentence texts, 8B-24B generators (docs/parameters.md).",
         highlight=False,
         soft_wrap=True,
     )
     err.print("loading the embedder ...")
     try:
-        key = new_key(load_embedder(DEFAULT_EMBEDDER))
-        scheme = SAMark(key, config=SAMarkConfig(candidates=candidates))
+        embedder = load_embedder(DEFAULT_EMBEDDER)
+        key = new_key(embedder)
+        scheme: Any = create_scheme(
+            "samark-layered", key=key, embedder=embedder, candidates=candidates
+        )
         err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)")
         scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
     except SamarkError as exc:
         raise _fail(f"{exc} (run `samark models install`)") from None
+    # stream sentences only where the live bar and the text share a terminal; elsewhere
+    # (a log, a pipe) progress lines would run into the text, so it is printed whole
+    stream = out.is_terminal and err.is_terminal
     out.print(f"[bold]Prompt:[/] {data['prompt']}\n")
-    out.print("[bold]Watermarked continuation:[/]", end="")
+    if stream:
+        out.print("[bold]Watermarked continuation:[/]", end="")
     with _progress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)
         show = _sentence_progress(bar, task, sentences)
 
         def on_sentence(sentence: str, step: Any) -> None:
-            out.print(sentence, end="", highlight=False, soft_wrap=True)
+            if stream:
+                out.print(sentence, end="", highlight=False, soft_wrap=True)
             show(sentence, step)
 
         gen = scheme.generate(
             data["prompt"], max_new_sentences=sentences, seed=seed, on_sentence=on_sentence
         )
+    if not stream:
+        out.print(f"[bold]Watermarked continuation:[/] {gen.text}", highlight=False)
     out.print("\n")
     shuffled = list(gen.sentences)
     random.Random(seed).shuffle(shuffled)
+    texts = [("watermarked", gen.text)]
+    paraphrased = _demo_paraphrase(gen.text, seed or 0)
+    if paraphrased is not None:
+        texts.append(("paraphrased (Doc-P, below)", paraphrased))
+    texts += [("sentences shuffled", " ".join(shuffled)), ("human", data["human"])]
     table = Table(title="Detection (p < 0.01 means watermarked)")
-    for col in ("text", "sentences", "p-value", "watermarked", "paper z (uncalibrated)"):
+    for col in ("text", "sentences", "p-value", "watermarked", "semantic p", "token p"):
         table.add_column(col)
-    for label, text in (
-        ("watermarked", gen.text),
-        ("human", data["human"]),
-        ("watermarked, sentences shuffled", " ".join(shuffled)),
-    ):
+    for label, text in texts:
         d = scheme.detect(text)
         table.add_row(
-            label, str(d.n_units), f"{d.p_value:.4f}", str(d.is_watermarked), f"{d.z:.2f}"
+            label,
+            str(d.n_units),
+            f"{d.p_value:.2g}",
+            str(d.is_watermarked),
+            f"{d.details['p_semantic']:.3f}",
+            f"{d.details['p_token']:.2g}",
         )
     out.print(table)
+    if paraphrased is not None:
+        out.print(
+            "[bold]Paraphrased copy[/] (Doc-P: sentences split, back-translated through "
+            f"Portuguese, merged and moved): {paraphrased}\n",
+            highlight=False,
+        )
+    else:
+        out.print("(a paraphrased copy needs offline back-translation: pip install 'samark[eval]')")
     out.print(
         f"generation {gen.seconds:.0f} s ({gen.tokens_sampled} tokens sampled for "
         f"{gen.output_tokens} output tokens), total {time.monotonic() - start:.0f} s; "
         f"fallbacks: {gen.fallbacks or 'none'}",
         highlight=False,
     )
+
+
+def _demo_paraphrase(text: str, seed: int) -> str | None:
+    """``text`` after the Doc-P (local) attack, or None where its extra is not installed."""
+    try:
+        from samark.evaluation.attacks import create_attack
+
+        return str(create_attack("doc-p-local").apply(text, seed=seed))
+    except (ImportError, SamarkError):
+        return None
 
 
 @app.command()
