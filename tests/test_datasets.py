@@ -40,3 +40,18 @@ def test_debian_handbook_sections_from_debian() -> None:
     assert "<div" not in text and "class=" not in text
     assert "Debian" in text and "package" in text
     assert len(human_windows(docs, sentences=10, count=1000)) > 250
+
+
+def test_cnn_dailymail_ships_with_the_package(tmp_path, monkeypatch) -> None:
+    """A clone needs nothing beside it: the 200 articles load from the package itself, from
+    any working directory."""
+    from pathlib import Path
+
+    import samark.datasets as datasets
+
+    monkeypatch.delenv("SAMARK_DATA_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    path = datasets._find_data_file("cnn_dailymail.jsonl")
+    assert path.parent == Path(datasets.__file__).resolve().parent / "resources" / "data"
+    docs = load_dataset("cnn_dailymail")
+    assert len(docs) == 200 and all(len(d.text) > 200 for d in docs)

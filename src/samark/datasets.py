@@ -38,11 +38,14 @@ def dataset_names() -> list[str]:
 
 
 def _find_data_file(filename: str) -> Path:
-    """A data file from ``$SAMARK_DATA_DIR`` or a ``shared/data`` folder beside a checkout."""
+    """A data file from ``$SAMARK_DATA_DIR``, the data shipped in the package
+    (``samark/resources/data``, with its source and terms in its README), or a
+    ``shared/data`` folder beside a checkout."""
     candidates = []
     if os.environ.get("SAMARK_DATA_DIR"):
         candidates.append(Path(os.environ["SAMARK_DATA_DIR"]) / filename)
     here = Path(__file__).resolve()
+    candidates.append(here.parent / "resources" / "data" / filename)
     for parent in here.parents:
         candidates.append(parent / "shared" / "data" / filename)
     cwd = Path.cwd().resolve()
@@ -218,7 +221,7 @@ def _r_character_vectors(rdb: bytes) -> list[list[str]]:
 
 @register_dataset("cnn_dailymail")
 def cnn_dailymail(path: str | os.PathLike[str] | None = None) -> list[Document]:
-    """200 CNN/DailyMail test articles (``shared/data/cnn_dailymail.jsonl``)."""
+    """200 CNN/DailyMail test articles (shipped in ``samark/resources/data``)."""
     return read_jsonl(path or _find_data_file("cnn_dailymail.jsonl"), field="article")
 
 
