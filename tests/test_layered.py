@@ -40,6 +40,10 @@ def test_green_list_is_the_keys_and_its_context() -> None:
     bias = a.bias([ctx, [1, 2, 3, 4]], VOCAB + 64)  # padded logits: the tail is never green
     assert bias.shape == (2, VOCAB + 64) and not bias[:, VOCAB:].any()
     assert np.array_equal(bias[0, :VOCAB] > 0, green) and set(np.unique(bias)) == {0.0, 2.0}
+    # the spec another process (vLLM's engine core) rebuilds the layer from
+    again = GreenListLayer.from_spec(a.to_spec())
+    assert np.array_equal(again.green_mask(ctx), green) and again.config == a.config
+    assert "secret" not in repr(a) and a.to_spec()["secret"] not in repr(a)
     with pytest.raises(ValueError):
         GreenListLayer(b"short", VOCAB)
     with pytest.raises(ValueError):

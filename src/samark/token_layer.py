@@ -37,6 +37,7 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import binom
@@ -116,9 +117,30 @@ class GreenListLayer:
         self._tokens = np.arange(vocab_size, dtype=np.uint64) * _PHI
         self._green = functools.lru_cache(maxsize=256)(self._green_uncached)
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # never the secret
         c = self.config
         return f"GreenListLayer(gamma={c.gamma}, delta={c.delta}, context={c.context})"
+
+    def to_spec(self) -> dict[str, Any]:
+        """Everything a process needs to rebuild this layer (its derived secret included):
+        for an engine in another process of this machine (vLLM's engine core). A secret:
+        never log, print or store it."""
+        c = self.config
+        return {
+            "secret": self._secret.hex(),
+            "vocab_size": self.vocab_size,
+            "gamma": c.gamma,
+            "delta": c.delta,
+            "context": c.context,
+        }
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]) -> GreenListLayer:
+        """The layer :meth:`to_spec` describes."""
+        config = TokenLayerConfig(spec["gamma"], spec["delta"], spec["context"])
+        layer = cls(b"\0" * 16, int(spec["vocab_size"]), config)
+        layer._secret = bytes.fromhex(spec["secret"])
+        return layer
 
     @property
     def context(self) -> int:
