@@ -244,3 +244,26 @@ def test_bad_parameters_are_clear_errors() -> None:
         create_attack("doc-p", prompt="III")
     with pytest.raises(SamarkError, match="2 texts need as many seeds"):
         create_attack("shuffle").apply_batch([TEXT, HUMAN], seeds=[1])
+
+
+def test_token_rewrite_keeps_sentences_and_meaning_and_rewrites_tokens(paragraphs, minilm) -> None:
+    """Sentence-wise back-translation twice, then 10% WordNet synonyms: every sentence kept
+    in place, most 4-grams gone. On SAMark and KGW texts of the paper run it measured 0.84
+    aligned similarity at 0.35 4-gram copy (docs/layered.md); human news is harder to
+    reword, so the bounds here are looser."""
+    if not _has_wordnet():
+        pytest.skip("WordNet (Debian's wordnet-base) is not installed: samark models install")
+    texts = paragraphs[:6]
+    a = create_attack("token-rewrite")
+    out = a.apply_batch(texts, seeds=_seeds(texts, 0))
+    fid = measure(minilm, texts, out)
+    assert all(f.sentence_ratio == 1.0 for f in fid)
+    assert _median(f.aligned_similarity for f in fid) >= 0.75
+    assert _median(f.ngram4_copy for f in fid) < 0.5
+    plain = create_attack("doc-t", via="pt").apply_batch(texts, seeds=_seeds(texts, 0))
+    assert _median(f.ngram4_copy for f in fid) < _median(
+        f.ngram4_copy for f in measure(minilm, texts, plain)
+    )
+    assert a.apply_batch(texts, seeds=_seeds(texts, 0)) == out
+    with pytest.raises(ValueError):
+        create_attack("token-rewrite", rounds=0)

@@ -12,6 +12,7 @@ from samark.evaluation.attacks import (  # noqa: F401  (registration)
     lm_rewrite,
     local_paraphrase,
     shuffle,
+    token_rewrite,
     translation,
     word_edit,
 )
