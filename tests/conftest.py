@@ -16,6 +16,12 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest -n K: K processes share the cores; one torch thread each, or they oversubscribe
+    import torch
+
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(scope="session")
 def mpnet():
