@@ -165,7 +165,7 @@ def test_layered_scheme_detects_its_own_text_with_both_layers(mpnet, mpnet_key, 
 
 
 def test_layered_p_value_is_valid_on_human_text_over_keys(mpnet) -> None:
-    """One key per human window (200 windows of CNN/DailyMail): the combined p-value's
+    """One key per human window (120 windows of CNN/DailyMail): the combined p-value's
     lower tail stays within the binomial bound and is no heavier than uniform. Detection
     loads the tokenizer only, never the generator."""
     from samark.datasets import human_windows, load_dataset
@@ -173,7 +173,7 @@ def test_layered_p_value_is_valid_on_human_text_over_keys(mpnet) -> None:
     from samark.schemes import create_scheme
     from samark.segment import split_sentences
 
-    texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=200)]
+    texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=120)]
     p_sem, p_tok, p = [], [], []
     with mpnet.remembering():  # every sentence embedded once, in one batched call
         mpnet.encode([s for t in texts for s in split_sentences(t)])
