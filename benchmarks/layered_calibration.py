@@ -32,7 +32,14 @@ from samark.schemes import create_scheme
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
 from samark.segment import split_sentences
 
-KINDS = ("samark z", "samark scan", "token layer", "layered (fisher)", "layered (both)")
+KINDS = (
+    "samark z",
+    "samark scan",
+    "token layer",
+    "layered (fisher)",
+    "layered (cauchy)",
+    "layered (both)",
+)
 
 
 def corpus_of(doc_id: str) -> str:
@@ -88,6 +95,7 @@ def main() -> None:
             p["samark scan"][k, i] = p_scan
             p["token layer"][k, i] = p_tok
             p["layered (fisher)"][k, i] = combine_p_values(p_scan, p_tok)
+            p["layered (cauchy)"][k, i] = combine_p_values(p_scan, p_tok, method="cauchy")
             p["layered (both)"][k, i] = combine_p_values(p_scan, p_tok, method="both")
         if (k + 1) % 5 == 0 or k + 1 == args.keys:
             print(f"  key {k + 1}/{args.keys} ({time.perf_counter() - t0:.0f} s)", flush=True)

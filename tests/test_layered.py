@@ -79,11 +79,15 @@ def test_fisher_combination_and_the_contradiction_rule() -> None:
     # one layer strongly against its mark: the other cannot carry the decision alone
     assert combine_p_values(1e-9, 0.995) == 0.995
     assert combine_p_values(1e-3, 0.2, method="both") == 0.2
+    # Cauchy: about twice the smaller p-value when the other layer is destroyed
+    assert combine_p_values(0.004, 0.5, method="cauchy") == pytest.approx(0.008, rel=1e-3)
+    assert combine_p_values(0.004, 0.5, method="cauchy") < combine_p_values(0.004, 0.5)
     # valid under H0: independent uniforms give a uniform combined p-value
     rng = np.random.default_rng(1)
     u = rng.random((20000, 2))
-    p = np.array([combine_p_values(a, b) for a, b in u])
-    assert abs((p < 0.01).mean() - 0.01) < 0.003 and (p < 0.05).mean() < 0.055
+    for method in ("fisher", "cauchy"):
+        p = np.array([combine_p_values(a, b, method=method) for a, b in u])
+        assert abs((p < 0.01).mean() - 0.01) < 0.003 and (p < 0.05).mean() < 0.055, method
 
 
 def test_biased_nucleus_sampling_has_the_watermarked_law() -> None:
