@@ -12,12 +12,21 @@ Fisher combination (the layered mark's p-value). For each kind of p-value it pri
 
     python benchmarks/layered_calibration.py experiments/runs/paper --keys 50 \
         --out docs/results/2026-11-25-layered/calibration.json
+    python benchmarks/layered_calibration.py --test-corpora --keys 60   # no embedding
+
+Keys are drawn as ``samark keygen`` draws them (pivots avoiding the embedder's news,
+encyclopedic and fiction mean directions); ``--unconstrained`` draws Haar pivots in the
+whole space instead. ``--test-corpora`` scores the four corpora of
+tests/test_calibration.py from their stored embeddings (CNN/DailyMail, Wikipedia, Jane
+Austen, and the Debian handbook, a domain no avoided direction covers) instead of a run's
+negatives.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -25,7 +34,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from samark.datasets import Document
 from samark.detector import SAMarkDetector
+from samark.embed import Embedder, load_embedder
 from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.schemes import create_scheme
@@ -42,6 +53,29 @@ KINDS = (
 )
 
 
+def stored_test_corpora(embedder: Embedder) -> tuple[list[Document], list[list[str]], np.ndarray]:
+    """The calibration tests' four corpora, their sentences and stored embeddings."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from build_test_embeddings import CORPORA, OUT, corpus_texts, digest
+
+    docs: list[Document] = []
+    sentences: list[list[str]] = []
+    parts = []
+    with np.load(OUT) as data:
+        meta = json.loads(data["meta"].tobytes())
+        if meta["fingerprint"] != embedder.identity.fingerprint:
+            raise SystemExit("the stored embeddings belong to another embedder")
+        for name, limit in CORPORA.items():
+            texts = corpus_texts(name, limit)
+            if meta["corpora"][name]["sha256"] != digest(texts):
+                raise SystemExit(f"{name}: rebuild with scripts/build_test_embeddings.py")
+            docs += [Document(f"{name}:{i}", " ".join(t)) for i, t in enumerate(texts)]
+            sentences += texts
+            parts.append(data[f"{name}/embeddings"].astype(np.float64))
+    flat = np.concatenate(parts)
+    return docs, sentences, flat / np.linalg.norm(flat, axis=1, keepdims=True)
+
+
 def corpus_of(doc_id: str) -> str:
     head = doc_id.split(":", 1)[0]
     return "continuation" if doc_id.endswith(":continuation") else head
@@ -49,26 +83,35 @@ def corpus_of(doc_id: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run", type=Path, help="a run folder (its experiment's human negatives)")
+    ap.add_argument(
+        "run", type=Path, nargs="?", help="a run folder (its experiment's human negatives)"
+    )
+    ap.add_argument("--test-corpora", action="store_true", help="the calibration tests' corpora")
+    ap.add_argument("--unconstrained", action="store_true", help="keys without avoided directions")
     ap.add_argument("--keys", type=int, default=50)
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--negatives", type=int, default=None, help="the first N only")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     args = ap.parse_args()
 
-    run = Run.open(args.run)
-    docs = run.negatives()[: args.negatives]
-    embedder = run.embedder
+    embedder = load_embedder("all-mpnet-base-v2")
     t0 = time.perf_counter()
-    sentences = [split_sentences(d.text) for d in docs]
-    flat = [s for ss in sentences for s in ss]
-    vectors = embedder.encode(flat)
+    if args.test_corpora:
+        docs, sentences, vectors = stored_test_corpora(embedder)
+        source = "the calibration tests' corpora (stored embeddings)"
+    else:
+        if args.run is None:
+            ap.error("name a run folder, or --test-corpora")
+        docs = Run.open(args.run).negatives()[: args.negatives]
+        sentences = [split_sentences(d.text) for d in docs]
+        vectors = embedder.encode([s for ss in sentences for s in ss])
+        source = f"the negatives of {args.run}"
     bounds = np.cumsum([0, *map(len, sentences)])
     print(
-        f"{len(docs)} negatives of {args.run}, {len(flat)} sentences embedded with "
-        f"{embedder.name} in {time.perf_counter() - t0:.0f} s",
+        f"{len(docs)} texts, {bounds[-1]} sentences: {source} ({time.perf_counter() - t0:.0f} s)",
         flush=True,
     )
+    avoid = None if args.unconstrained else embedder.reference_directions()
     corpora = [corpus_of(d.id) for d in docs]
     template = create_scheme(
         "samark-layered", key=WatermarkKey(b"k" * 32, embedder.identity), embedder=embedder
@@ -79,9 +122,8 @@ def main() -> None:
     p: dict[str, np.ndarray] = {k: np.ones((args.keys, len(docs))) for k in KINDS}
     t0 = time.perf_counter()
     for k in range(args.keys):
-        key = WatermarkKey(
-            f"layered-calibration-{k:05d}".encode().ljust(32, b"0"), embedder.identity
-        )
+        secret = f"layered-calibration-{k:05d}".encode().ljust(32, b"0")
+        key = WatermarkKey(secret, embedder.identity, avoid)
         layered = create_scheme("samark-layered", key=key, embedder=embedder)
         assert isinstance(layered, SAMarkLayered)
         z = SAMarkDetector(key, embedder, statistic="z")
@@ -142,7 +184,13 @@ def main() -> None:
     print(f"(a key's 99.9% binomial bound: {bound} of {n} negatives)")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        meta = {"run": str(args.run), "keys": args.keys, "negatives": n, "alpha": alpha}
+        meta = {
+            "source": source,
+            "keys": args.keys,
+            "avoided_directions": not args.unconstrained,
+            "texts": n,
+            "alpha": alpha,
+        }
         args.out.write_text(json.dumps({**meta, "results": results}, indent=1) + "\n")
 
 
