@@ -56,24 +56,20 @@ KINDS = (
 def stored_test_corpora(embedder: Embedder) -> tuple[list[Document], list[list[str]], np.ndarray]:
     """The calibration tests' four corpora, their sentences and stored embeddings."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from build_test_embeddings import CORPORA, OUT, corpus_texts, digest
+    from build_test_embeddings import CORPORA, corpus_texts, stored_embeddings
 
     docs: list[Document] = []
     sentences: list[list[str]] = []
     parts = []
-    with np.load(OUT) as data:
-        meta = json.loads(data["meta"].tobytes())
-        if meta["fingerprint"] != embedder.identity.fingerprint:
-            raise SystemExit("the stored embeddings belong to another embedder")
-        for name, limit in CORPORA.items():
-            texts = corpus_texts(name, limit)
-            if meta["corpora"][name]["sha256"] != digest(texts):
-                raise SystemExit(f"{name}: rebuild with scripts/build_test_embeddings.py")
-            docs += [Document(f"{name}:{i}", " ".join(t)) for i, t in enumerate(texts)]
-            sentences += texts
-            parts.append(data[f"{name}/embeddings"].astype(np.float64))
-    flat = np.concatenate(parts)
-    return docs, sentences, flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    for name, limit in CORPORA.items():
+        texts = corpus_texts(name, limit)
+        stored = stored_embeddings(embedder.identity.fingerprint, name, texts)
+        if stored is None:
+            raise SystemExit(f"{name}: rebuild with scripts/build_test_embeddings.py")
+        docs += [Document(f"{name}:{i}", " ".join(t)) for i, t in enumerate(texts)]
+        sentences += texts
+        parts.append(stored)
+    return docs, sentences, np.concatenate(parts)
 
 
 def corpus_of(doc_id: str) -> str:

@@ -35,6 +35,21 @@ def digest(texts: list[list[str]]) -> str:
     return hashlib.sha256("\n\n".join("\n".join(t) for t in texts).encode()).hexdigest()
 
 
+def stored_embeddings(fingerprint: str, name: str, texts: list[list[str]]) -> np.ndarray | None:
+    """The stored embeddings of corpus ``name`` (float64, renormalised), or None where the
+    file is missing or was built from other sentences or another embedder: the one reader
+    of the file (the calibration tests and benchmarks/layered_calibration.py use it)."""
+    if not OUT.exists():
+        return None
+    with np.load(OUT) as data:
+        meta = json.loads(data["meta"].tobytes())
+        entry = meta["corpora"].get(name)
+        if meta["fingerprint"] != fingerprint or entry is None or entry["sha256"] != digest(texts):
+            return None
+        flat = data[f"{name}/embeddings"].astype(np.float64)
+    return flat / np.linalg.norm(flat, axis=1, keepdims=True)
+
+
 def main() -> None:
     mpnet = load_embedder("all-mpnet-base-v2")
     arrays: dict[str, np.ndarray] = {}

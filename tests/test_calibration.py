@@ -15,10 +15,9 @@ Debian Administrator's Handbook (first 10 sentences; technical prose; a Debian p
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +38,13 @@ def _texts(name: str, limit: int, max_sentences: int) -> list[list[str]]:
     return leading_sentences((d.text for d in load_dataset(name)), limit=limit, stop=max_sentences)
 
 
-#: the corpora's stored embeddings (scripts/build_test_embeddings.py): a cache that is
-#: used only where a corpus's sentences and the embedder are exactly those it was built
-#: from; embedding the corpora afresh takes about 11 CPU minutes
-STORED = Path(__file__).parent / "data" / "calibration_embeddings.npz"
-CORPUS_SIZES = {
-    "cnn_dailymail": 200,
-    "wikipedia_leads": 300,
-    "jane_austen": 200,
-    "debian_handbook": 300,
-}
-
-
-def _digest(texts: list[list[str]]) -> str:
-    return hashlib.sha256("\n\n".join("\n".join(t) for t in texts).encode()).hexdigest()
+# the corpora's stored embeddings (a checked cache: scripts/build_test_embeddings.py holds
+# the corpus list, the file's writer and its one reader); embedding the corpora afresh takes
+# about 11 CPU minutes
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from build_test_embeddings import CORPORA as CORPUS_SIZES  # noqa: E402
+from build_test_embeddings import OUT as STORED  # noqa: E402
+from build_test_embeddings import stored_embeddings  # noqa: E402
 
 
 def _split(flat: np.ndarray, texts: list[list[str]]) -> list[np.ndarray]:
@@ -61,19 +53,7 @@ def _split(flat: np.ndarray, texts: list[list[str]]) -> list[np.ndarray]:
 
 
 def _stored(mpnet, name: str, texts: list[list[str]]) -> np.ndarray | None:
-    """The stored float16 embeddings of ``texts`` (renormalised), or None where the file
-    was built from other sentences or another embedder."""
-    if not STORED.exists():
-        return None
-    with np.load(STORED) as data:
-        meta = json.loads(data["meta"].tobytes())
-        entry = meta["corpora"].get(name)
-        if meta["fingerprint"] != mpnet.identity.fingerprint or entry is None:
-            return None
-        if entry["sha256"] != _digest(texts):
-            return None
-        flat = data[f"{name}/embeddings"].astype(np.float64)
-    return flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    return stored_embeddings(mpnet.identity.fingerprint, name, texts)
 
 
 @pytest.fixture(scope="module")
