@@ -179,16 +179,22 @@ def _load_scheme(
     name: str = "samark",
     generator: str = DEFAULT_GENERATOR,
     sampler: str | None = None,
+    statistic: str | None = None,
     **fields: Any,
 ) -> Any:
     """A scheme of SAMark's family (``SAMARK_SCHEMES``) with SAMarkConfig ``fields`` (those
-    left out keep the scheme's own defaults) and an optional candidate engine."""
+    left out keep the scheme's own defaults), the commands' detection ``statistic``
+    (``COMMAND_STATISTIC`` unless given) and an optional candidate engine."""
     from samark.sampling import load_sampler
     from samark.schemes import create_scheme
 
     try:
         engine = load_sampler(sampler) if sampler else None
-        params: dict[str, Any] = {"generator": generator, **fields}
+        params: dict[str, Any] = {
+            "generator": generator,
+            "statistic": statistic or COMMAND_STATISTIC,
+            **fields,
+        }
         if engine is not None:
             params["sampler"] = engine
         return create_scheme(name, key=_load_key(key), **params)
@@ -370,8 +376,8 @@ def detect(
         _detect_with(_load_other_scheme(scheme_name, key, alpha=alpha), source, field, details)
     if chunk < 1 or (ray is not None and ray < 1):
         raise _fail("--chunk and --ray must be >= 1")
-    fields: dict[str, Any] = {"alpha": alpha, "statistic": statistic or COMMAND_STATISTIC}
-    scheme = _load_scheme(key, scheme_name, **fields)  # a bad key fails here, before Ray
+    # a bad key fails here, before Ray starts
+    scheme = _load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
     if ray is not None:
         if source is None or out_dir is None:
             raise _fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
@@ -526,8 +532,7 @@ def check_key(
     if sentences < 0 or limit < 1:
         raise _fail("--sentences must be >= 0 and --limit >= 1")
     if scheme_name in SAMARK_SCHEMES:
-        fields: dict[str, Any] = {"alpha": alpha, "statistic": statistic or COMMAND_STATISTIC}
-        scheme = _load_scheme(key, scheme_name, **fields)
+        scheme = _load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
         scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
     elif statistic is not None:
         raise _fail("--statistic is SAMark's; leave it out for " + scheme_name)
@@ -767,13 +772,16 @@ def serve(
         raise _fail(str(exc)) from None
     if upstream and not upstream.startswith(("http://", "https://")):
         raise _fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
-    fields: dict[str, Any] = dict(
+    scheme = _load_scheme(
+        key,
+        scheme_name,
+        generator,
+        upstream,
+        statistic,
         candidates=candidates,
         max_new_sentences=sentences,
         alpha=alpha,
-        statistic=statistic or COMMAND_STATISTIC,
     )
-    scheme = _load_scheme(key, scheme_name, generator, upstream, **fields)
     err.print(f"loading {generator} ...")
     try:
         from transformers import AutoTokenizer
