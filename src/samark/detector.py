@@ -106,6 +106,18 @@ class SAMarkDetector:
             start = stop
         return out
 
+    def same_null(self, other: SAMarkDetector) -> bool:
+        """True when ``other``'s statistic under its key is exchangeable with this one's
+        null pivot sets: the same pivot law, embedder and detection settings. Keys of one
+        ring that agree so share one null pool (:func:`ring_statistics`)."""
+        return (
+            self._law == other._law
+            and self.embedder.identity.fingerprint == other.embedder.identity.fingerprint
+            and (self.channels, self.kappa, self.use_tanh, self.statistic)
+            == (other.channels, other.kappa, other.use_tanh, other.statistic)
+            and (self.n_null, self.null_seed) == (other.n_null, other.null_seed)
+        )
+
     def score_embeddings(
         self, embeddings: np.ndarray, sentences: list[str] | None = None
     ) -> Detection:
@@ -145,3 +157,26 @@ class SAMarkDetector:
                 "channel_evidence": tuple(float(x) for x in own.mean(axis=0)),
             },
         )
+
+
+def ring_statistics(
+    detectors: Sequence[SAMarkDetector], embeddings: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The statistic of one text's unit sentence embeddings (n, dim) under each detector's
+    key, shape (K,), and under their shared null pivot sets, shape (n_null,), in one pass
+    (the detectors must agree: :meth:`SAMarkDetector.same_null`)."""
+    first = detectors[0]
+    if not all(first.same_null(d) for d in detectors[1:]):
+        raise ValueError("the detectors of a ring must share their pivot law and settings")
+    if embeddings.ndim != 2 or embeddings.shape[0] == 0:
+        raise EmptyTextError("the text has no sentence to score")
+    nulls = _cached_null_pivots(
+        first._law, first.n_null, first.embedder.dim, first.channels, first.null_seed
+    )
+    own = np.stack([d._pivots for d in detectors])
+    # responses, not pivots, are joined: a large ring's null pool is not copied per text
+    responses = np.concatenate(
+        [channel_responses(embeddings, own), channel_responses(embeddings, nulls)], axis=0
+    )
+    values = statistic_values(alignment(responses, first.kappa, first.use_tanh), first.statistic)
+    return values[: len(detectors)], values[len(detectors) :]

@@ -18,14 +18,26 @@ from typing import Any
 
 from samark.record_detection import no_text_field, result_columns
 
-_DTYPES = {"p_value": "Float64", "is_watermarked": "boolean", "n_units": "Int64"}
+_DTYPES = {
+    "p_value": "Float64",
+    "is_watermarked": "boolean",
+    "n_units": "Int64",
+    "payload": "Int64",
+}
 
 
 class _ActorDetector:
-    """One per Ray actor: the scheme (key + embedder) is loaded once, then reused."""
+    """One per Ray actor: the scheme (key + embedder), or one per key of a ring, is loaded
+    once, then reused."""
 
     def __init__(
-        self, key_path: str, scheme: str, field: str, params: dict[str, Any], threads: int
+        self,
+        key_path: str | None,
+        keyring: str | None,
+        scheme: str,
+        field: str,
+        params: dict[str, Any],
+        threads: int,
     ) -> None:
         import torch
 
@@ -33,7 +45,16 @@ class _ActorDetector:
         from samark.schemes import create_scheme
 
         torch.set_num_threads(threads)
-        self.scheme = create_scheme(scheme, key=WatermarkKey.load(key_path), **params)
+        self.detector: Any
+        if keyring is not None:
+            from samark.keyring import Keyring
+            from samark.ring_detection import RingDetector
+
+            self.detector = RingDetector.from_ring(Keyring.load(keyring), scheme, **params)
+        else:
+            assert key_path is not None
+            self.detector = create_scheme(scheme, key=WatermarkKey.load(key_path), **params)
+        self.ring = keyring is not None
         self.field = field
 
     def __call__(self, batch: Any) -> Any:
@@ -41,7 +62,7 @@ class _ActorDetector:
 
         values = list(batch[self.field])
         texts = [v if isinstance(v, str) else "" for v in values]
-        columns = result_columns(self.scheme.detect_many(texts))
+        columns = result_columns(self.detector.detect_many(texts), ring=self.ring)
         for i, v in enumerate(values):
             if not isinstance(v, str):
                 columns["error"][i] = no_text_field(self.field)
@@ -52,8 +73,9 @@ class _ActorDetector:
 
 def detect_dataset(
     ds: Any,
-    key_path: str,
+    key_path: str | None = None,
     *,
+    keyring: str | None = None,
     scheme: str = "samark",
     field: str = "text",
     statistic: str | None = None,
@@ -65,16 +87,21 @@ def detect_dataset(
     """``ds`` with ``p_value``, ``is_watermarked``, ``n_units``, ``statistic`` and
     ``error`` columns, computed by ``workers`` actors (lazy, like every Ray Dataset).
     ``scheme`` is any registered scheme; ``statistic`` (SAMark's family only) defaults to
-    the scheme's own."""
+    the scheme's own. With ``keyring`` (a ring folder) instead of ``key_path``, every key of
+    the ring detects, with family-wise error control, and ``key_label``, ``key_id`` and
+    ``payload`` columns name the key that marked each flagged text."""
     if workers < 1 or batch_size < 1:
         raise ValueError("workers and batch_size must be >= 1")
+    if (key_path is None) == (keyring is None):
+        raise ValueError("give either key_path or keyring")
     params: dict[str, Any] = {"alpha": alpha}
     if statistic is not None:
         params["statistic"] = statistic
     return ds.map_batches(
         _ActorDetector,
         fn_constructor_kwargs={
-            "key_path": str(key_path),
+            "key_path": key_path,
+            "keyring": keyring,
             "scheme": scheme,
             "field": field,
             "params": params,

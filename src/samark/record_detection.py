@@ -9,12 +9,11 @@ UTF-8 or JSON, not an object, no string text field, no sentence) keeps its place
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
-from samark.detection import Detection
 from samark.errors import SamarkError
 
 Record = dict[str, Any]
@@ -30,8 +29,21 @@ class UnreadableRecord(dict[str, Any]):
     own, so that a record's own ``error`` field is never taken for one)."""
 
 
+class Result(Protocol):
+    """What a record takes from a detection: a :class:`Detection` or a keyring's
+    ``RingDetection``."""
+
+    @property
+    def p_value(self) -> float: ...
+
+    @property
+    def is_watermarked(self) -> bool: ...
+
+    def to_dict(self, *, details: bool = False) -> dict[str, Any]: ...
+
+
 class BatchDetector(Protocol):
-    def detect_many(self, texts: list[str]) -> list[Detection | None]: ...
+    def detect_many(self, texts: list[str]) -> Sequence[Result | None]: ...
 
 
 def read_jsonl(path: Path, advance: Advance | None = None) -> Iterator[Record]:
@@ -129,12 +141,19 @@ def no_text_field(field: str) -> str:
     return f"record has no string field {field!r}"
 
 
-def result_columns(results: list[Detection | None]) -> dict[str, list[Any]]:
-    """The summary fields of many detections as columns (a table's new columns)."""
-    return {
+def result_columns(results: Sequence[Any], *, ring: bool = False) -> dict[str, list[Any]]:
+    """The summary fields of many detections (``Detection`` or, with ``ring``,
+    ``RingDetection``; None for a text without a sentence) as columns (a table's new
+    columns)."""
+    columns: dict[str, list[Any]] = {
         "p_value": [r.p_value if r else None for r in results],
         "is_watermarked": [r.is_watermarked if r else None for r in results],
         "n_units": [r.n_units if r else 0 for r in results],
         "statistic": [r.statistic if r else None for r in results],
         "error": [None if r else NO_SENTENCE for r in results],
     }
+    if ring:
+        columns["key_label"] = [r.label if r else None for r in results]
+        columns["key_id"] = [r.key_id if r else None for r in results]
+        columns["payload"] = [r.payload if r else None for r in results]
+    return columns

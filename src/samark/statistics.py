@@ -142,3 +142,25 @@ def statistic_values(evidence: np.ndarray, statistic: Statistic) -> np.ndarray:
 def exchangeable_p_value(observed: float, null: np.ndarray) -> float:
     """``(1 + #{null >= observed}) / (K + 1)``: exact (conservative under ties)."""
     return float((1 + np.count_nonzero(null >= observed - 1e-12)) / (null.size + 1))
+
+
+def ring_max_p_value(ring: np.ndarray, null: np.ndarray) -> float:
+    """The p-value of ``max(ring)`` among exchangeable values: exact for "some key of the
+    ring marked this text" when the K ring values and the M null values are exchangeable
+    under H0 (K keys and M public null pivot sets, all drawn from one law).
+
+    Under H0 the ring's K values sit at a uniformly random K-subset of the K + M ranks.
+    With ``j`` values (ring and null) at or above the ring's best, the p-value is the
+    chance that a random K-subset reaches the top ``j``:
+    ``1 - C(K + M - j, K) / C(K + M, K)``. For K = 1 it is
+    :func:`exchangeable_p_value`. Ties count against the ring (conservative).
+    """
+    k, m = ring.size, null.size
+    if k < 1:
+        raise ValueError("a ring needs at least one key")
+    top = float(ring.max())
+    j = int(np.count_nonzero(ring >= top - 1e-12) + np.count_nonzero(null >= top - 1e-12))
+    miss = 1.0
+    for i in range(k):
+        miss *= max(0, m + k - j - i) / (m + k - i)
+    return float(min(1.0, 1.0 - miss))

@@ -9,17 +9,25 @@ from __future__ import annotations
 import json
 import logging
 import random
-import sys
 import time
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from samark.cli.common import (
+    KeyOption,
+    err,
+    fail,
+    load_key,
+    out,
+    progress,
+    read_text,
+    sentence_progress,
+)
+from samark.cli.keyring import keyring_app
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR, PRESETS, install_presets
 
@@ -34,144 +42,7 @@ eval_app = typer.Typer(help="Run experiments (TOML) and write their reports.", n
 app.add_typer(eval_app, name="eval")
 schemes_app = typer.Typer(help="The registered watermarking schemes.", no_args_is_help=True)
 app.add_typer(schemes_app, name="schemes")
-err = Console(stderr=True)
-out = Console()
-
-KeyOption = Annotated[Path, typer.Option("--key", "-k", help="Key file from `samark keygen`.")]
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _progress() -> Any:
-    """A live bar on a terminal; elsewhere (CI logs, nohup) plain lines, so that a long job
-    is never silent."""
-    if not err.is_terminal:
-        return _LineProgress()
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-
-
-class _LineProgress:
-    """The subset of rich's Progress the commands use, as stderr lines: one when the
-    description changes (a new sentence), else at most one every ``every`` seconds."""
-
-    def __init__(self, every: float = 10.0) -> None:
-        self.every = every
-        self.tasks: dict[int, dict[str, Any]] = {}
-        self.start = time.monotonic()
-
-    def __enter__(self) -> _LineProgress:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for task, state in self.tasks.items():
-            if state["done"] != state["printed"]:
-                self._print(task)
-
-    def add_task(self, description: str, total: float | None = None) -> int:
-        task = len(self.tasks)
-        self.tasks[task] = {
-            "description": description,
-            "total": total,
-            "done": 0,
-            "printed": None,
-            "shown": 0.0,
-        }
-        return task
-
-    def update(
-        self, task: int, *, completed: float | None = None, description: str | None = None
-    ) -> None:
-        state = self.tasks[task]
-        changed = description is not None and description != state["description"]
-        if description is not None:
-            state["description"] = description
-        if completed is not None:
-            state["done"] = completed
-        if changed or time.monotonic() - state["shown"] >= self.every:
-            self._print(task)
-
-    def advance(self, task: int, amount: float = 1) -> None:
-        self.update(task, completed=self.tasks[task]["done"] + amount)
-
-    def _print(self, task: int) -> None:
-        state = self.tasks[task]
-        state["shown"] = time.monotonic()
-        state["printed"] = state["done"]
-        total = state["total"]
-        count = f"{state['done']:g}/{total:g}" if total else f"{state['done']:g}"
-        elapsed = time.monotonic() - self.start
-        err.print(f"{state['description']}: {count} ({elapsed:.0f} s)", highlight=False)
-
-
-def _sentence_progress(bar: Any, task: int, total: int) -> Any:
-    """An ``on_sentence`` callback that shows, per chosen sentence, its candidates, how
-    many matched the key's pattern, and its time."""
-    last = time.monotonic()
-    done = 0
-
-    def on_sentence(sentence: str, step: Any) -> None:
-        nonlocal last, done
-        now = time.monotonic()
-        done += 1
-        bar.update(
-            task,
-            completed=done,
-            description=(
-                f"sentence {done}/{total}: {step['candidates']} candidates, "
-                f"{step['matched']} matched, {now - last:.1f} s"
-            ),
-        )
-        last = now
-
-    return on_sentence
-
-
-def _read_text(source: str | None) -> str:
-    """Text from an argument, '@file' / an existing file path, or stdin ('-' or nothing)."""
-    if source is None or source == "-":
-        if sys.stdin.isatty():
-            raise _fail("no text given: pass TEXT, a file, or pipe text on stdin")
-        data = sys.stdin.buffer.read()
-        origin = "stdin"
-    else:
-        path = Path(source[1:] if source.startswith("@") else source)
-        if source.startswith("@") or (len(source) < 4096 and "\n" not in source and path.is_file()):
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise _fail(f"cannot read {path}: {exc.strerror}") from None
-            origin = str(path)
-        else:
-            return source
-    if b"\0" in data:
-        raise _fail(f"{origin} is binary, not text")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _fail(f"{origin} is not UTF-8 text") from None
-
-
-def _load_key(key: Path) -> Any:
-    from samark.keys import WatermarkKey
-
-    loaded = WatermarkKey.load(key)
-    if WatermarkKey.permissions_too_open(key):
-        err.print(
-            f"[yellow]warning:[/] {key} is readable by other users; a watermark key is a "
-            f"secret (chmod 600 {key})",
-            soft_wrap=True,
-        )
-    return loaded
+app.add_typer(keyring_app, name="keyring")
 
 
 def _load_scheme(
@@ -197,9 +68,9 @@ def _load_scheme(
         }
         if engine is not None:
             params["sampler"] = engine
-        return create_scheme(name, key=_load_key(key), **params)
+        return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 #: the statistic every command detects SAMark's family with unless --statistic says: the
@@ -227,10 +98,39 @@ def _load_other_scheme(name: str, key: Path, **params: Any) -> Any:
 
     try:
         if not scheme_info(name).detectable:  # the registry names an unknown scheme
-            raise _fail(f"{name} writes no watermark: it has no key and no detector")
-        return create_scheme(name, key=_load_key(key), **params)
+            raise fail(f"{name} writes no watermark: it has no key and no detector")
+        return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError, TypeError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
+
+
+KeyringOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--keyring",
+        help="A keyring folder (`samark keyring new`) instead of --key: every key of it.",
+    ),
+]
+
+
+def _load_ring_detector(ring: Path, name: str, *, statistic: str | None, alpha: float) -> Any:
+    """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
+    with the commands' statistic)."""
+    from samark.keyring import Keyring
+    from samark.ring_detection import RingDetector
+    from samark.schemes.base import scheme_info
+
+    params: dict[str, Any] = {}
+    if name in SAMARK_SCHEMES:
+        params["statistic"] = statistic or COMMAND_STATISTIC
+    elif statistic is not None:
+        raise fail("--statistic is SAMark's; leave it out for " + name)
+    try:
+        if not scheme_info(name).detectable:
+            raise fail(f"{name} writes no watermark: it has no key and no detector")
+        return RingDetector.from_ring(Keyring.load(ring), name, alpha=alpha, **params)
+    except (SamarkError, ValueError, TypeError) as exc:
+        raise fail(str(exc)) from None
 
 
 @app.command()
@@ -251,7 +151,7 @@ def keygen(
         key = new_key(emb)
         key.save(output, overwrite=force)
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     err.print(f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600)")
     if key.avoid.size == 0:
         err.print(
@@ -287,21 +187,21 @@ def generate(
     scheme_name: SchemeOption = "samark",
 ) -> None:
     """Continue PROMPT with watermarked sentences."""
-    text = _read_text(prompt)
+    text = read_text(prompt)
     if not text.strip():
-        raise _fail("the prompt is empty")
+        raise fail("the prompt is empty")
     if scheme_name not in SAMARK_SCHEMES:
         other = _load_other_scheme(scheme_name, key, generator=generator)
-        with _progress() as bar:
+        with progress() as bar:
             bar.add_task(f"generating with {scheme_name}", total=None)
             try:
                 made = other.generate(text, max_new_sentences=sentences, seed=seed)
             except SamarkError as exc:
-                raise _fail(str(exc)) from None
+                raise fail(str(exc)) from None
         typer.echo(json.dumps(made.to_dict(), ensure_ascii=False) if as_json else made.text)
         return
     if dagger and scheme_name != "samark":
-        raise _fail("--dagger is SAMark's ablation; use it with --scheme samark")
+        raise fail("--dagger is SAMark's ablation; use it with --scheme samark")
     name = "samark-dagger" if dagger else scheme_name
     scheme = _load_scheme(
         key,
@@ -312,14 +212,14 @@ def generate(
         max_new_sentences=sentences,
         adaptive=adaptive,
     )
-    with _progress() as bar:
+    with progress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)
         try:
             result = scheme.generate(
-                text, seed=seed, on_sentence=_sentence_progress(bar, task, sentences)
+                text, seed=seed, on_sentence=sentence_progress(bar, task, sentences)
             )
         except SamarkError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
     if as_json:
         record = result.to_dict()
         record.pop("steps")
@@ -368,20 +268,55 @@ def detect(
         Path | None, typer.Option("--out", "-o", help="Output folder of --ray (Parquet).")
     ] = None,
     scheme_name: SchemeOption = "samark",
+    keyring: KeyringOption = None,
 ) -> None:
-    """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY."""
+    """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY,
+    or of any key of a KEYRING (one p-value with family-wise error control, and the key
+    that marked it)."""
+    if chunk < 1 or (ray is not None and ray < 1):
+        raise fail("--chunk and --ray must be >= 1")
+    if keyring is not None:
+        ring = _load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
+        if ray is not None:
+            if source is None or out_dir is None:
+                raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+            if scheme_name in SAMARK_SCHEMES:
+                statistic = statistic or COMMAND_STATISTIC
+            raise typer.Exit(
+                _detect_on_ray(
+                    Path(source),
+                    out_dir,
+                    field,
+                    ray,
+                    scheme_name,
+                    statistic,
+                    alpha,
+                    keyring=keyring,
+                )
+            )
+        ring.schemes[0].embedder.progress_over = 2000
+        _detect_with(ring, source, field, details, chunk)
     if scheme_name not in SAMARK_SCHEMES:
         if ray is not None or statistic is not None:
-            raise _fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
+            raise fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
         _detect_with(_load_other_scheme(scheme_name, key, alpha=alpha), source, field, details)
-    if chunk < 1 or (ray is not None and ray < 1):
-        raise _fail("--chunk and --ray must be >= 1")
     # a bad key fails here, before Ray starts
     scheme = _load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
     if ray is not None:
         if source is None or out_dir is None:
-            raise _fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
-        raise typer.Exit(_detect_on_ray(key, Path(source), out_dir, field, scheme, ray))
+            raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+        raise typer.Exit(
+            _detect_on_ray(
+                Path(source),
+                out_dir,
+                field,
+                ray,
+                scheme.name,
+                scheme.config.statistic,
+                scheme.config.alpha,
+                key=key,
+            )
+        )
     scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
     _detect_with(scheme, source, field, details, chunk)
 
@@ -392,17 +327,31 @@ def _detect_with(
     """Detect with ``scheme`` in a text or a file of records; exits 0 if watermarked."""
     if source and source.endswith((".jsonl", ".parquet")) and Path(source).is_file():
         raise typer.Exit(_detect_file(scheme, Path(source), field, details, chunk))
-    text = _read_text(source)
+    text = read_text(source)
     try:
         result = scheme.detect(text)
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     typer.echo(json.dumps(result.to_dict(details=details)))
     verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
-    err.print(
-        f"{verdict}: p = {result.p_value:.4g} (alpha {result.alpha}), "
-        f"{result.n_units} {result.unit}s, z = {result.z:.2f} (a score, not the decision)"
-    )
+    if hasattr(result, "ring_size"):  # a keyring's answer
+        found = (
+            f" by key {result.label!r} (its own p = {result.key_p_value:.4g})"
+            if result.is_watermarked
+            else ""
+        )
+        payload = f", payload {result.payload}" if result.payload is not None else ""
+        err.print(
+            f"{verdict}{found}{payload}: p = {result.p_value:.4g} over a ring of "
+            f"{result.ring_size} keys ({result.method}; alpha {result.alpha}), "
+            f"{result.n_units} {result.detection.unit}s",
+            soft_wrap=True,
+        )
+    else:
+        err.print(
+            f"{verdict}: p = {result.p_value:.4g} (alpha {result.alpha}), "
+            f"{result.n_units} {result.unit}s, z = {result.z:.2f} (a score, not the decision)"
+        )
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 
@@ -417,8 +366,8 @@ def _detect_file(scheme: Any, path: Path, field: str, details: bool, chunk: int)
     try:
         total = parquet_rows(path) if parquet else path.stat().st_size
     except OSError as exc:
-        raise _fail(f"cannot read {path}: {exc.strerror}") from None
-    with _progress() as bar:
+        raise fail(f"cannot read {path}: {exc.strerror}") from None
+    with progress() as bar:
         task = bar.add_task(f"detecting {path.name}", total=total)
 
         def advance(n: int) -> None:
@@ -430,23 +379,33 @@ def _detect_file(scheme: Any, path: Path, field: str, details: bool, chunk: int)
                 found |= bool(record.get("is_watermarked"))
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))
         except SamarkError as exc:
-            raise _fail(str(exc)) from None
+            raise fail(str(exc)) from None
     return 0 if found else 1
 
 
 def _detect_on_ray(
-    key: Path, source: Path, out_dir: Path, field: str, scheme: Any, workers: int
+    source: Path,
+    out_dir: Path,
+    field: str,
+    workers: int,
+    scheme: str,
+    statistic: str | None,
+    alpha: float,
+    *,
+    key: Path | None = None,
+    keyring: Path | None = None,
 ) -> int:
-    """The same detection on a local Ray instance with ``workers`` actors; writes Parquet."""
+    """The same detection on a local Ray instance with ``workers`` actors, with the key
+    file ``key`` or every key of ``keyring``; writes Parquet."""
     try:
         import ray
         import ray.data
 
         from samark.ray_detection import detect_dataset
     except ImportError as exc:
-        raise _fail(f"--ray needs ray[data] ({exc}): pip install 'samark[scale]'") from None
+        raise fail(f"--ray needs ray[data] ({exc}): pip install 'samark[scale]'") from None
     if source.suffix not in (".jsonl", ".parquet") and not source.is_dir():
-        raise _fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
+        raise fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
     start = time.monotonic()
     # one CPU per detecting actor, and one for the tasks that read and write files
     ray.init(
@@ -467,11 +426,12 @@ def _detect_on_ray(
         )
         detected = detect_dataset(
             ds,
-            str(key),
-            scheme=scheme.name,
+            None if key is None else str(key),
+            keyring=None if keyring is None else str(keyring),
+            scheme=scheme,
             field=field,
-            statistic=scheme.config.statistic,
-            alpha=scheme.config.alpha,
+            statistic=statistic,
+            alpha=alpha,
             workers=workers,
         ).materialize()
         detected.write_parquet(str(out_dir))
@@ -530,12 +490,12 @@ def check_key(
     from samark.key_check import check_key as run_check
 
     if sentences < 0 or limit < 1:
-        raise _fail("--sentences must be >= 0 and --limit >= 1")
+        raise fail("--sentences must be >= 0 and --limit >= 1")
     if scheme_name in SAMARK_SCHEMES:
         scheme = _load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
         scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
     elif statistic is not None:
-        raise _fail("--statistic is SAMark's; leave it out for " + scheme_name)
+        raise fail("--statistic is SAMark's; leave it out for " + scheme_name)
     else:
         scheme = _load_other_scheme(scheme_name, key, alpha=alpha)
     texts = _human_texts(source, field, limit * 2 if sentences else limit)
@@ -548,7 +508,7 @@ def check_key(
     try:
         result = run_check(scheme, texts[:limit], alpha=alpha)
     except (SamarkError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     typer.echo(json.dumps(result.to_dict()))
     if result.holds:
         err.print(
@@ -590,9 +550,9 @@ def _human_texts(source: str, field: str, limit: int) -> list[str]:
             )
         return [doc.text for doc in load_dataset(source)[:limit]]
     except OSError as exc:
-        raise _fail(f"cannot read {source}: {exc.strerror}") from None
+        raise fail(f"cannot read {source}: {exc.strerror}") from None
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @app.command()
@@ -630,16 +590,16 @@ def demo(
         err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)")
         scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
     except SamarkError as exc:
-        raise _fail(f"{exc} (run `samark models install`)") from None
+        raise fail(f"{exc} (run `samark models install`)") from None
     # stream sentences only where the live bar and the text share a terminal; elsewhere
     # (a log, a pipe) progress lines would run into the text, so it is printed whole
     stream = out.is_terminal and err.is_terminal
     out.print(f"[bold]Prompt:[/] {data['prompt']}\n")
     if stream:
         out.print("[bold]Watermarked continuation:[/]", end="")
-    with _progress() as bar:
+    with progress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)
-        show = _sentence_progress(bar, task, sentences)
+        show = sentence_progress(bar, task, sentences)
 
         def on_sentence(sentence: str, step: Any) -> None:
             if stream:
@@ -745,7 +705,7 @@ def serve(
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API."""
     if scheme_name not in SAMARK_SCHEMES:
-        raise _fail(
+        raise fail(
             f"`samark serve` serves SAMark's family ({', '.join(SAMARK_SCHEMES)}); "
             f"{scheme_name} is not one of them"
         )
@@ -755,7 +715,7 @@ def serve(
         from samark.serving import ServeSettings, create_app, load_tokens
         from samark.serving.app import Upstream, tokenizer_chat_renderer
     except ImportError as exc:
-        raise _fail(
+        raise fail(
             f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
         ) from None
     try:
@@ -769,9 +729,9 @@ def serve(
             max_sentences=max_sentences,
         )
     except (SamarkError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if upstream and not upstream.startswith(("http://", "https://")):
-        raise _fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
+        raise fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
     scheme = _load_scheme(
         key,
         scheme_name,
@@ -812,7 +772,7 @@ def serve(
             upstream=link,
         )
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if no_auth:
         err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
     uvicorn.run(app_, host=host, port=port, log_level="info")
@@ -850,7 +810,7 @@ def attack(
         from samark.evaluation.attack_file import attack_jsonl, parse_params
         from samark.evaluation.attacks import ATTACKS, attack_summary, create_attack
     except ImportError as exc:
-        raise _fail(
+        raise fail(
             f"`samark attack` needs the eval extra ({exc}): pip install 'samark[eval]'"
         ) from None
     if list_attacks:
@@ -858,14 +818,14 @@ def attack(
             out.print(f"{known:<16} {attack_summary(known)}", highlight=False, soft_wrap=True)
         return
     if name is None or source is None or output is None:
-        raise _fail("usage: samark attack NAME INPUT.jsonl -o OUTPUT.jsonl [--param k=v]")
+        raise fail("usage: samark attack NAME INPUT.jsonl -o OUTPUT.jsonl [--param k=v]")
     from samark.embed import load_embedder
 
     try:
         params = parse_params(param or [])
         attacker = create_attack(name, **params)
         encoder = load_embedder(embedder)
-        with _progress() as bar:
+        with progress() as bar:
             task = bar.add_task(f"{name} on {source.name}", total=None)
             summary = attack_jsonl(
                 attacker,
@@ -879,7 +839,7 @@ def attack(
                 progress=lambda done: bar.update(task, completed=done),
             )
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     err.print(f"{output}: {summary.line()}", highlight=False, soft_wrap=True)
 
 
@@ -920,7 +880,7 @@ def models_install(
     try:
         install_presets([n for n in chosen if n != "wordnet"])
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if "wordnet" in chosen:
         from samark.evaluation.wordnet import install_wordnet
 
@@ -928,7 +888,7 @@ def models_install(
             err.print(f"WordNet: {install_wordnet()}")
         except SamarkError as exc:  # only the Word-S attack needs it
             if names:
-                raise _fail(str(exc)) from None
+                raise fail(str(exc)) from None
             err.print(f"[yellow]warning:[/] WordNet not installed ({exc}); Word-S is unavailable")
 
 
@@ -937,7 +897,7 @@ def _need_eval_extra() -> None:
 
     missing = [m for m in ("pandas", "matplotlib") if importlib.util.find_spec(m) is None]
     if missing:
-        raise _fail(f"`samark eval` needs {', '.join(missing)}: pip install 'samark[eval]'")
+        raise fail(f"`samark eval` needs {', '.join(missing)}: pip install 'samark[eval]'")
 
 
 @eval_app.command("run")
@@ -997,7 +957,7 @@ def eval_run(
             written = write_report(folder)
             err.print(f"report: {written}")
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @eval_app.command("status")
@@ -1014,7 +974,7 @@ def eval_status(
     try:
         rows = Run.open(run_dir, prompts=prompts).status()
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     columns = ("generate", "attack", "detect", "human", "length", "quality")
     table = Table("scheme", *columns)
     for row in rows:
@@ -1038,7 +998,7 @@ def eval_compact(
     try:
         sealed = Run.compact(run_dir)
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if not sealed:
         out.print(f"{run_dir}: nothing to compact")
     for name, before, after in sealed:
@@ -1059,5 +1019,5 @@ def eval_report(
     try:
         written = write_report(run_dir, out_dir)
     except SamarkError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     out.print(f"report: {written}")

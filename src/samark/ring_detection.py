@@ -1,0 +1,315 @@
+"""Detection against a keyring: "did some key of the ring mark this text, and which one?"
+
+Testing a text against K keys at ``p < alpha`` each flags far more than ``alpha`` of human
+text (about 15% for 16 keys at 1%). The ring's p-value controls the family-wise error
+instead: under H0 (the text depends on no key of the ring), ``p_value < alpha`` with
+probability at most ``alpha``, whatever K. Two ways, chosen per ring:
+
+- **max-statistic** (SAMark and SAMark-dagger, when every key shares one pivot law and the
+  detection settings). Under H0 the K keys' pivots and the detector's M public null pivot
+  sets are i.i.d. from one law, so the K + M statistics are exchangeable, and the rank of
+  the ring's largest among them gives an exact p-value
+  (:func:`samark.statistics.ring_max_p_value`). It costs one text embedding and
+  K + M projections, and pays for K keys only through the ranks: nearly the power of one
+  key when one key marked the text.
+- **Holm** (every other scheme, and rings whose keys differ in law). Each key's own p-value
+  is valid for that key, so ``min(1, K * min p)`` is valid for the ring, and Holm's
+  step-down gives each key an adjusted p-value with family-wise error control. A text is
+  embedded once for the whole ring (the embedder remembers its sentences during a call).
+
+The attributed key is the one with the largest statistic (max-statistic) or the smallest
+p-value (Holm); its label, id and own p-value are reported. When the ring carries a payload
+(2**b keys), the attributed key's position is the decoded value. A text the ring does not
+flag is "unmarked": no key and no payload are attributed to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from samark.detection import Detection
+from samark.detector import SAMarkDetector, ring_statistics
+from samark.errors import EmptyTextError, SamarkError
+from samark.keyring import Keyring, RingEntry
+from samark.schemes.base import SharedResources, Watermark, create_scheme
+from samark.segment import split_sentences
+from samark.statistics import exchangeable_p_value, ring_max_p_value
+
+MAX_STATISTIC = "max-statistic"
+HOLM = "holm"
+
+
+def ring_null_count(keys: int, alpha: float, least: int = 999) -> int:
+    """Null pivot sets for a ring of ``keys`` SAMark keys. A Monte Carlo p-value cannot go
+    below ``1/(M+1)`` for one key, ``K/(M+K)`` for the ring's maximum and ``K/(M+1)`` for
+    Holm; so M grows with K until the smallest ring p-value is a tenth of ``alpha``
+    (999 for one key at 1%, 63,999 for 64 keys: 0.8 GB of pivots, built once)."""
+    return max(least, math.ceil(10 * keys / alpha) - 1)
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: the i-th smallest p gets
+    ``max_{j <= i} min(1, (K - j + 1) p_(j))``. Rejecting where adjusted < alpha controls
+    the family-wise error at alpha for any dependence between the p-values."""
+    k = len(p_values)
+    order = sorted(range(k), key=lambda i: p_values[i])
+    out = [1.0] * k
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+@dataclass(frozen=True)
+class RingDetection:
+    """What a ring found in one text.
+
+    ``p_value`` is the family-wise answer to "some key of the ring marked this text".
+    ``best`` is the key with the strongest evidence and ``detection`` its own full
+    detection (``key_p_value`` is its p-value alone: not corrected for the ring). When the
+    text is flagged, ``label``, ``key_id`` and ``payload`` attribute it; otherwise they are
+    None ("unmarked").
+    """
+
+    p_value: float
+    alpha: float
+    method: str
+    best: RingEntry
+    position: int
+    detection: Detection
+    #: every key's own p-value and its Holm-adjusted one, in ring order
+    key_p_values: tuple[float, ...] = field(repr=False)
+    adjusted_p_values: tuple[float, ...] = field(repr=False)
+    labels: tuple[str, ...] = field(repr=False)
+    payload_bits: int | None = None
+
+    @property
+    def is_watermarked(self) -> bool:
+        return self.p_value < self.alpha
+
+    @property
+    def label(self) -> str | None:
+        return self.best.label if self.is_watermarked else None
+
+    @property
+    def key_id(self) -> str | None:
+        return self.best.key_id if self.is_watermarked else None
+
+    @property
+    def key_p_value(self) -> float:
+        return self.detection.p_value
+
+    @property
+    def payload(self) -> int | None:
+        """The decoded payload (the attributed key's position), or None: unmarked, or the
+        ring carries none."""
+        return self.position if self.is_watermarked and self.payload_bits else None
+
+    @property
+    def ring_size(self) -> int:
+        return len(self.labels)
+
+    # what record files and tables read off a detection
+    @property
+    def n_units(self) -> int:
+        return self.detection.n_units
+
+    @property
+    def statistic(self) -> str:
+        return self.detection.statistic
+
+    def to_dict(self, *, details: bool = False) -> dict[str, Any]:
+        """JSON-ready fields (flat, so that they become table columns); with ``details``
+        the best key's own detection in full and every key's p-values by label."""
+        out: dict[str, Any] = {
+            "scheme": self.detection.scheme,
+            "p_value": self.p_value,
+            "is_watermarked": self.is_watermarked,
+            "alpha": self.alpha,
+            "ring_method": self.method,
+            "ring_keys": self.ring_size,
+            "key_label": self.label,
+            "key_id": self.key_id,
+            "key_p_value": self.key_p_value,
+            "payload": self.payload,
+            "payload_bits": self.payload_bits,
+            "statistic": self.statistic,
+            "n_units": self.n_units,
+            "unit": self.detection.unit,
+        }
+        if details:
+            out["best_key"] = self.best.label
+            out["key"] = self.detection.to_dict(details=True)
+            out["keys"] = {
+                label: {"p_value": p, "adjusted_p_value": a}
+                for label, p, a in zip(
+                    self.labels, self.key_p_values, self.adjusted_p_values, strict=True
+                )
+            }
+        return out
+
+
+class RingDetector:
+    """Detects the marks of every key of a ring, one built scheme per key (ring order)."""
+
+    def __init__(
+        self,
+        entries: Sequence[RingEntry],
+        schemes: Sequence[Watermark],
+        *,
+        alpha: float = 0.01,
+        payload_bits: int | None = None,
+    ) -> None:
+        if not entries or len(entries) != len(schemes):
+            raise ValueError("a ring detector needs one scheme per key, and at least one key")
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+        self.entries = tuple(entries)
+        self.schemes = tuple(schemes)
+        self.alpha = alpha
+        self.payload_bits = payload_bits
+        self._detectors = _shared_null_detectors(self.schemes)
+        self.method = MAX_STATISTIC if self._detectors is not None else HOLM
+
+    @classmethod
+    def from_ring(
+        cls,
+        ring: Keyring,
+        scheme: str = "samark",
+        *,
+        shared: SharedResources | None = None,
+        alpha: float = 0.01,
+        **params: Any,
+    ) -> RingDetector:
+        """One ``scheme`` per key of ``ring`` (retired keys included: they still detect),
+        sharing one embedder."""
+        from samark.config import SAMarkConfig
+        from samark.embed import load_embedder
+        from samark.models import DEFAULT_GENERATOR
+
+        keys = ring.keys()
+        if not keys:
+            raise SamarkError(f"the ring {ring.path} holds no key")
+        if shared is None:
+            shared = SharedResources(
+                generator=str(params.pop("generator", DEFAULT_GENERATOR)),
+                embedder=load_embedder(ring.embedder.name),
+            )
+        first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
+        if isinstance(getattr(first, "config", None), SAMarkConfig) and "n_null" not in params:
+            # SAMark's family: enough null pivot sets for the ring's smallest p-values
+            params["n_null"] = ring_null_count(len(keys), alpha)
+            first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
+        schemes = [first] + [
+            create_scheme(scheme, key=key, shared=shared, alpha=alpha, **params)
+            for _, key in keys[1:]
+        ]
+        return cls([e for e, _ in keys], schemes, alpha=alpha, payload_bits=ring.payload_bits)
+
+    @property
+    def name(self) -> str:
+        return self.schemes[0].name
+
+    def __repr__(self) -> str:
+        return (
+            f"RingDetector(scheme={self.name!r}, keys={len(self.entries)}, method={self.method!r})"
+        )
+
+    def detect(self, text: str) -> RingDetection:
+        """Test one text against every key. Raises :class:`EmptyTextError` when it has
+        nothing to score."""
+        result = self.detect_many([text])[0]
+        if result is None:
+            raise EmptyTextError("the text has nothing to score")
+        return result
+
+    def detect_many(self, texts: Sequence[str]) -> list[RingDetection | None]:
+        """``detect`` on each text (None for one with nothing to score); every text is
+        embedded once for the whole ring."""
+        if self._detectors is not None:
+            return self._max_statistic(texts, self._detectors)
+        return self._holm(texts)
+
+    def _max_statistic(
+        self, texts: Sequence[str], detectors: list[SAMarkDetector]
+    ) -> list[RingDetection | None]:
+        split = [split_sentences(t) for t in texts]
+        embedder = detectors[0].embedder
+        embeddings = embedder.encode([s for sentences in split for s in sentences])
+        out: list[RingDetection | None] = []
+        start = 0
+        for sentences in split:
+            emb = embeddings[start : start + len(sentences)]
+            start += len(sentences)
+            if not sentences:
+                out.append(None)
+                continue
+            own, null = ring_statistics(detectors, emb)
+            best = int(np.argmax(own))
+            key_p = [exchangeable_p_value(float(v), null) for v in own]
+            out.append(
+                self._result(
+                    ring_max_p_value(own, null),
+                    best,
+                    detectors[best].score_embeddings(emb, sentences),
+                    key_p,
+                )
+            )
+        return out
+
+    def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
+        embedders = {id(e): e for s in self.schemes if (e := getattr(s, "embedder", None))}
+        per_key: list[list[Detection | None]] = []
+        with contextlib.ExitStack() as stack:
+            for embedder in embedders.values():
+                if hasattr(embedder, "remembering"):
+                    stack.enter_context(embedder.remembering())
+            for scheme in self.schemes:
+                per_key.append(scheme.detect_many(list(texts)))
+        out: list[RingDetection | None] = []
+        for i in range(len(texts)):
+            results = [r[i] for r in per_key]
+            if any(r is None for r in results):
+                out.append(None)
+                continue
+            found = [r for r in results if r is not None]
+            p = [r.p_value for r in found]
+            best = min(range(len(p)), key=lambda k: (p[k], -found[k].score))
+            out.append(self._result(min(1.0, len(p) * p[best]), best, found[best], p))
+        return out
+
+    def _result(
+        self, p_value: float, best: int, detection: Detection, key_p: Sequence[float]
+    ) -> RingDetection:
+        return RingDetection(
+            p_value=p_value,
+            alpha=self.alpha,
+            method=self.method,
+            best=self.entries[best],
+            position=best,
+            detection=detection,
+            key_p_values=tuple(float(p) for p in key_p),
+            adjusted_p_values=tuple(holm_adjusted(key_p)),
+            labels=tuple(e.label for e in self.entries),
+            payload_bits=self.payload_bits,
+        )
+
+
+def _shared_null_detectors(schemes: Sequence[Watermark]) -> list[SAMarkDetector] | None:
+    """The schemes' SAMark detectors when the max-statistic applies to them: plain SAMark
+    (the layered scheme's p-value also has a token layer) with one pivot law and settings."""
+    from samark.schemes.samark import SAMark
+
+    if not all(type(s) is SAMark for s in schemes):
+        return None
+    detectors = [s.detector for s in schemes]  # type: ignore[attr-defined]
+    if not all(detectors[0].same_null(d) for d in detectors[1:]):
+        return None
+    return detectors
