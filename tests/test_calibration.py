@@ -198,3 +198,33 @@ def test_paper_z_is_not_calibrated(mpnet, human_embeddings) -> None:
     det = SAMarkDetector(_keys(mpnet)[0], mpnet)
     z = np.array([det.score_embeddings(e).z for e in human_embeddings["cnn_dailymail"]])
     assert np.mean(z > 2.33) > 0.2
+
+
+def test_ring_fpr_is_family_wise(mpnet, human_embeddings) -> None:
+    """A ring of 8 keygen keys flags at most 1% of human texts at p < 0.01 (the max
+    statistic over the ring, exact by exchangeability), where asking each key alone at
+    0.01 flags several times more (about 1 - 0.99**8, 7.7%)."""
+    from samark.keyring import RingEntry
+    from samark.models import DEFAULT_GENERATOR
+    from samark.ring_detection import MAX_STATISTIC, RingDetector
+    from samark.schemes.base import SharedResources
+
+    covered = [
+        c for c in ("cnn_dailymail", "wikipedia_leads", "jane_austen") if c in human_embeddings
+    ]
+    embeddings = [e for c in covered for e in human_embeddings[c]]
+    avoid = mpnet.reference_directions()
+    keys = [WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, avoid) for i in range(8)]
+    ring = RingDetector.from_keys(
+        [(RingEntry(f"k{i}", k.key_id, "2026-01-01"), k) for i, k in enumerate(keys)],
+        shared=SharedResources(DEFAULT_GENERATOR, mpnet),
+        statistic="scan",
+    )
+    assert ring.method == MAX_STATISTIC
+    results = [ring.score_embeddings(e) for e in embeddings]
+    p = np.array([r.p_value for r in results])
+    naive = np.array([min(r.key_p_values) for r in results])
+    n = len(embeddings)
+    assert np.sum(p < 0.01) <= stats.binom.ppf(0.999, n, 0.01), np.sum(p < 0.01)
+    assert stats.kstest(p, "uniform", alternative="greater").pvalue > 1e-3
+    assert np.sum(naive < 0.01) > 3 * max(1, np.sum(p < 0.01))

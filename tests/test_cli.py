@@ -54,6 +54,15 @@ def test_detect_text_argument(key_file, runner) -> None:
     assert result.exit_code == (0 if record["is_watermarked"] else 1)
 
 
+def test_detect_a_long_one_line_text(key_file, runner) -> None:
+    """A one-line text longer than a file name may be is text, not a path."""
+    long = " ".join([HUMAN] * 3)
+    assert len(long) > 500 and "\n" not in long
+    result = runner.invoke(app, ["detect", long, "--key", str(key_file)])
+    assert result.exit_code in (0, 1), result.output
+    assert json.loads(result.stdout.splitlines()[0])["n_units"] == 12
+
+
 def test_detect_statistic_and_localisation(key_file, runner) -> None:
     out = runner.invoke(
         app, ["detect", HUMAN, "--key", str(key_file), "--statistic", "scan", "--details"]

@@ -131,10 +131,21 @@ class SAMarkDetector:
         responses = channel_responses(embeddings, all_pivots)
         evidence = alignment(responses, self.kappa, self.use_tanh)
         values = statistic_values(evidence, self.statistic)
+        return self._detection(responses[0], evidence, values, sentences)
+
+    def _detection(
+        self,
+        responses: np.ndarray,
+        evidence: np.ndarray,
+        values: np.ndarray,
+        sentences: list[str] | None,
+    ) -> Detection:
+        """The detection from the key's cosines (n, c), the evidence under the key's
+        pivots and the null sets (row 0: the key's), and the statistic's values."""
         z = float(paper_z(evidence[:1])[0]) if self.statistic != "z" else float(values[0])
         own = evidence[0]
-        flags = inferred_flags(responses[:1])[0]
-        signed = responses[0] * flags[None, :]
+        flags = inferred_flags(responses[None])[0]
+        signed = responses * flags[None, :]
         return Detection(
             scheme="samark",
             p_value=exchangeable_p_value(float(values[0]), values[1:]),
@@ -142,7 +153,7 @@ class SAMarkDetector:
             z=z,
             statistic=self.statistic,
             score=float(values[0]),
-            n_units=int(embeddings.shape[0]),
+            n_units=int(responses.shape[0]),
             sentences=tuple(sentences or ()),
             sentence_p_values=tuple(float(p) for p in sentence_p_values(evidence)),
             details={
@@ -159,12 +170,26 @@ class SAMarkDetector:
         )
 
 
-def ring_statistics(
-    detectors: Sequence[SAMarkDetector], embeddings: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def ring_detection(
+    detectors: Sequence[SAMarkDetector], embeddings: np.ndarray, sentences: list[str] | None
+) -> tuple[np.ndarray, np.ndarray, int, Detection]:
     """The statistic of one text's unit sentence embeddings (n, dim) under each detector's
-    key, shape (K,), and under their shared null pivot sets, shape (n_null,), in one pass
-    (the detectors must agree: :meth:`SAMarkDetector.same_null`)."""
+    key, shape (K,), and under their shared null pivot sets, shape (n_null,); the index of
+    the key with the largest statistic, and that key's own detection: one pass over the
+    K + n_null pivot sets."""
+    responses, evidence, values = _ring_evidence(detectors, embeddings)
+    k = len(detectors)
+    best = int(np.argmax(values[:k]))
+    rows = np.r_[best, np.arange(k, values.size)]
+    detection = detectors[best]._detection(responses[best], evidence[rows], values[rows], sentences)
+    return values[:k], values[k:], best, detection
+
+
+def _ring_evidence(
+    detectors: Sequence[SAMarkDetector], embeddings: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Responses, evidence and statistic values under the K keys' pivots, then the shared
+    null sets' (the detectors must agree: :meth:`SAMarkDetector.same_null`)."""
     first = detectors[0]
     if not all(first.same_null(d) for d in detectors[1:]):
         raise ValueError("the detectors of a ring must share their pivot law and settings")
@@ -178,5 +203,5 @@ def ring_statistics(
     responses = np.concatenate(
         [channel_responses(embeddings, own), channel_responses(embeddings, nulls)], axis=0
     )
-    values = statistic_values(alignment(responses, first.kappa, first.use_tanh), first.statistic)
-    return values[: len(detectors)], values[len(detectors) :]
+    evidence = alignment(responses, first.kappa, first.use_tanh)
+    return responses, evidence, statistic_values(evidence, first.statistic)

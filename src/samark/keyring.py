@@ -199,7 +199,7 @@ class Keyring:
             )
         return key
 
-    def keys(self) -> list[tuple[RingEntry, WatermarkKey]]:
+    def load_keys(self) -> list[tuple[RingEntry, WatermarkKey]]:
         """Every key with its entry, in ring order."""
         return [(e, self.key(e.label)) for e in self._entries]
 

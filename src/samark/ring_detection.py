@@ -34,9 +34,10 @@ from typing import Any
 import numpy as np
 
 from samark.detection import Detection
-from samark.detector import SAMarkDetector, ring_statistics
+from samark.detector import SAMarkDetector, ring_detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keyring import Keyring, RingEntry
+from samark.keys import WatermarkKey
 from samark.schemes.base import SharedResources, Watermark, create_scheme
 from samark.segment import split_sentences
 from samark.statistics import exchangeable_p_value, ring_max_p_value
@@ -190,17 +191,34 @@ class RingDetector:
     ) -> RingDetector:
         """One ``scheme`` per key of ``ring`` (retired keys included: they still detect),
         sharing one embedder."""
+        keys = ring.load_keys()
+        if not keys:
+            raise SamarkError(f"the ring {ring.path} holds no key")
+        return cls.from_keys(
+            keys, scheme, shared=shared, alpha=alpha, payload_bits=ring.payload_bits, **params
+        )
+
+    @classmethod
+    def from_keys(
+        cls,
+        keys: Sequence[tuple[RingEntry, WatermarkKey]],
+        scheme: str = "samark",
+        *,
+        shared: SharedResources | None = None,
+        alpha: float = 0.01,
+        payload_bits: int | None = None,
+        **params: Any,
+    ) -> RingDetector:
+        """One ``scheme`` per labelled key, sharing one embedder (the first key's, unless
+        ``shared`` holds one); SAMark's family gets :func:`ring_null_count` null sets."""
         from samark.config import SAMarkConfig
         from samark.embed import load_embedder
         from samark.models import DEFAULT_GENERATOR
 
-        keys = ring.keys()
-        if not keys:
-            raise SamarkError(f"the ring {ring.path} holds no key")
         if shared is None:
             shared = SharedResources(
                 generator=str(params.pop("generator", DEFAULT_GENERATOR)),
-                embedder=load_embedder(ring.embedder.name),
+                embedder=load_embedder(keys[0][1].embedder.name),
             )
         first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
         if isinstance(getattr(first, "config", None), SAMarkConfig) and "n_null" not in params:
@@ -211,7 +229,7 @@ class RingDetector:
             create_scheme(scheme, key=key, shared=shared, alpha=alpha, **params)
             for _, key in keys[1:]
         ]
-        return cls([e for e, _ in keys], schemes, alpha=alpha, payload_bits=ring.payload_bits)
+        return cls([e for e, _ in keys], schemes, alpha=alpha, payload_bits=payload_bits)
 
     @property
     def name(self) -> str:
@@ -251,18 +269,24 @@ class RingDetector:
             if not sentences:
                 out.append(None)
                 continue
-            own, null = ring_statistics(detectors, emb)
-            best = int(np.argmax(own))
-            key_p = [exchangeable_p_value(float(v), null) for v in own]
-            out.append(
-                self._result(
-                    ring_max_p_value(own, null),
-                    best,
-                    detectors[best].score_embeddings(emb, sentences),
-                    key_p,
-                )
-            )
+            out.append(self.score_embeddings(emb, sentences))
         return out
+
+    def score_embeddings(
+        self, embeddings: np.ndarray, sentences: list[str] | None = None
+    ) -> RingDetection:
+        """Score one text's precomputed unit sentence embeddings, shape (n, dim), against
+        the ring (max-statistic rings only: other schemes score text, not embeddings)."""
+        detectors = self._detectors
+        if detectors is None:
+            raise SamarkError("only a ring of SAMark keys sharing one pivot law scores embeddings")
+        own, null, best, detection = ring_detection(detectors, embeddings, sentences)
+        return self._result(
+            ring_max_p_value(own, null),
+            best,
+            detection,
+            [exchangeable_p_value(float(v), null) for v in own],
+        )
 
     def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
         embedders = {id(e): e for s in self.schemes if (e := getattr(s, "embedder", None))}

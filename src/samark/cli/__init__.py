@@ -6,6 +6,7 @@ record), 1 none was found, 2 an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -185,11 +186,27 @@ def generate(
         bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
     ] = False,
     scheme_name: SchemeOption = "samark",
+    keyring: KeyringOption = None,
+    label: Annotated[
+        str | None, typer.Option(help="With --keyring: mark with this key (a deployment).")
+    ] = None,
+    payload: Annotated[
+        int | None,
+        typer.Option(
+            help="With --keyring of 2**b keys: write this b-bit value (a tenant or user id)."
+        ),
+    ] = None,
 ) -> None:
-    """Continue PROMPT with watermarked sentences."""
+    """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING
+    (its current key, the key LABEL, or the key that writes PAYLOAD)."""
     text = read_text(prompt)
     if not text.strip():
         raise fail("the prompt is empty")
+    marked_by: dict[str, str] = {}
+    if keyring is not None:
+        key, marked_by = _ring_key_file(keyring, label, payload)
+    elif label is not None or payload is not None:
+        raise fail("--label and --payload choose a key of a --keyring")
     if scheme_name not in SAMARK_SCHEMES:
         other = _load_other_scheme(scheme_name, key, generator=generator)
         with progress() as bar:
@@ -198,7 +215,8 @@ def generate(
                 made = other.generate(text, max_new_sentences=sentences, seed=seed)
             except SamarkError as exc:
                 raise fail(str(exc)) from None
-        typer.echo(json.dumps(made.to_dict(), ensure_ascii=False) if as_json else made.text)
+        record = {**made.to_dict(), "key_id": other.key.key_id, **marked_by}
+        typer.echo(json.dumps(record, ensure_ascii=False) if as_json else made.text)
         return
     if dagger and scheme_name != "samark":
         raise fail("--dagger is SAMark's ablation; use it with --scheme samark")
@@ -221,13 +239,42 @@ def generate(
         except SamarkError as exc:
             raise fail(str(exc)) from None
     if as_json:
-        record = result.to_dict()
+        record = {**result.to_dict(), "key_id": scheme.key.key_id, **marked_by}
         record.pop("steps")
         typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
     else:
         typer.echo(result.text)
     if result.fallbacks:
         err.print(f"fallbacks: {result.fallbacks}")
+    if marked_by:
+        err.print(f"marked with key {marked_by['key_label']!r} ({scheme.key.key_id})")
+
+
+def _ring_key_file(
+    ring: Path, label: str | None, payload: int | None
+) -> tuple[Path, dict[str, Any]]:
+    """The key file of ``ring`` that marks text: the key ``label``, the one that writes
+    ``payload``, or the current key; and what the output says of it (never the secret)."""
+    from samark.keyring import Keyring, KeyringError
+
+    if label is not None and payload is not None:
+        raise fail("give --label or --payload, not both")
+    try:
+        opened = Keyring.load(ring)
+        if payload is not None:
+            entry = opened.payload_entry(payload)
+        elif label is not None:
+            entry = opened.entry(label)
+            if not entry.active:
+                raise KeyringError(f"key {label!r} is retired: it detects, but marks no text")
+        else:
+            entry = opened.current()
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    said: dict[str, Any] = {"key_label": entry.label}
+    if payload is not None:
+        said["payload"] = payload
+    return opened.path / entry.file, said
 
 
 @app.command()
@@ -481,48 +528,77 @@ def check_key(
         typer.Option(help="SAMark's test statistic: scan (default), z or alignment."),
     ] = None,
     scheme_name: SchemeOption = "samark",
+    keyring: KeyringOption = None,
 ) -> None:
     """Measure KEY's false-positive rate on human text of your domain: a key that leans
     towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
-    Exits 0 if the count of p < alpha is within the 99.9% binomial bound and the p-values
-    are not below uniform (one-sided KS, at 0.001)."""
+    With --keyring, every key of the ring and the ring's family-wise answer. Exits 0 if
+    each count of p < alpha is within the 99.9% binomial bound and the p-values are not
+    below uniform (one-sided KS, at 0.001)."""
     from samark.datasets import leading_sentences
     from samark.key_check import check_key as run_check
 
     if sentences < 0 or limit < 1:
         raise fail("--sentences must be >= 0 and --limit >= 1")
-    if scheme_name in SAMARK_SCHEMES:
-        scheme = _load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
-        scheme.embedder.progress_over = 2000  # hundreds of texts take minutes: show it
-    elif statistic is not None:
+    if statistic is not None and scheme_name not in SAMARK_SCHEMES:
         raise fail("--statistic is SAMark's; leave it out for " + scheme_name)
-    else:
-        scheme = _load_other_scheme(scheme_name, key, alpha=alpha)
+    targets: list[tuple[str | None, Path]] = [(None, key)]
+    if keyring is not None:
+        from samark.keyring import Keyring
+
+        try:
+            ring = Keyring.load(keyring)
+        except SamarkError as exc:
+            raise fail(str(exc)) from None
+        targets = [(e.label, ring.path / e.file) for e in ring.entries]
     texts = _human_texts(source, field, limit * 2 if sentences else limit)
     if sentences:
         heads = leading_sentences(
             texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
         )
         texts = [" ".join(sents) for sents in heads]
-    err.print(f"scoring {min(len(texts), limit)} human texts with key {scheme.key.key_id} ...")
+    texts = texts[:limit]
+    holds = True
+    with contextlib.ExitStack() as stack:
+        for label, path in targets:
+            if scheme_name in SAMARK_SCHEMES:
+                scheme = _load_scheme(path, scheme_name, statistic=statistic, alpha=alpha)
+                scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
+                stack.enter_context(scheme.embedder.remembering())  # once for every key
+            else:
+                scheme = _load_other_scheme(scheme_name, path, alpha=alpha)
+            name = f"key {scheme.key.key_id}" + (f" ({label})" if label else "")
+            err.print(f"scoring {len(texts)} human texts with {name} ...")
+            holds &= _report_check(run_check, scheme, texts, alpha, name, {"key_label": label})
+        if keyring is not None:
+            detector = _load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
+            name = f"the ring ({len(targets)} keys, {detector.method})"
+            holds &= _report_check(run_check, detector, texts, alpha, name, {"ring": True})
+    raise typer.Exit(0 if holds else 1)
+
+
+def _report_check(
+    run_check: Any, detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
+) -> bool:
+    """One key check: its JSON line, its verdict on stderr, and whether it holds."""
     try:
-        result = run_check(scheme, texts[:limit], alpha=alpha)
+        result = run_check(detector, texts, alpha=alpha)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
-    typer.echo(json.dumps(result.to_dict()))
+    typer.echo(json.dumps({**{k: v for k, v in tag.items() if v}, **result.to_dict()}))
     if result.holds:
         err.print(
-            f"[bold green]holds[/]: {result.flagged} of {result.texts} human texts at "
-            f"p < {alpha} ({100 * result.fpr:.1f}%), bound {result.bound}"
+            f"[bold green]holds[/] for {name}: {result.flagged} of {result.texts} human texts "
+            f"at p < {alpha} ({100 * result.fpr:.1f}%), bound {result.bound}"
         )
     else:
         err.print(
-            f"[bold red]does not hold[/]: {result.flagged} of {result.texts} human texts at "
-            f"p < {alpha} ({100 * result.fpr:.1f}%, bound {result.bound}; KS p = "
-            f"{result.ks_pvalue:.2g}). This key leans towards this domain: make another "
-            "with `samark keygen` and check it."
+            f"[bold red]does not hold[/] for {name}: {result.flagged} of {result.texts} human "
+            f"texts at p < {alpha} ({100 * result.fpr:.1f}%, bound {result.bound}; KS p = "
+            f"{result.ks_pvalue:.2g}). A key that leans towards this domain should be "
+            "replaced: make another and check it."
         )
-    raise typer.Exit(0 if result.holds else 1)
+    return bool(result.holds)
 
 
 def _human_texts(source: str, field: str, limit: int) -> list[str]:

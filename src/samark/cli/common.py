@@ -123,7 +123,7 @@ def read_text(source: str | None) -> str:
         origin = "stdin"
     else:
         path = Path(source[1:] if source.startswith("@") else source)
-        if source.startswith("@") or (len(source) < 4096 and "\n" not in source and path.is_file()):
+        if source.startswith("@") or (len(source) < 4096 and "\n" not in source and _is_file(path)):
             try:
                 data = path.read_bytes()
             except OSError as exc:
@@ -137,6 +137,14 @@ def read_text(source: str | None) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise fail(f"{origin} is not UTF-8 text") from None
+
+
+def _is_file(path: Path) -> bool:
+    """Whether ``path`` names a file; a text too long to be a file name is not one."""
+    try:
+        return path.is_file()
+    except OSError:  # ENAMETOOLONG: a one-line text of more than 255 bytes
+        return False
 
 
 def load_key(key: Path) -> Any:

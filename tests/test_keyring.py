@@ -1,0 +1,300 @@
+"""Keyrings: the ring folder, the family-wise p-value, attribution and payload (real
+embedder; the ring's false-positive rate on human text is in test_calibration.py)."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from samark.cli import app
+from samark.errors import EmbedderMismatchError
+from samark.keyring import INDEX, Keyring, KeyringError
+from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.ring_detection import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
+from samark.statistics import exchangeable_p_value, ring_max_p_value
+
+IDENTITY = EmbedderIdentity("an-embedder", "f" * 64)
+
+
+def _key(i: int, identity: EmbedderIdentity = IDENTITY) -> WatermarkKey:
+    return WatermarkKey(bytes([i]) * 32, identity)
+
+
+# -- the family-wise p-value ---------------------------------------------------------------
+def test_ring_max_p_value_of_one_key_is_the_single_key_p_value() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        null, own = rng.standard_normal(99), rng.standard_normal(1)
+        assert ring_max_p_value(own, null) == pytest.approx(exchangeable_p_value(own[0], null))
+
+
+@pytest.mark.parametrize("keys", [4, 16])
+def test_ring_max_p_value_is_uniform_over_exchangeable_values(keys: int) -> None:
+    """Under H0 the ring's and the null sets' statistics are i.i.d.: P(p <= t) is t at
+    every attainable level (and at most t elsewhere), where the best key's own p-value,
+    uncorrected, flags far more."""
+    rng = np.random.default_rng(keys)
+    draws, null = 4000, 16 * keys
+    p, naive = np.empty(draws), np.empty(draws)
+    for i in range(draws):
+        values = rng.standard_normal(keys + null)
+        own, rest = values[:keys], values[keys:]
+        p[i] = ring_max_p_value(own, rest)
+        naive[i] = min(exchangeable_p_value(v, rest) for v in own)
+    levels = np.unique(p)[:8]  # the attainable values: P(p <= q) = q exactly
+    sd = np.sqrt(levels * (1 - levels) / draws)
+    assert np.all(np.abs((p[:, None] <= levels).mean(axis=0) - levels) < 4 * sd + 1e-9)
+    for t in (0.05, 0.2, 0.5):
+        assert (p <= t).mean() <= t + 4 * np.sqrt(t * (1 - t) / draws)
+    assert (naive <= 0.05).mean() > 2 * (p <= 0.05).mean()
+
+
+def test_holm_adjusted_p_values() -> None:
+    assert holm_adjusted([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm_adjusted([0.3]) == [0.3]
+    assert holm_adjusted([0.6, 0.6]) == [1.0, 1.0]
+
+
+def test_ring_null_count_keeps_the_smallest_p_value_below_alpha() -> None:
+    assert ring_null_count(1, 0.01) == 999  # the single-key default
+    for k in (4, 16, 64):
+        m = ring_null_count(k, 0.01)
+        assert k / (m + k) <= 0.001 and k / (m + 1) <= 0.001
+
+
+# -- the ring folder ---------------------------------------------------------------------
+def test_ring_files_are_private_and_hold_no_secret(tmp_path) -> None:
+    ring = Keyring.create(tmp_path / "ring", IDENTITY)
+    keys = [_key(i) for i in range(3)]
+    for i, key in enumerate(keys):
+        ring.add(key, f"tenant-{i}", created=f"2026-0{i + 1}-01T00:00:00+00:00")
+    assert stat.S_IMODE((tmp_path / "ring").stat().st_mode) == 0o700
+    for name in [INDEX, "tenant-0.key", "tenant-1.key", "tenant-2.key"]:
+        assert stat.S_IMODE((tmp_path / "ring" / name).stat().st_mode) == 0o600
+    index = (tmp_path / "ring" / INDEX).read_text()
+    secrets = [
+        json.loads((tmp_path / "ring" / f"tenant-{i}.key").read_text())["secret"] for i in range(3)
+    ]
+    assert not any(s in index or s in repr(ring) for s in secrets)
+    again = Keyring.load(tmp_path / "ring")
+    assert again.labels() == ["tenant-0", "tenant-1", "tenant-2"]
+    assert [k.key_id for _, k in again.load_keys()] == [k.key_id for k in keys]
+    assert again.current().label == "tenant-2"
+
+
+def test_rotation_retires_a_key_that_still_detects(tmp_path) -> None:
+    ring = Keyring.create(tmp_path / "ring", IDENTITY)
+    ring.add(_key(1), "2026-q1", created="2026-01-01T00:00:00+00:00")
+    ring.add(_key(2), "2026-q2", created="2026-04-01T00:00:00+00:00")
+    ring.retire("2026-q2")
+    again = Keyring.load(tmp_path / "ring")
+    assert again.current().label == "2026-q1" and not again.entry("2026-q2").active
+    assert len(again.load_keys()) == 2  # a retired key is kept for detection
+    with pytest.raises(KeyringError, match="already retired"):
+        again.retire("2026-q2")
+    again.retire("2026-q1")
+    with pytest.raises(KeyringError, match=r"every key .* is retired"):
+        again.current()
+
+
+def test_payload_positions(tmp_path) -> None:
+    ring = Keyring.create(tmp_path / "ring", IDENTITY)
+    for i in range(3):
+        ring.add(_key(i), f"k{i}")
+    assert ring.payload_bits is None
+    with pytest.raises(KeyringError, match="2, 4, 8"):
+        ring.payload_entry(0)
+    ring.add(_key(3), "k3")
+    assert ring.payload_bits == 2 and ring.payload_entry(3).label == "k3"
+    with pytest.raises(KeyringError, match=r"0\.\.3"):
+        ring.payload_entry(4)
+    ring.retire("k1")
+    with pytest.raises(KeyringError, match="retired"):
+        ring.payload_entry(1)
+    assert Keyring.load(tmp_path / "ring").position("k3") == 3  # retiring keeps places
+
+
+def test_ring_refuses_bad_keys_labels_and_files(tmp_path) -> None:
+    ring = Keyring.create(tmp_path / "ring", IDENTITY)
+    ring.add(_key(1), "a")
+    other = EmbedderIdentity("another", "0" * 64)
+    with pytest.raises(EmbedderMismatchError, match="one ring detects with one embedder"):
+        ring.add(_key(2, other), "b")
+    with pytest.raises(KeyringError, match="already has a key labelled"):
+        ring.add(_key(2), "a")
+    with pytest.raises(KeyringError, match="already in the ring"):
+        ring.add(_key(1), "c")
+    for bad in ("../x", "", "-x", "a b", "x" * 65):
+        with pytest.raises(KeyringError, match="invalid key label"):
+            ring.add(_key(3), bad)
+    with pytest.raises(KeyringError, match="no key labelled"):
+        ring.entry("zz")
+    with pytest.raises(KeyringError, match="not an empty folder"):
+        Keyring.create(tmp_path / "ring", IDENTITY)
+    # a key file swapped for another key is caught by its id
+    (tmp_path / "ring" / "a.key").unlink()
+    _key(9).save(tmp_path / "ring" / "a.key")
+    with pytest.raises(KeyringError, match="the ring is damaged"):
+        Keyring.load(tmp_path / "ring").key("a")
+    (tmp_path / "ring" / INDEX).write_text("{not json")
+    with pytest.raises(KeyringError, match="cannot read keyring index"):
+        Keyring.load(tmp_path / "ring")
+    with pytest.raises(KeyringError, match="not a samark keyring"):
+        Keyring.load(tmp_path)
+
+
+# -- detection against a ring (real embedder) ----------------------------------------------
+@pytest.fixture(scope="module")
+def pool(minilm):
+    """Human sentences (Wikipedia leads) and their embeddings: the candidates from which
+    a key's sentences are chosen as SAMark chooses among an LM's candidates."""
+    from samark.datasets import load_dataset
+    from samark.segment import split_sentences
+
+    sentences = [s for d in load_dataset("wikipedia_leads")[:150] for s in split_sentences(d.text)]
+    sentences = [s for s in dict.fromkeys(sentences) if 40 < len(s) < 200][:600]
+    return sentences, minilm.encode(sentences)
+
+
+def _marked_text(pool, key: WatermarkKey, dim: int, seed: int, n: int = 10) -> str:
+    """``n`` pool sentences on the key's flag side of both channels, the most aligned."""
+    sentences, emb = pool
+    flags = np.random.default_rng(seed).choice([-1.0, 1.0], size=2)
+    signed = (emb @ key.pivots(dim, 2).T) * flags
+    best = np.argsort(-signed.min(axis=1))[:n]
+    return " ".join(sentences[i] for i in best)
+
+
+@pytest.fixture(scope="module")
+def minilm_ring(tmp_path_factory, minilm):
+    avoid = minilm.reference_directions()
+    ring = Keyring.create(tmp_path_factory.mktemp("rings") / "ring", minilm.identity)
+    for i in range(4):
+        ring.add(WatermarkKey(bytes([40 + i]) * 32, minilm.identity, avoid), f"tenant-{i}")
+    return ring
+
+
+def test_ring_attributes_a_marked_text_and_decodes_its_payload(minilm, minilm_ring, pool) -> None:
+    from samark.schemes import create_scheme
+
+    detector = RingDetector.from_ring(minilm_ring, "samark", statistic="scan")
+    assert detector.method == MAX_STATISTIC and detector.payload_bits == 2
+    texts = [_marked_text(pool, minilm_ring.key(f"tenant-{i}"), minilm.dim, i) for i in range(4)]
+    human = " ".join(pool[0][i] for i in range(0, 200, 20))
+    results = detector.detect_many([*texts, human, ""])
+    assert results[-1] is None
+    for i, r in enumerate(results[:4]):
+        assert r is not None and r.is_watermarked, r
+        assert r.label == f"tenant-{i}" and r.payload == i and r.position == i
+        assert r.key_id == minilm_ring.entry(f"tenant-{i}").key_id
+        # the key's own p-value is the single-key detector's with the ring's null pool
+        single = create_scheme(
+            "samark",
+            key=minilm_ring.key(f"tenant-{i}"),
+            statistic="scan",
+            n_null=ring_null_count(4, 0.01),
+        )
+        assert r.key_p_value == pytest.approx(single.detect(texts[i]).p_value)
+        assert r.key_p_value <= r.p_value <= 4 * r.key_p_value + 1e-9
+        record = r.to_dict(details=True)
+        assert record["key_label"] == f"tenant-{i}" and record["payload"] == i
+        assert set(record["keys"]) == set(minilm_ring.labels())
+        json.dumps(record)
+    unmarked = results[4]
+    assert unmarked is not None
+    if not unmarked.is_watermarked:  # unmarked: no key and no payload are attributed
+        assert unmarked.label is None and unmarked.payload is None and unmarked.key_id is None
+
+
+def test_ring_of_another_scheme_uses_holm(minilm_ring, pool, minilm) -> None:
+    from samark.schemes import create_scheme
+
+    detector = RingDetector.from_ring(minilm_ring, "kgw")
+    assert detector.method == HOLM
+    text = _marked_text(pool, minilm_ring.key("tenant-1"), minilm.dim, 1)
+    result = detector.detect(text)
+    single = [create_scheme("kgw", key=k).detect(text).p_value for _, k in minilm_ring.load_keys()]
+    assert result.key_p_values == pytest.approx(single)
+    assert result.p_value == pytest.approx(min(1.0, 4 * min(single)))
+    assert result.adjusted_p_values == pytest.approx(holm_adjusted(single))
+
+
+# -- the command line --------------------------------------------------------------------
+def test_keyring_commands(tmp_path, pool, minilm) -> None:
+    runner = CliRunner()
+    ring = tmp_path / "ring"
+    made = runner.invoke(
+        app, ["keyring", "new", str(ring), "--embedder", "all-minilm-l6-v2", "--keys", "4"]
+    )
+    assert made.exit_code == 0 and "2-bit payload" in made.output, made.output
+    listed = runner.invoke(app, ["keyring", "list", str(ring), "--json"])
+    record = json.loads(listed.stdout)
+    assert [k["label"] for k in record["keys"]] == ["key-00", "key-01", "key-02", "key-03"]
+    assert record["payload_bits"] == 2 and record["current"] == "key-03"
+    secrets = [json.loads((ring / f"key-0{i}.key").read_text())["secret"] for i in range(4)]
+    table = runner.invoke(app, ["keyring", "list", str(ring)])
+    assert table.exit_code == 0 and "key-02" in table.output
+    assert not any(s in listed.output + table.output + made.output for s in secrets)
+
+    retired = runner.invoke(app, ["keyring", "retire", str(ring), "key-03"])
+    assert retired.exit_code == 0
+    again = json.loads(runner.invoke(app, ["keyring", "list", str(ring), "--json"]).stdout)
+    assert again["current"] == "key-02" and again["keys"][3]["retired"]
+    wrong = WatermarkKey(bytes([5]) * 32, EmbedderIdentity("x", "0" * 64))
+    wrong.save(tmp_path / "wrong.key")
+    refused = runner.invoke(
+        app, ["keyring", "add", str(ring), "--label", "x", "--key", str(tmp_path / "wrong.key")]
+    )
+    assert refused.exit_code == 2 and "one embedder" in refused.output
+
+    text = _marked_text(pool, Keyring.load(ring).key("key-01"), minilm.dim, 3)
+    found = runner.invoke(app, ["detect", text, "--keyring", str(ring)])
+    result = json.loads(found.stdout.splitlines()[0])
+    assert found.exit_code == 0, found.output
+    assert result["key_label"] == "key-01" and result["payload"] == 1
+    assert result["ring_method"] == MAX_STATISTIC and result["ring_keys"] == 4
+    assert "by key 'key-01'" in found.output and not any(s in found.output for s in secrets)
+    # generation picks the key: a retired one is refused, a payload names its key
+    for args, message in (
+        (["--label", "key-03"], "retired"),
+        (["--payload", "7"], "0..3"),
+        (["--label", "key-00", "--payload", "1"], "not both"),
+    ):
+        out = runner.invoke(app, ["generate", "Hello.", "--keyring", str(ring), *args])
+        assert out.exit_code == 2 and message in out.output, out.output
+    out = runner.invoke(app, ["generate", "Hello.", "--payload", "1"])
+    assert out.exit_code == 2 and "--keyring" in out.output
+
+
+@pytest.mark.slow
+def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
+    runner = CliRunner()
+    ring = tmp_path / "ring"
+    assert runner.invoke(app, ["keyring", "new", str(ring), "--keys", "2"]).exit_code == 0
+    out = runner.invoke(
+        app,
+        [
+            "generate",
+            "The city council met on Tuesday.",
+            "--keyring",
+            str(ring),
+            "--payload",
+            "1",
+            "--sentences",
+            "1",
+            "--candidates",
+            "4",
+            "--seed",
+            "1",
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.stdout.splitlines()[0])
+    assert record["key_label"] == "key-01" and record["payload"] == 1
+    assert record["key_id"] == Keyring.load(ring).entry("key-01").key_id
+    assert "secret" not in out.stdout
