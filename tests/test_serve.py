@@ -42,6 +42,8 @@ CONFIG = SAMarkConfig(candidates=4, max_sentence_tokens=40)
 
 #: every response body and log line of this module, for the key check at its end
 SEEN: list[str] = []
+#: the secrets of the served keyring's keys, checked at the end too
+RING_SECRETS: list[bytes] = []
 
 
 class _Collect(logging.Handler):
@@ -93,6 +95,35 @@ def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
     app = create_app(scheme, settings, render_chat=tokenizer_chat_renderer(smollm2.tokenizer))
     with _served(app, free_port()) as base:
         yield base
+
+
+@pytest.fixture(scope="module")
+def ringed(mpnet, smollm2, free_port, tmp_path_factory) -> Iterator[tuple[str, Any]]:
+    """A server of a keyring of two keys (a 1-bit payload), marking with the second."""
+    from samark.keyring import Keyring
+    from samark.keys import WatermarkKey
+    from samark.models import DEFAULT_GENERATOR
+    from samark.ring_detection import RingDetector
+    from samark.schemes.base import SharedResources
+    from samark.serving import Keys
+
+    ring = Keyring.create(tmp_path_factory.mktemp("served-ring") / "ring", mpnet.identity)
+    for i, label in enumerate(["tenant-a", "tenant-b"]):
+        secret = bytes([200 + i]) * 32
+        RING_SECRETS.append(secret)
+        ring.add(WatermarkKey(secret, mpnet.identity), label)
+    schemes = {
+        i: (e.label, SAMark(ring.key(e.label), config=CONFIG, embedder=mpnet, sampler=smollm2))
+        for i, e in enumerate(ring.entries)
+    }
+    detector = RingDetector.from_ring(
+        ring, shared=SharedResources(DEFAULT_GENERATOR, mpnet), statistic="scan"
+    )
+    settings = ServeSettings(tokens=frozenset({USER}), default_sentences=1, max_sentences=2)
+    keys = Keys(label="tenant-b", payloads=schemes, ring=detector)
+    app = create_app(schemes[1][1], settings, keys=keys)
+    with _served(app, free_port()) as base:
+        yield base, ring
 
 
 def _client(base: str, token: str = USER) -> Any:
@@ -151,7 +182,7 @@ def test_chat_completion_with_the_openai_client_streamed_and_not(local) -> None:
     assert len([c for c in chunks if c.choices[0].delta.content]) >= 1
 
 
-def test_completions_route_and_token_budget(local) -> None:
+def test_completions_route_and_token_budget(local, mpnet_key) -> None:
     client = _client(local)
     prompt = "The city council met on Monday to discuss the budget."
     done = client.completions.create(
@@ -159,6 +190,8 @@ def test_completions_route_and_token_budget(local) -> None:
     )
     text = done.choices[0].text
     assert text.strip() and done.choices[0].finish_reason in ("stop", "length")
+    # every marked response names the key that marked it (by id, never the key)
+    assert done.model_extra["samark"] == {"key_id": mpnet_key.key_id, "key_label": None}
     # a budget smaller than any sentence: nothing may be returned, and it says why
     tight = client.completions.create(model="samark", prompt=prompt, seed=2, max_tokens=1)
     assert tight.choices[0].text == "" and tight.choices[0].finish_reason == "length"
@@ -295,6 +328,34 @@ def test_through_a_real_upstream_watermarked_and_passed_through(
         SEEN.extend([marked.model_dump_json(), plain.model_dump_json()])
 
 
+def test_a_keyring_server_writes_payloads_and_detects_against_every_key(ringed) -> None:
+    base, ring = ringed
+    client = _client(base)
+    prompt = "The city council met on Monday to discuss the budget."
+    plain = client.completions.create(model="samark", prompt=prompt, seed=4)
+    assert plain.model_extra["samark"] == {
+        "key_id": ring.entry("tenant-b").key_id,
+        "key_label": "tenant-b",
+    }
+    coded = client.completions.create(
+        model="samark", prompt=prompt, seed=4, extra_body={"payload": 0}
+    )
+    assert coded.model_extra["samark"] == {
+        "key_id": ring.entry("tenant-a").key_id,
+        "key_label": "tenant-a",
+        "payload": 0,
+    }
+    SEEN.extend([plain.model_dump_json(), coded.model_dump_json()])
+    with pytest.raises(openai.BadRequestError, match=r"0\.\.1"):
+        client.completions.create(model="samark", prompt=prompt, extra_body={"payload": 2})
+    status, found = _post(base, "/v1/detect", {"text": HUMAN})
+    assert status == 200 and found["ring_keys"] == 2 and found["ring_method"] == "max-statistic"
+    assert 0 < found["p_value"] <= 1 and found["key_p_value"] <= found["p_value"]
+    if not found["is_watermarked"]:
+        assert found["key_label"] is None and found["payload"] is None
+    assert any("key " + ring.entry("tenant-a").key_id in line for line in SEEN)  # the log
+
+
 def test_settings_refuse_weak_setups() -> None:
     with pytest.raises(SamarkError, match="no API token"):
         ServeSettings()
@@ -305,9 +366,9 @@ def test_settings_refuse_weak_setups() -> None:
 
 
 def test_the_key_never_appears_in_responses_or_logs(mpnet_key) -> None:
-    secret = mpnet_key._secret
-    forms = {base64.b64encode(secret).decode(), secret.hex(), secret.decode("latin-1")}
     assert len(SEEN) > 20  # the module's other tests ran and were recorded
-    for line in SEEN:
-        for form in forms:
-            assert form not in line
+    for secret in [mpnet_key._secret, *RING_SECRETS]:
+        forms = {base64.b64encode(secret).decode(), secret.hex(), secret.decode("latin-1")}
+        for line in SEEN:
+            for form in forms:
+                assert form not in line

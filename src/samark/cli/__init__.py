@@ -778,6 +778,17 @@ def serve(
     timeout: Annotated[float, typer.Option(help="Seconds a request may wait and run.")] = 120.0,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
     scheme_name: SchemeOption = "samark",
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="Serve a keyring instead of --key: mark with its current key (or --label), "
+            "write a request's 'payload' with a ring of 2**b keys, detect against every key.",
+        ),
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
+    ] = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API."""
     if scheme_name not in SAMARK_SCHEMES:
@@ -788,7 +799,7 @@ def serve(
     try:
         import uvicorn
 
-        from samark.serving import ServeSettings, create_app, load_tokens
+        from samark.serving import Keys, ServeSettings, create_app, load_tokens
         from samark.serving.app import Upstream, tokenizer_chat_renderer
     except ImportError as exc:
         raise fail(
@@ -808,6 +819,11 @@ def serve(
         raise fail(str(exc)) from None
     if upstream and not upstream.startswith(("http://", "https://")):
         raise fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
+    marked_by: dict[str, Any] = {}
+    if keyring is not None:
+        key, marked_by = _ring_key_file(keyring, label, None)
+    elif label is not None:
+        raise fail("--label chooses a key of a --keyring")
     scheme = _load_scheme(
         key,
         scheme_name,
@@ -840,18 +856,57 @@ def serve(
         link = None
         if upstream:  # the sampler parsed URL#MODEL
             link = Upstream(async_openai_client(sampler.base_url, timeout=timeout), sampler.model)
+        keys = None
+        if keyring is not None:
+            keys = _serve_keys(Keys, keyring, marked_by["key_label"], scheme, statistic, alpha)
         app_ = create_app(
             scheme,
             settings,
             render_chat=render,
             count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
             upstream=link,
+            keys=keys,
         )
     except SamarkError as exc:
         raise fail(str(exc)) from None
     if no_auth:
         err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
     uvicorn.run(app_, host=host, port=port, log_level="info")
+
+
+def _serve_keys(
+    keys_type: Any, ring: Path, label: str, scheme: Any, statistic: str | None, alpha: float
+) -> Any:
+    """A server's keyring: the ring's detector, and with a ring of 2**b keys one scheme
+    per active key (sharing the served scheme's engine and embedder) for payloads."""
+    from samark.keyring import Keyring
+    from samark.schemes import create_scheme
+
+    opened = Keyring.load(ring)
+    payloads = {}
+    if opened.payload_bits:
+        c = scheme.config
+        for position, entry in enumerate(opened.entries):
+            if entry.active:
+                payloads[position] = (
+                    entry.label,
+                    create_scheme(
+                        scheme.name,
+                        key=opened.key(entry.label),
+                        sampler=scheme.sampler,
+                        embedder=scheme.embedder,
+                        statistic=c.statistic,
+                        candidates=c.candidates,
+                        max_new_sentences=c.max_new_sentences,
+                        alpha=c.alpha,
+                    ),
+                )
+    detector = _load_ring_detector(ring, scheme.name, statistic=statistic, alpha=alpha)
+    err.print(
+        f"keyring {ring}: marking with {label!r}, detecting against {len(opened)} keys"
+        + (f", payloads of {opened.payload_bits} bits" if payloads else "")
+    )
+    return keys_type(label=label, payloads=payloads, ring=detector)
 
 
 @app.command()

@@ -6,7 +6,7 @@ CLI adds uvicorn. Nothing here reads or logs the watermark key: the scheme holds
 
 from __future__ import annotations
 
-from samark.serving.app import create_app
+from samark.serving.app import Keys, create_app
 from samark.serving.settings import ServeSettings, load_tokens
 
-__all__ = ["ServeSettings", "create_app", "load_tokens"]
+__all__ = ["Keys", "ServeSettings", "create_app", "load_tokens"]

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, Request
@@ -28,6 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from samark.errors import EmptyTextError, SamarkError
+from samark.ring_detection import RingDetector
 from samark.sampling.openai_server import ServerError
 from samark.schemes.samark import SAMark
 from samark.serving.metrics import MetricsMiddleware, ServeMetrics
@@ -169,6 +170,17 @@ def tokenizer_chat_renderer(tokenizer: Any) -> ChatRenderer:
     return render
 
 
+@dataclass(frozen=True)
+class Keys:
+    """What a server marks and detects with, beyond its one scheme: the marking key's
+    label in its keyring, one scheme per payload value (a ring of 2**b keys), and the
+    ring's detector for ``/v1/detect``. Responses name keys by id and label only."""
+
+    label: str | None = None
+    payloads: Mapping[int, tuple[str, SAMark]] = field(default_factory=dict)
+    ring: RingDetector | None = None
+
+
 def create_app(
     scheme: SAMark,
     settings: ServeSettings,
@@ -176,14 +188,18 @@ def create_app(
     render_chat: ChatRenderer | None = None,
     count_tokens: Callable[[str], int] | None = None,
     upstream: Upstream | None = None,
+    keys: Keys | None = None,
 ) -> FastAPI:
     """The application serving ``scheme`` (its key stays inside it).
 
     ``render_chat`` turns chat messages into the generator's prompt (without it,
     ``/v1/chat/completions`` answers 400); ``count_tokens`` counts usage and applies
     ``max_tokens`` (default: the sampler's tokenizer, else words); ``upstream`` serves
-    ``"watermark": false`` requests unchanged.
+    ``"watermark": false`` requests unchanged; ``keys`` adds a keyring (payloads, and
+    detection against every key). Every marked response carries the id of the key that
+    marked it in its ``samark`` field, never the key.
     """
+    keys = keys or Keys()
     metrics = ServeMetrics()
     generation_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-generate")
     detection_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-detect")
@@ -264,12 +280,35 @@ def create_app(
             raise timed_out() from None
 
     # ---- generation ----
+    def marking(req: GenerationRequest) -> tuple[SAMark, dict[str, Any]]:
+        """The scheme that marks this request's text, and what its response says of the
+        key (id, label, payload)."""
+        if req.payload is None:
+            return scheme, {"key_id": scheme.key.key_id, "key_label": keys.label}
+        if not keys.payloads:
+            raise ApiError(
+                400,
+                "this server carries no payload (serve a keyring of 2, 4, 8, ... keys)",
+                "invalid_request_error",
+                "payload",
+            )
+        if req.payload not in keys.payloads:
+            raise ApiError(
+                400,
+                f"payload must be in 0..{len(keys.payloads) - 1}",
+                "invalid_request_error",
+                "payload",
+            )
+        label, chosen = keys.payloads[req.payload]
+        return chosen, {"key_id": chosen.key.key_id, "key_label": label, "payload": req.payload}
+
     def generation_work(
         prompt: str,
         req: GenerationRequest,
         budget: int | None,
         emit: Callable[[str], None],
         cancelled: threading.Event,
+        marker: SAMark,
     ) -> str:
         """Generate, emitting each sentence within the token budget; the finish reason."""
         if cancelled.is_set():  # timed out while queued
@@ -290,7 +329,7 @@ def create_app(
             return False
 
         try:
-            gen = scheme.generate(
+            gen = marker.generate(
                 prompt, max_new_sentences=sentences, seed=req.seed, on_sentence=on_sentence
             )
         except ServerError as exc:
@@ -299,21 +338,22 @@ def create_app(
         return "stop" if gen.fallbacks.get("exhausted") else "length"
 
     async def generate_blocking(
-        prompt: str, req: GenerationRequest, budget: int | None
+        prompt: str, req: GenerationRequest, budget: int | None, marker: SAMark
     ) -> tuple[list[str], str]:
         pieces: list[str] = []
         cancelled = threading.Event()
         start = time.perf_counter()
         finish = await run_limited(
             generation_pool,
-            lambda: generation_work(prompt, req, budget, pieces.append, cancelled),
+            lambda: generation_work(prompt, req, budget, pieces.append, cancelled, marker),
             cancelled,
         )
         log.info(
-            "generated %d sentences in %.1f s (finish %s)",
+            "generated %d sentences in %.1f s (finish %s, key %s)",
             len(pieces),
             time.perf_counter() - start,
             finish,
+            marker.key.key_id,
         )
         return pieces, finish
 
@@ -323,6 +363,7 @@ def create_app(
         budget: int | None,
         event: Callable[[str, bool], dict[str, Any]],
         final: Callable[[str], dict[str, Any]],
+        marker: SAMark,
     ) -> StreamingResponse:
         """SSE: one event per sentence. The first sentence (or the error) is awaited before
         the response starts, so an upstream failure is still a 502, not a broken stream."""
@@ -336,7 +377,8 @@ def create_app(
 
         def work() -> None:
             try:
-                finish = generation_work(prompt, req, budget, emit, cancelled)
+                finish = generation_work(prompt, req, budget, emit, cancelled, marker)
+                log.info("streamed a completion (finish %s, key %s)", finish, marker.key.key_id)
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", finish))
             except ApiError as exc:
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
@@ -414,6 +456,7 @@ def create_app(
         budget = req.token_budget()
         cid = completion_id("chatcmpl")
         model = req.model or settings.model_name
+        marker, mark = marking(req)
         if req.stream:
             return await generate_stream(
                 prompt,
@@ -424,11 +467,13 @@ def create_app(
                     model,
                     {"role": "assistant", "content": s.lstrip()} if first else {"content": s},
                 ),
-                lambda finish: chat_chunk(cid, model, {}, finish),
+                lambda finish: {**chat_chunk(cid, model, {}, finish), "samark": mark},
+                marker,
             )
-        pieces, finish = await generate_blocking(prompt, req, budget)
+        pieces, finish = await generate_blocking(prompt, req, budget, marker)
         text = "".join(pieces).strip()
-        return chat_completion(cid, model, text, finish, _usage(counter, prompt, pieces))
+        out = chat_completion(cid, model, text, finish, _usage(counter, prompt, pieces))
+        return {**out, "samark": mark}
 
     @app.post("/v1/completions", response_model=None)
     async def completions(req: CompletionRequest, _: Authorized) -> dict[str, Any] | Response:
@@ -443,16 +488,19 @@ def create_app(
         budget = req.max_tokens
         cid = completion_id("cmpl")
         model = req.model or settings.model_name
+        marker, mark = marking(req)
         if req.stream:
             return await generate_stream(
                 prompt,
                 req,
                 budget,
                 lambda s, _first: text_completion(cid, model, s, None, None),
-                lambda finish: text_completion(cid, model, "", finish, None),
+                lambda finish: {**text_completion(cid, model, "", finish, None), "samark": mark},
+                marker,
             )
-        pieces, finish = await generate_blocking(prompt, req, budget)
-        return text_completion(cid, model, "".join(pieces), finish, _usage(counter, prompt, pieces))
+        pieces, finish = await generate_blocking(prompt, req, budget, marker)
+        use = _usage(counter, prompt, pieces)
+        return {**text_completion(cid, model, "".join(pieces), finish, use), "samark": mark}
 
     @app.post("/v1/detect")
     async def detect(req: DetectRequest, who: Authorized) -> dict[str, Any]:
@@ -483,7 +531,10 @@ def create_app(
             for text in texts:
                 if cancelled.is_set():
                     break
-                out.append(_detect_one(scheme, text, req.details))
+                if keys.ring is not None:
+                    out.append(_detect_ring(keys.ring, text, req.details))
+                else:
+                    out.append(_detect_one(scheme, text, req.details))
             return out
 
         results = await run_limited(detection_pool, work, cancelled)
@@ -522,6 +573,22 @@ def _detect_one(scheme: SAMark, text: str, details: bool) -> dict[str, Any]:
         "unit": d.unit,
     }
     if details:
+        out["sentences"] = list(d.sentences)
+        out["sentence_p_values"] = list(d.sentence_p_values)
+        out["marked_sentences"] = list(d.marked_sentences())
+    return out
+
+
+def _detect_ring(ring: RingDetector, text: str, details: bool) -> dict[str, Any]:
+    """A keyring's answer: the family-wise p-value, and the key (label, id, its own p) and
+    payload when the text is flagged."""
+    try:
+        r = ring.detect(text)
+    except EmptyTextError as exc:
+        return {"error": str(exc)}
+    out = {k: v for k, v in r.to_dict().items() if k != "payload_bits"}
+    if details:
+        d = r.detection
         out["sentences"] = list(d.sentences)
         out["sentence_p_values"] = list(d.sentence_p_values)
         out["marked_sentences"] = list(d.marked_sentences())

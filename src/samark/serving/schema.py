@@ -29,8 +29,9 @@ class ChatMessage(BaseModel):
 
 class GenerationRequest(BaseModel):
     """Fields shared by the two generation routes. Other OpenAI fields are accepted and
-    do not change the output (the server's sampling settings apply); ``watermark`` and
-    ``max_sentences`` are samark's own (``extra_body`` in the openai client)."""
+    do not change the output (the server's sampling settings apply); ``watermark``,
+    ``max_sentences`` and ``payload`` are samark's own (``extra_body`` in the openai
+    client)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -41,6 +42,8 @@ class GenerationRequest(BaseModel):
     stream: bool = False
     watermark: bool = True
     max_sentences: int | None = Field(default=None, ge=1)
+    #: the value a keyring server writes (the position of the key that marks the text)
+    payload: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _one_choice(self) -> GenerationRequest:

@@ -1,0 +1,307 @@
+"""Keyrings measured: the family-wise FPR on human text, attribution and payload on a run's
+SAMark texts, and the cost of a large ring.
+
+    python benchmarks/keyring.py fwer experiments/runs/paper --rings 3 --out FILE.json
+    python benchmarks/keyring.py fwer --test-corpora --rings 3
+    python benchmarks/keyring.py attribution experiments/runs/paper --rings 5 --out FILE.json
+    python benchmarks/keyring.py cost experiments/runs/paper
+
+Rings hold keys drawn as ``samark keygen`` (or the run) draws them: one pivot law, so the
+ring's p-value is the exact max-statistic one. Detection uses the commands' statistic
+(scan) and the ring's null pool (``ring_null_count``).
+
+Attribution needs no new generation. A ring's keys are i.i.d., so a text written with the
+run's key, placed at a uniformly random position among K - 1 fresh keys of the same law,
+is distributed exactly as a text written with a payload (the key at that position) of a
+ring of K keys. Each text is scored against ``--rings`` such rings per K.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from samark.datasets import Document
+from samark.embed import Embedder, load_embedder
+from samark.evaluation.experiment import Experiment
+from samark.evaluation.runner import Run, public_key
+from samark.keyring import RingEntry
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR
+from samark.ring_detection import RingDetector
+from samark.schemes.base import SharedResources
+from samark.segment import split_sentences
+
+RING_SIZES = (1, 4, 16, 64)
+ALPHA = 0.01
+
+
+def ring(
+    embedder: Embedder, avoid: np.ndarray | None, size: int, seed: int, true: WatermarkKey | None
+) -> tuple[RingDetector, int]:
+    """A ring of ``size`` keys of one law; with ``true``, that key at a random position
+    (returned) among fresh ones."""
+    rng = np.random.default_rng(seed)
+    keys = [
+        WatermarkKey(
+            hashlib.sha256(f"ring-benchmark/{seed}/{i}".encode()).digest(), embedder.identity, avoid
+        )
+        for i in range(size)
+    ]
+    position = -1
+    if true is not None:
+        position = int(rng.integers(size))
+        keys[position] = true
+    labelled = [(RingEntry(f"k{i}", k.key_id, "2026-11-25"), k) for i, k in enumerate(keys)]
+    detector = RingDetector.from_keys(
+        labelled,
+        shared=SharedResources(DEFAULT_GENERATOR, embedder),
+        alpha=ALPHA,
+        statistic="scan",
+    )
+    return detector, position
+
+
+def embed_texts(
+    embedder: Embedder, texts: list[str], cache: Path | None
+) -> list[tuple[list[str], np.ndarray]]:
+    """Each text's sentences and their embeddings, from ``cache`` (an .npz keyed by the
+    sentences' SHA-256) where it matches."""
+    sentences = [split_sentences(t) for t in texts]
+    flat = [s for ss in sentences for s in ss]
+    digest = hashlib.sha256("\n".join(flat).encode()).hexdigest()
+    vectors = None
+    if cache is not None and cache.exists():
+        with np.load(cache) as data:
+            if str(data["digest"]) == digest:
+                vectors = data["vectors"].astype(np.float64)
+    if vectors is None:
+        t0 = time.perf_counter()
+        vectors = embedder.encode(flat)
+        print(f"embedded {len(flat)} sentences ({time.perf_counter() - t0:.0f} s)", flush=True)
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            np.savez_compressed(cache, digest=np.array(digest), vectors=vectors.astype(np.float32))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    bounds = np.cumsum([0, *map(len, sentences)])
+    return [(ss, vectors[bounds[i] : bounds[i + 1]]) for i, ss in enumerate(sentences)]
+
+
+def corpus_of(doc_id: str) -> str:
+    return "continuation" if doc_id.endswith(":continuation") else doc_id.split(":", 1)[0]
+
+
+def human(args: argparse.Namespace, embedder: Embedder) -> tuple[list[Document], str]:
+    if args.test_corpora:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from layered_calibration import stored_test_corpora
+
+        docs, _, _ = stored_test_corpora(embedder)
+        return docs, "the calibration tests' corpora"
+    if args.run is None:
+        raise SystemExit("name a run folder, or --test-corpora")
+    return Run.open(args.run).negatives(), f"the negatives of {args.run}"
+
+
+def fwer(args: argparse.Namespace) -> dict[str, Any]:
+    embedder = load_embedder("all-mpnet-base-v2")
+    docs, source = human(args, embedder)
+    scored = embed_texts(embedder, [d.text for d in docs], args.cache)
+    avoid = embedder.reference_directions()
+    corpora = [corpus_of(d.id) for d in docs]
+    n = len(docs)
+    out: dict[str, Any] = {"source": source, "texts": n, "alpha": ALPHA, "rings": {}}
+    print(f"{n} human texts: {source}")
+    print(
+        f"{'keys':>4} {'rings':>5} {'ring FPR':>9} {'95% UB':>7} {'max/ring':>8} "
+        f"{'each key alone':>14}  per corpus (ring)"
+    )
+    for size in RING_SIZES:
+        p = np.ones((args.rings, n))
+        naive = np.ones((args.rings, n))
+        t0 = time.perf_counter()
+        for r in range(args.rings):
+            detector, _ = ring(embedder, avoid, size, 1000 * size + r, None)
+            for i, (sentences, emb) in enumerate(scored):
+                if not sentences:
+                    continue
+                result = detector.score_embeddings(emb, sentences)
+                p[r, i] = result.p_value
+                naive[r, i] = min(result.key_p_values)
+        flags = p < ALPHA
+        hits = int(flags.sum())
+        by: dict[str, list[bool]] = defaultdict(list)
+        for i, c in enumerate(corpora):
+            by[c].extend(flags[:, i].tolist())
+        row = {
+            "rings": args.rings,
+            "fpr": float(flags.mean()),
+            "fpr_upper_95": float(stats.beta.ppf(0.95, hits + 1, flags.size - hits)),
+            "max_ring_fpr": float(flags.mean(axis=1).max()),
+            "ring_bound_999": int(stats.binom.ppf(0.999, n, ALPHA)),
+            "rings_over_bound": int((flags.sum(axis=1) > stats.binom.ppf(0.999, n, ALPHA)).sum()),
+            "ks_greater": float(stats.kstest(p.ravel(), "uniform", alternative="greater").pvalue),
+            "any_key_alone_fpr": float((naive < ALPHA).mean()),
+            "per_corpus_fpr": {c: float(np.mean(v)) for c, v in sorted(by.items())},
+            "seconds": time.perf_counter() - t0,
+        }
+        out["rings"][str(size)] = row
+        corpus_text = ", ".join(f"{c} {100 * v:.2f}%" for c, v in row["per_corpus_fpr"].items())
+        print(
+            f"{size:>4} {args.rings:>5} {100 * row['fpr']:8.2f}% "
+            f"{100 * row['fpr_upper_95']:6.2f}% {100 * row['max_ring_fpr']:7.2f}% "
+            f"{100 * row['any_key_alone_fpr']:13.2f}%  {corpus_text}",
+            flush=True,
+        )
+    return out
+
+
+def run_texts(run_dir: Path, scheme: str) -> dict[str, dict[str, str]]:
+    """``{attack: {item: text}}`` of row ``scheme`` ("none": the generations)."""
+    out: dict[str, dict[str, str]] = defaultdict(dict)
+    for name, attack in (("generations", None), ("attacks", True)):
+        for path in (run_dir / f"{name}.jsonl.gz", run_dir / f"{name}.jsonl"):
+            if not path.exists():
+                continue
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                for line in f:
+                    r = json.loads(line)
+                    if r.get("scheme") == scheme and isinstance(r.get("text"), str):
+                        out[r["attack"] if attack else "none"][r["item"]] = r["text"]
+    return out
+
+
+def attribution(args: argparse.Namespace) -> dict[str, Any]:
+    if args.run is None:
+        raise SystemExit("attribution needs a run folder")
+    experiment = Experiment.load(args.run / "experiment.toml")
+    embedder = load_embedder(experiment.embedder)
+    true = public_key(experiment, embedder)
+    texts = run_texts(args.run, args.scheme)
+    cells: dict[str, list[str]] = {}
+    for attack in ["none", *args.attacks]:
+        if attack not in texts:
+            raise SystemExit(f"{args.run} has no {attack!r} texts of {args.scheme}")
+        cells[attack] = [texts[attack][i] for i in sorted(texts[attack])]
+    for length in args.lengths:  # the first sentences of each unattacked text
+        cells[f"{length} sentences"] = [
+            " ".join(split_sentences(t)[:length]) for t in cells["none"]
+        ]
+    scored = {cell: embed_texts(embedder, items, None) for cell, items in cells.items()}
+    print(f"{args.scheme} of {args.run}: {', '.join(f'{c} ({len(v)})' for c, v in cells.items())}")
+    print(
+        f"{'keys':>4} {'bits':>4} {'cell':28} {'detected':>8} {'right|det':>9} {'wrong':>6} "
+        f"{'key alone':>9}"
+    )
+    out: dict[str, Any] = {"run": str(args.run), "scheme": args.scheme, "alpha": ALPHA, "cells": []}
+    for size in args.sizes:
+        rings = [ring(embedder, true.avoid, size, 7000 * size + r, true) for r in range(args.rings)]
+        for cell, items in scored.items():
+            detected = right = wrong = alone = total = 0
+            for detector, position in rings:
+                for sentences, emb in items:
+                    result = detector.score_embeddings(emb, sentences)
+                    total += 1
+                    alone += result.key_p_values[position] < ALPHA
+                    if result.is_watermarked:
+                        detected += 1
+                        right += result.position == position
+                        wrong += result.position != position
+            row = {
+                "keys": size,
+                "bits": int(np.log2(size)),
+                "cell": cell,
+                "scored": total,
+                "detected": detected / total,
+                "right_among_detected": right / detected if detected else float("nan"),
+                "wrong_of_all": wrong / total,
+                "true_key_alone": alone / total,
+            }
+            out["cells"].append(row)
+            print(
+                f"{size:>4} {row['bits']:>4} {cell:28} {100 * row['detected']:7.1f}% "
+                f"{100 * row['right_among_detected']:8.1f}% {100 * row['wrong_of_all']:5.1f}% "
+                f"{100 * row['true_key_alone']:8.1f}%",
+                flush=True,
+            )
+    return out
+
+
+def cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Seconds to detect the run's texts from text (embedding included) with one key and
+    with a ring of 64, in one process; the null pools are built first (once per ring size,
+    reported apart)."""
+    if args.run is None:
+        raise SystemExit("cost needs a run folder")
+    experiment = Experiment.load(args.run / "experiment.toml")
+    embedder = load_embedder(experiment.embedder)
+    texts = [
+        run_texts(args.run, args.scheme)["none"][i]
+        for i in sorted(run_texts(args.run, args.scheme)["none"])
+    ]
+    true = public_key(experiment, embedder)
+    out: dict[str, Any] = {"texts": len(texts)}
+    embedder.encode(split_sentences(texts[0]))  # warm
+    for size in (1, 64):
+        t0 = time.perf_counter()
+        detector, _ = ring(embedder, true.avoid, size, 99, true)
+        detector.score_embeddings(embedder.encode(split_sentences(texts[0])))  # builds the pool
+        build = time.perf_counter() - t0
+        seconds = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            detector.detect_many(texts)
+            seconds.append(time.perf_counter() - t0)
+        out[str(size)] = {"build_seconds": build, "detect_seconds": min(seconds)}
+        print(
+            f"{size:>3} keys: {min(seconds):.2f} s for {len(texts)} texts "
+            f"(best of {args.repeats}); ring built in {build:.1f} s",
+            flush=True,
+        )
+    out["ratio_64_to_1"] = out["64"]["detect_seconds"] / out["1"]["detect_seconds"]
+    print(f"64 keys / 1 key: {out['ratio_64_to_1']:.2f}x")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=["fwer", "attribution", "cost"])
+    ap.add_argument("run", type=Path, nargs="?", help="a run folder")
+    ap.add_argument(
+        "--test-corpora", action="store_true", help="fwer: the calibration tests' corpora"
+    )
+    ap.add_argument("--rings", type=int, default=3, help="rings per size")
+    ap.add_argument("--cache", type=Path, default=None, help="fwer: embeddings cache (.npz)")
+    ap.add_argument("--scheme", default="SAMark", help="attribution: the run's row label")
+    ap.add_argument(
+        "--attacks",
+        default="Doc-P (local);Doc-T (pt, sentence-wise)",
+        help="attribution: attack labels, ';'-separated",
+    )
+    ap.add_argument("--lengths", default="3,6", help="attribution: prefix lengths")
+    ap.add_argument("--sizes", default="2,4,16,64", help="attribution: ring sizes")
+    ap.add_argument("--repeats", type=int, default=3, help="cost: best of")
+    ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    args = ap.parse_args()
+    args.attacks = [a for a in args.attacks.split(";") if a]
+    args.lengths = [int(x) for x in args.lengths.split(",") if x]
+    args.sizes = [int(x) for x in args.sizes.split(",") if x]
+    result = {"fwer": fwer, "attribution": attribution, "cost": cost}[args.what](args)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
