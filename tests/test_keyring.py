@@ -223,6 +223,27 @@ def test_ring_of_another_scheme_uses_holm(minilm_ring, pool, minilm) -> None:
     assert result.adjusted_p_values == pytest.approx(holm_adjusted(single))
 
 
+def test_ring_of_layered_keys_scores_the_semantic_layer_in_one_pass(
+    minilm, minilm_ring, pool
+) -> None:
+    from samark.schemes import create_scheme
+
+    detector = RingDetector.from_ring(minilm_ring, "samark-layered")
+    assert detector.method == HOLM
+    text = _marked_text(pool, minilm_ring.key("tenant-2"), minilm.dim, 2)
+    result = detector.detect(text)
+    single = [
+        create_scheme("samark-layered", key=k, embedder=minilm, n_null=ring_null_count(4, 0.01))
+        .detect(text)
+        .p_value
+        for _, k in minilm_ring.load_keys()
+    ]
+    assert result.key_p_values == pytest.approx(single)
+    assert result.p_value == pytest.approx(min(1.0, 4 * min(single)))
+    assert result.key_p_value == pytest.approx(min(single))
+    assert result.detection.details["p_token"] > 0  # the best key's own layered detection
+
+
 # -- the command line --------------------------------------------------------------------
 def test_keyring_commands(tmp_path, pool, minilm) -> None:
     runner = CliRunner()

@@ -170,19 +170,35 @@ class SAMarkDetector:
         )
 
 
-def ring_detection(
-    detectors: Sequence[SAMarkDetector], embeddings: np.ndarray, sentences: list[str] | None
-) -> tuple[np.ndarray, np.ndarray, int, Detection]:
-    """The statistic of one text's unit sentence embeddings (n, dim) under each detector's
-    key, shape (K,), and under their shared null pivot sets, shape (n_null,); the index of
-    the key with the largest statistic, and that key's own detection: one pass over the
-    K + n_null pivot sets."""
-    responses, evidence, values = _ring_evidence(detectors, embeddings)
-    k = len(detectors)
-    best = int(np.argmax(values[:k]))
-    rows = np.r_[best, np.arange(k, values.size)]
-    detection = detectors[best]._detection(responses[best], evidence[rows], values[rows], sentences)
-    return values[:k], values[k:], best, detection
+class RingPass:
+    """One text scored under the K keys of a ring and their shared null pivot sets, in one
+    pass over the K + n_null sets: each key's statistic (``own``, shape (K,)), the null
+    sets' (``null``), each key's own exact p-value and full detection. The detectors must
+    agree (:meth:`SAMarkDetector.same_null`)."""
+
+    def __init__(
+        self,
+        detectors: Sequence[SAMarkDetector],
+        embeddings: np.ndarray,
+        sentences: list[str] | None = None,
+    ) -> None:
+        self.detectors = detectors
+        self.sentences = sentences
+        self._responses, self._evidence, values = _ring_evidence(detectors, embeddings)
+        self.own = values[: len(detectors)]
+        self.null = values[len(detectors) :]
+        self._values = values
+
+    def p_values(self) -> list[float]:
+        """Each key's own p-value (its statistic ranked among the null sets')."""
+        return [exchangeable_p_value(float(v), self.null) for v in self.own]
+
+    def detection(self, k: int) -> Detection:
+        """Key ``k``'s own detection, as its detector gives it."""
+        rows = np.r_[k, np.arange(len(self.detectors), self._values.size)]
+        return self.detectors[k]._detection(
+            self._responses[k], self._evidence[rows], self._values[rows], self.sentences
+        )
 
 
 def _ring_evidence(

@@ -16,6 +16,10 @@ probability at most ``alpha``, whatever K. Two ways, chosen per ring:
   is valid for that key, so ``min(1, K * min p)`` is valid for the ring, and Holm's
   step-down gives each key an adjusted p-value with family-wise error control. A text is
   embedded once for the whole ring (the embedder remembers its sentences during a call).
+  For samark-layered, the semantic layer of every key is scored in one pass as above, and
+  each key's layered p-value (its semantic and token layers combined) enters Holm: its
+  token layer's p-values are analytic and tiny on marked text, so a large ring of layered
+  keys keeps far more power than a ring of SAMark keys (docs/operators.md).
 
 The attributed key is the one with the largest statistic (max-statistic) or the smallest
 p-value (Holm); its label, id and own p-value are reported. When the ring carries a payload
@@ -34,13 +38,14 @@ from typing import Any
 import numpy as np
 
 from samark.detection import Detection
-from samark.detector import SAMarkDetector, ring_detection
+from samark.detector import RingPass, SAMarkDetector
 from samark.errors import EmptyTextError, SamarkError
 from samark.keyring import Keyring, RingEntry
 from samark.keys import WatermarkKey
 from samark.schemes.base import SharedResources, Watermark, create_scheme
+from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
 from samark.segment import split_sentences
-from samark.statistics import exchangeable_p_value, ring_max_p_value
+from samark.statistics import ring_max_p_value
 
 MAX_STATISTIC = "max-statistic"
 HOLM = "holm"
@@ -177,6 +182,7 @@ class RingDetector:
         self.alpha = alpha
         self.payload_bits = payload_bits
         self._detectors = _shared_null_detectors(self.schemes)
+        self._layered = _layered_ring(self.schemes)
         self.method = MAX_STATISTIC if self._detectors is not None else HOLM
 
     @classmethod
@@ -253,6 +259,8 @@ class RingDetector:
         embedded once for the whole ring."""
         if self._detectors is not None:
             return self._max_statistic(texts, self._detectors)
+        if self._layered is not None:
+            return self._layered_holm(texts, self._layered)
         return self._holm(texts)
 
     def _max_statistic(
@@ -280,13 +288,46 @@ class RingDetector:
         detectors = self._detectors
         if detectors is None:
             raise SamarkError("only a ring of SAMark keys sharing one pivot law scores embeddings")
-        own, null, best, detection = ring_detection(detectors, embeddings, sentences)
+        scored = RingPass(detectors, embeddings, sentences)
+        best = int(np.argmax(scored.own))
         return self._result(
-            ring_max_p_value(own, null),
+            ring_max_p_value(scored.own, scored.null),
             best,
-            detection,
-            [exchangeable_p_value(float(v), null) for v in own],
+            scored.detection(best),
+            scored.p_values(),
         )
+
+    def _layered_holm(
+        self, texts: Sequence[str], schemes: list[SAMarkLayered]
+    ) -> list[RingDetection | None]:
+        """Holm over the keys' layered p-values, the semantic layer of every key scored in
+        one pass (one embedding, one null pool) and the text tokenised once."""
+        detectors = [s.detector for s in schemes]
+        split = [split_sentences(t) for t in texts]
+        embeddings = detectors[0].embedder.encode([s for ss in split for s in ss])
+        out: list[RingDetection | None] = []
+        start = 0
+        for text, sentences in zip(texts, split, strict=True):
+            emb = embeddings[start : start + len(sentences)]
+            start += len(sentences)
+            if not sentences:
+                out.append(None)
+                continue
+            scored = RingPass(detectors, emb, sentences)
+            ids = schemes[0].token_ids(text)
+            p = [
+                combine_p_values(
+                    p_sem,
+                    s.token_layer.score(ids).p_value,
+                    method=s.combine,
+                    contradiction=s.contradiction,
+                )
+                for s, p_sem in zip(schemes, scored.p_values(), strict=True)
+            ]
+            best = min(range(len(p)), key=lambda k: (p[k], -float(scored.own[k])))
+            detection = schemes[best].combine_layers(scored.detection(best), text)
+            out.append(self._result(min(1.0, len(p) * p[best]), best, detection, p))
+        return out
 
     def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
         embedders = {id(e): e for s in self.schemes if (e := getattr(s, "embedder", None))}
@@ -324,6 +365,24 @@ class RingDetector:
             labels=tuple(e.label for e in self.entries),
             payload_bits=self.payload_bits,
         )
+
+
+def _layered_ring(schemes: Sequence[Watermark]) -> list[SAMarkLayered] | None:
+    """The schemes when every one is samark-layered with one semantic null law and one
+    token layer setting (the generator, its context and combination): then the semantic
+    layer of all keys is scored in one pass."""
+    if not all(type(s) is SAMarkLayered for s in schemes):
+        return None
+    layered = [s for s in schemes if isinstance(s, SAMarkLayered)]
+    first = layered[0]
+    same = all(
+        first.detector.same_null(s.detector)
+        and s.generator_name == first.generator_name
+        and s.token_config == first.token_config
+        and (s.combine, s.contradiction) == (first.combine, first.contradiction)
+        for s in layered[1:]
+    )
+    return layered if same else None
 
 
 def _shared_null_detectors(schemes: Sequence[Watermark]) -> list[SAMarkDetector] | None:

@@ -170,16 +170,19 @@ class SAMarkLayered(SAMark):
         return [int(i) for i in ids]
 
     def detect(self, text: str) -> Detection:
-        return self._combine(self.detector.detect(text), text)
+        return self.combine_layers(self.detector.detect(text), text)
 
     def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
         """Both layers for each text, the semantic layer's embeddings in one call."""
         semantic = self.detector.detect_many(texts)
         return [
-            None if s is None else self._combine(s, t) for s, t in zip(semantic, texts, strict=True)
+            None if s is None else self.combine_layers(s, t)
+            for s, t in zip(semantic, texts, strict=True)
         ]
 
-    def _combine(self, semantic: Detection, text: str) -> Detection:
+    def combine_layers(self, semantic: Detection, text: str) -> Detection:
+        """The layered detection of ``text`` from its semantic layer's detection (this
+        key's) and the token layer scored here."""
         if not semantic.n_units:
             raise EmptyTextError("the text has no sentence to score")
         token = self.token_layer.score(self.token_ids(text))
