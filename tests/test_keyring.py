@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
-from samark.errors import EmbedderMismatchError
+from samark.errors import EmbedderMismatchError, SamarkError
 from samark.keyring import INDEX, Keyring, KeyringError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.ring_detection import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
@@ -208,6 +208,29 @@ def test_ring_attributes_a_marked_text_and_decodes_its_payload(minilm, minilm_ri
     assert unmarked is not None
     if not unmarked.is_watermarked:  # unmarked: no key and no payload are attributed
         assert unmarked.label is None and unmarked.payload is None and unmarked.key_id is None
+
+
+def test_a_dated_text_is_tested_against_the_keys_in_use_then(minilm, pool, tmp_path) -> None:
+    avoid = minilm.reference_directions()
+    ring = Keyring.create(tmp_path / "ring", minilm.identity)
+    for i in range(4):
+        key = WatermarkKey(bytes([60 + i]) * 32, minilm.identity, avoid)
+        ring.add(key, f"2026-q{i + 1}", created=f"2026-{3 * i + 1:02d}-01T00:00:00+00:00")
+    ring.retire("2026-q1", when="2026-05-01T00:00:00+00:00")
+    assert [e.label for e in ring.in_use("2026-04-15")] == ["2026-q1", "2026-q2"]
+    assert [e.label for e in ring.in_use("2026-06-01")] == ["2026-q2"]
+    assert [e.label for e in ring.in_use("2026-01-01")] == ["2026-q1"]  # its creation day
+    with pytest.raises(KeyringError, match="ISO 8601"):
+        ring.in_use("yesterday")
+    text = _marked_text(pool, ring.key("2026-q2"), minilm.dim, 5)
+    dated = RingDetector.from_ring(ring, statistic="scan", at="2026-04-15")
+    every = RingDetector.from_ring(ring, statistic="scan")
+    assert dated.positions == (0, 1) and len(every.entries) == 4
+    a, b = dated.detect(text), every.detect(text)
+    assert a.is_watermarked and a.label == "2026-q2" and a.payload == 1  # its ring position
+    assert a.ring_size == 2 and b.ring_size == 4 and b.label == "2026-q2" and b.payload == 1
+    with pytest.raises(SamarkError, match="in use at"):
+        RingDetector.from_ring(ring, at="2025-12-01")
 
 
 def test_ring_of_another_scheme_uses_holm(minilm_ring, pool, minilm) -> None:

@@ -71,6 +71,18 @@ def _now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
+def _instant(value: str) -> datetime:
+    """An ISO 8601 date or time as an aware UTC time (a date alone: its end, so that a
+    key created that day counts as in use on it)."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise KeyringError(f"not an ISO 8601 date or time: {value!r}") from None
+    if len(value) == 10:  # a date: the end of that day
+        moment = moment.replace(hour=23, minute=59, second=59)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
 def check_label(label: str) -> str:
     """``label`` if it is a valid key label (it names a file): letters, digits, ``._-``,
     at most 64 characters, starting with a letter or digit."""
@@ -209,6 +221,16 @@ class Keyring:
         if not active:
             raise KeyringError(f"every key of {self.path} is retired: add one to mark text")
         return max(active, key=lambda e: (e.created, self._entries.index(e)))
+
+    def in_use(self, at: str) -> list[RingEntry]:
+        """The keys in use at ``at`` (an ISO 8601 date or time; UTC unless it says):
+        created at or before it, and not retired by then."""
+        moment = _instant(at)
+        return [
+            e
+            for e in self._entries
+            if _instant(e.created) <= moment and (e.retired is None or moment < _instant(e.retired))
+        ]
 
     @property
     def payload_bits(self) -> int | None:

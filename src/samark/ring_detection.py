@@ -172,9 +172,14 @@ class RingDetector:
         *,
         alpha: float = 0.01,
         payload_bits: int | None = None,
+        positions: Sequence[int] | None = None,
     ) -> None:
         if not entries or len(entries) != len(schemes):
             raise ValueError("a ring detector needs one scheme per key, and at least one key")
+        #: each key's position in its ring (what a payload decodes to)
+        self.positions = tuple(range(len(entries)) if positions is None else positions)
+        if len(self.positions) != len(entries):
+            raise ValueError("one position per key")
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         self.entries = tuple(entries)
@@ -193,16 +198,27 @@ class RingDetector:
         *,
         shared: SharedResources | None = None,
         alpha: float = 0.01,
+        at: str | None = None,
         **params: Any,
     ) -> RingDetector:
         """One ``scheme`` per key of ``ring`` (retired keys included: they still detect),
-        sharing one embedder."""
+        sharing one embedder. With ``at`` (an ISO date or time), only the keys that were in
+        use then: a smaller family, so more power for a text whose date is known."""
         keys = ring.load_keys()
+        positions = list(range(len(keys)))
+        if at is not None:
+            used = {e.label for e in ring.in_use(at)}
+            positions = [i for i, (e, _) in enumerate(keys) if e.label in used]
+            keys = [keys[i] for i in positions]
         if not keys:
-            raise SamarkError(f"the ring {ring.path} holds no key")
-        return cls.from_keys(
+            raise SamarkError(
+                f"the ring {ring.path} holds no key" + ("" if at is None else f" in use at {at}")
+            )
+        detector = cls.from_keys(
             keys, scheme, shared=shared, alpha=alpha, payload_bits=ring.payload_bits, **params
         )
+        detector.positions = tuple(positions)
+        return detector
 
     @classmethod
     def from_keys(
@@ -358,7 +374,7 @@ class RingDetector:
             alpha=self.alpha,
             method=self.method,
             best=self.entries[best],
-            position=best,
+            position=self.positions[best],
             detection=detection,
             key_p_values=tuple(float(p) for p in key_p),
             adjusted_p_values=tuple(holm_adjusted(key_p)),

@@ -114,7 +114,9 @@ KeyringOption = Annotated[
 ]
 
 
-def _load_ring_detector(ring: Path, name: str, *, statistic: str | None, alpha: float) -> Any:
+def _load_ring_detector(
+    ring: Path, name: str, *, statistic: str | None, alpha: float, at: str | None = None
+) -> Any:
     """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
     with the commands' statistic)."""
     from samark.keyring import Keyring
@@ -129,7 +131,7 @@ def _load_ring_detector(ring: Path, name: str, *, statistic: str | None, alpha: 
     try:
         if not scheme_info(name).detectable:
             raise fail(f"{name} writes no watermark: it has no key and no detector")
-        return RingDetector.from_ring(Keyring.load(ring), name, alpha=alpha, **params)
+        return RingDetector.from_ring(Keyring.load(ring), name, alpha=alpha, at=at, **params)
     except (SamarkError, ValueError, TypeError) as exc:
         raise fail(str(exc)) from None
 
@@ -316,15 +318,26 @@ def detect(
     ] = None,
     scheme_name: SchemeOption = "samark",
     keyring: KeyringOption = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            help="With --keyring: only the keys in use at this date (ISO 8601), when the "
+            "text's date is known: fewer keys, more power."
+        ),
+    ] = None,
 ) -> None:
     """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY,
     or of any key of a KEYRING (one p-value with family-wise error control, and the key
     that marked it)."""
     if chunk < 1 or (ray is not None and ray < 1):
         raise fail("--chunk and --ray must be >= 1")
+    if at is not None and keyring is None:
+        raise fail("--at chooses the keys of a --keyring in use at a date")
     if keyring is not None:
-        ring = _load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
+        ring = _load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha, at=at)
         if ray is not None:
+            if at is not None:
+                raise fail("--at is not available with --ray")
             if source is None or out_dir is None:
                 raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
             if scheme_name in SAMARK_SCHEMES:
