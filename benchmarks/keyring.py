@@ -107,22 +107,27 @@ def corpus_of(doc_id: str) -> str:
     return "continuation" if doc_id.endswith(":continuation") else doc_id.split(":", 1)[0]
 
 
-def human(args: argparse.Namespace, embedder: Embedder) -> tuple[list[Document], str]:
+def human(
+    args: argparse.Namespace, embedder: Embedder
+) -> tuple[list[Document], list[tuple[list[str], np.ndarray]], str]:
+    """Human texts, their sentences and embeddings, and what they are."""
     if args.test_corpora:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from layered_calibration import stored_test_corpora
 
-        docs, _, _ = stored_test_corpora(embedder)
-        return docs, "the calibration tests' corpora"
+        docs, sentences, vectors = stored_test_corpora(embedder)
+        bounds = np.cumsum([0, *map(len, sentences)])
+        scored = [(ss, vectors[bounds[i] : bounds[i + 1]]) for i, ss in enumerate(sentences)]
+        return docs, scored, "the calibration tests' corpora (stored embeddings)"
     if args.run is None:
         raise SystemExit("name a run folder, or --test-corpora")
-    return Run.open(args.run).negatives(), f"the negatives of {args.run}"
+    docs = Run.open(args.run).negatives()
+    return docs, embed_texts(embedder, [d.text for d in docs], args.cache), str(args.run)
 
 
 def fwer(args: argparse.Namespace) -> dict[str, Any]:
     embedder = load_embedder("all-mpnet-base-v2")
-    docs, source = human(args, embedder)
-    scored = embed_texts(embedder, [d.text for d in docs], args.cache)
+    docs, scored, source = human(args, embedder)
     avoid = embedder.reference_directions()
     corpora = [corpus_of(d.id) for d in docs]
     n = len(docs)
