@@ -14,3 +14,49 @@ def test_registries_name_what_they_hold() -> None:
     assert {"cnn_dailymail", "wikipedia_leads", "jsonl"} <= set(dataset_names())
     with pytest.raises(SamarkError, match="unknown dataset 'nope'; known"):
         load_dataset("nope")
+
+
+def test_import_and_help_load_no_model_library() -> None:
+    """Schemes register lazily (samark.schemes.catalog): importing samark, the CLI's help
+    and `samark schemes list` import no torch or transformers."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "import samark\n"
+        "from samark.cli import app\n"
+        "r = CliRunner()\n"
+        "assert r.invoke(app, ['--help']).exit_code == 0\n"
+        "listed = r.invoke(app, ['schemes', 'list'])\n"
+        "assert listed.exit_code == 0 and 'samark-layered' in listed.output\n"
+        "libraries = ('torch', 'transformers', 'sentence_transformers')\n"
+        "heavy = [m for m in libraries if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_catalogued_schemes_load_on_first_use() -> None:
+    from samark.schemes.base import SCHEMES, register_scheme, scheme_info, scheme_revision
+
+    assert scheme_info("kgw").unit == "token" and scheme_revision("kgw") == 1
+    assert not scheme_info("unwatermarked").detectable
+    assert callable(SCHEMES.get("synthid"))  # imports its module
+    with pytest.raises(ValueError, match="catalogued"):
+        register_scheme("kgw", unit="token", description="another KGW")
+    with pytest.raises(ValueError, match="unit must be one of"):
+        register_scheme("a-new-scheme")
+
+
+def test_an_outside_scheme_registers_with_its_description() -> None:
+    from samark.schemes.base import register_scheme, scheme_info, scheme_names
+
+    @register_scheme("test-outside-scheme", unit="sentence", description="a test's scheme")
+    def _factory(**kwargs):  # pragma: no cover - never built
+        raise NotImplementedError
+
+    assert "test-outside-scheme" in scheme_names()
+    assert scheme_info("test-outside-scheme").description == "a test's scheme"

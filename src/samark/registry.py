@@ -16,6 +16,13 @@ class Registry(Generic[T]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        #: names whose item registers itself when ``load`` runs (a module import)
+        self._lazy: dict[str, Callable[[], None]] = {}
+
+    def lazy(self, name: str, load: Callable[[], None]) -> None:
+        """Name an item that ``load`` registers on first use (e.g. by importing the
+        module that holds it)."""
+        self._lazy[name] = load
 
     def register(self, name: str) -> Callable[[T], T]:
         def wrap(item: T) -> T:
@@ -27,10 +34,12 @@ class Registry(Generic[T]):
         return wrap
 
     def get(self, name: str) -> T:
+        if name not in self._items and name in self._lazy:
+            self._lazy[name]()
         try:
             return self._items[name]
         except KeyError:
             raise SamarkError(f"unknown {self.kind} {name!r}; known: {self.names()}") from None
 
     def names(self) -> list[str]:
-        return sorted(self._items)
+        return sorted(set(self._items) | set(self._lazy))

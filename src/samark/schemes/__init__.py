@@ -1,17 +1,7 @@
-"""Watermarking schemes behind one interface, by name."""
+"""Watermarking schemes behind one interface, by name. Each scheme's module is imported
+when the scheme is first built (:mod:`samark.schemes.catalog`), so importing this package
+loads no model library."""
 
-from samark.schemes import (  # noqa: F401  (register schemes)
-    exp,
-    kgw,
-    lm_generate,
-    morphmark,
-    pmark,
-    samark_layered,
-    semstamp,
-    synthid,
-    unigram,
-    upv,
-)
 from samark.schemes.base import Generation, Watermark, create_scheme, register_scheme, scheme_names
 from samark.schemes.samark import SAMark
 

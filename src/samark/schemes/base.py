@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from samark.detection import Detection
 from samark.errors import EmptyTextError
 from samark.registry import Registry
+from samark.schemes.catalog import CATALOG, SchemeInfo
 
 if TYPE_CHECKING:
     from samark.embed import Embedder
@@ -117,52 +119,65 @@ class SharedResources:
 SchemeFactory = Callable[..., Watermark]
 SCHEMES: Registry[SchemeFactory] = Registry("scheme")
 UNITS = ("sentence", "token")
-
-
-@dataclass(frozen=True)
-class SchemeInfo:
-    """What the registry says of a scheme without building it (no key, no model)."""
-
-    name: str
-    #: what its detector scores and ``Detection.n_units`` counts
-    unit: str
-    description: str
-    #: changes of what the scheme writes or scores under unchanged parameters
-    revision: int = 0
-    #: False for a row that only writes (the unwatermarked reference): no key, no detector
-    detectable: bool = True
-
-
 _INFO: dict[str, SchemeInfo] = {}
 
 
+def _importer(module: str) -> Callable[[], None]:
+    def load() -> None:
+        importlib.import_module(module)
+
+    return load
+
+
+for _name, (_module, _info) in CATALOG.items():
+    SCHEMES.lazy(_name, _importer(_module))
+    _INFO[_name] = _info
+
+
 def register_scheme(
-    name: str, *, unit: str, description: str, revision: int = 0, detectable: bool = True
+    name: str,
+    *,
+    unit: str | None = None,
+    description: str | None = None,
+    revision: int = 0,
+    detectable: bool = True,
 ) -> Callable[[SchemeFactory], SchemeFactory]:
     """Register a scheme factory under ``name``: called with ``key=``, ``shared=`` (a
     :class:`SharedResources` or None) and the scheme's parameters, it returns the
     :class:`Watermark`. Parameters the scheme does not know must raise ``TypeError``.
 
+    A built-in scheme's ``unit``, ``description`` and ``revision`` live in its
+    :mod:`samark.schemes.catalog` entry (so that listing schemes imports none of them);
+    a scheme registered from outside gives them here.
+
     ``revision`` counts the changes of what the scheme writes or scores under unchanged
     parameters. It enters the fingerprint of experiment rows, so records written before a
     change are never reused as if written after it; raise it with every such change."""
-    if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
-    if revision < 0 or not description:
-        raise ValueError("a scheme needs a description and a revision >= 0")
+    if name in CATALOG:
+        if unit is not None or description is not None:
+            raise ValueError(f"{name!r} is catalogued: its description lives in the catalog")
+        info = CATALOG[name][1]
+    else:
+        if unit not in UNITS:
+            raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
+        if revision < 0 or not description:
+            raise ValueError("a scheme needs a description and a revision >= 0")
+        info = SchemeInfo(name, unit, description, revision, detectable)
     add = SCHEMES.register(name)
 
     def wrap(factory: SchemeFactory) -> SchemeFactory:
         add(factory)  # refuses a name registered twice
-        _INFO[name] = SchemeInfo(name, unit, description, revision, detectable)
+        _INFO[name] = info
         return factory
 
     return wrap
 
 
 def scheme_info(name: str) -> SchemeInfo:
-    """The registration of scheme ``name`` (a clear error for an unknown one)."""
-    SCHEMES.get(name)
+    """The registration of scheme ``name`` (a clear error for an unknown one), without
+    importing its module."""
+    if name not in _INFO:
+        SCHEMES.get(name)  # the registry names an unknown scheme
     return _INFO[name]
 
 

@@ -112,11 +112,6 @@ class EXP(TokenWatermark):
         )
 
 
-@register_scheme(
-    "exp",
-    unit="token",
-    description="EXP (Aaronson 2022): Gumbel-max sampling keyed by the last 4 tokens; exact "
-    "Gamma p-value",
-)
+@register_scheme("exp")
 def _exp(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> EXP:
     return EXP(key, **with_generator(shared, kwargs))

@@ -73,11 +73,6 @@ class KGW(TokenWatermark):
         )
 
 
-@register_scheme(
-    "kgw",
-    unit="token",
-    description="KGW green list (Kirchenbauer et al. 2023), transformers' own; z-test p-value",
-    revision=1,
-)
+@register_scheme("kgw")
 def _kgw(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> KGW:
     return KGW(key, **with_generator(shared, kwargs))

@@ -222,13 +222,7 @@ def token_ids(lm: TransformersSampler, text: str) -> Any:
     return torch.tensor([ids], dtype=torch.long)
 
 
-@register_scheme(
-    "unwatermarked",
-    unit="token",
-    description="the generator's own nucleus sampling: the reference row, no detector",
-    revision=1,
-    detectable=False,
-)
+@register_scheme("unwatermarked")
 def _unwatermarked(
     key: Any = None, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> LMGenerateScheme:

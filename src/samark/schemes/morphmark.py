@@ -91,12 +91,7 @@ class MorphMark(KGW):
         )
 
 
-@register_scheme(
-    "morphmark",
-    unit="token",
-    description="MorphMark (Wang et al. 2025): KGW green lists, strength adapted to the green "
-    "mass; KGW's z-test",
-)
+@register_scheme("morphmark")
 def _morphmark(
     key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> MorphMark:

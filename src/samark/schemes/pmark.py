@@ -157,11 +157,6 @@ class PMark(SentenceLevelWatermark):
         )
 
 
-@register_scheme(
-    "pmark",
-    unit="sentence",
-    description="PMark online (Huo et al. 2026): per-step key bits, candidate-median "
-    "halving over 4 channels; detection re-samples; exact binomial p-value over keys",
-)
+@register_scheme("pmark")
 def _pmark(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> PMark:
     return PMark(key, **with_shared_models(shared, kwargs))

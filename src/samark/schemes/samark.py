@@ -226,12 +226,7 @@ def _with_shared(
     return fields, with_shared_models(shared, params)
 
 
-@register_scheme(
-    "samark",
-    unit="sentence",
-    description="SAMark: self-anchored sentence-level watermark (this project's paper); exact "
-    "key-exchangeability p-value",
-)
+@register_scheme("samark")
 def _samark(
     key: WatermarkKey,
     *,
@@ -243,11 +238,7 @@ def _samark(
     return SAMark(key, config=SAMarkConfig(**fields), **kwargs)
 
 
-@register_scheme(
-    "samark-dagger",
-    unit="sentence",
-    description="SAMark without the diversity terms and hard filters (the paper's ablation)",
-)
+@register_scheme("samark-dagger")
 def _samark_dagger(
     key: WatermarkKey,
     *,

@@ -217,12 +217,7 @@ class SAMarkLayered(SAMark):
 _TOKEN_FIELDS = {f.name for f in dataclasses.fields(TokenLayerConfig)}
 
 
-@register_scheme(
-    "samark-layered",
-    unit="sentence",
-    description="SAMark plus a keyed 4-token-context green-list token layer sampled inside "
-    "the candidate engine; one exact p-value (Fisher over both layers, scan statistic)",
-)
+@register_scheme("samark-layered")
 def _samark_layered(
     key: WatermarkKey,
     *,

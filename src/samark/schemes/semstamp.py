@@ -252,12 +252,7 @@ class KSemStamp(SemStamp):
     name = "k-semstamp"
 
 
-@register_scheme(
-    "semstamp",
-    unit="sentence",
-    description="SemStamp (Hou et al. 2024): LSH regions of the embedding space, rejection "
-    "sampling with a margin; exact p-value over keys",
-)
+@register_scheme("semstamp")
 def _semstamp(
     key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> SemStamp:
@@ -266,12 +261,7 @@ def _semstamp(
     return SemStamp(key, **with_shared_models(shared, kwargs))
 
 
-@register_scheme(
-    "k-semstamp",
-    unit="sentence",
-    description="k-SemStamp (Hou et al. 2024): k-means regions fitted on human text, "
-    "rejection sampling with a margin; exact p-value over keys",
-)
+@register_scheme("k-semstamp")
 def _k_semstamp(
     key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> SemStamp:

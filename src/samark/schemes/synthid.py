@@ -86,12 +86,6 @@ class SynthID(TokenWatermark):
         )
 
 
-@register_scheme(
-    "synthid",
-    unit="token",
-    description="SynthID-Text tournament sampling (Dathathri et al. 2024), transformers' own; "
-    "exact binomial p-value on the g-values",
-    revision=1,
-)
+@register_scheme("synthid")
 def _synthid(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> SynthID:
     return SynthID(key, **with_generator(shared, kwargs))

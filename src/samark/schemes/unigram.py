@@ -102,11 +102,6 @@ class Unigram(TokenWatermark):
         )
 
 
-@register_scheme(
-    "unigram",
-    unit="token",
-    description="Unigram-Watermark (Zhao et al. 2023): one fixed green list; exact "
-    "hypergeometric p-value on distinct tokens",
-)
+@register_scheme("unigram")
 def _unigram(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> Unigram:
     return Unigram(key, **with_generator(shared, kwargs))

@@ -262,11 +262,6 @@ class UPV(TokenWatermark):
         )
 
 
-@register_scheme(
-    "upv",
-    unit="token",
-    description="UPV (Liu et al. 2024): green lists from a small network trained from the key, "
-    "threshold set on reference text; key-based z-test (the public LSTM detector is not built)",
-)
+@register_scheme("upv")
 def _upv(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> UPV:
     return UPV(key, **with_generator(shared, kwargs))

@@ -1,0 +1,153 @@
+"""Every built-in scheme: the module it lives in and what it is, known without importing
+it. ``import samark``, ``samark --help`` and ``samark schemes list`` therefore load no
+torch; a scheme's module is imported when the scheme is first built. A new scheme is one
+module (whose factory says ``@register_scheme("name")``) plus one entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SchemeInfo:
+    """What the registry says of a scheme without building it (no key, no model)."""
+
+    name: str
+    #: what its detector scores and ``Detection.n_units`` counts
+    unit: str
+    description: str
+    #: changes of what the scheme writes or scores under unchanged parameters
+    revision: int = 0
+    #: False for a row that only writes (the unwatermarked reference): no key, no detector
+    detectable: bool = True
+
+
+_S = "samark.schemes."
+#: name -> (module, what it is)
+CATALOG: dict[str, tuple[str, SchemeInfo]] = {
+    info.name: (module, info)
+    for module, info in [
+        (
+            _S + "samark",
+            SchemeInfo(
+                "samark",
+                "sentence",
+                "SAMark: self-anchored sentence-level watermark (this project's paper); exact "
+                "key-exchangeability p-value",
+            ),
+        ),
+        (
+            _S + "samark",
+            SchemeInfo(
+                "samark-dagger",
+                "sentence",
+                "SAMark without the diversity terms and hard filters (the paper's ablation)",
+            ),
+        ),
+        (
+            _S + "samark_layered",
+            SchemeInfo(
+                "samark-layered",
+                "sentence",
+                "SAMark plus a keyed 4-token-context green-list token layer sampled inside "
+                "the candidate engine; one exact p-value (Fisher over both layers, scan "
+                "statistic)",
+            ),
+        ),
+        (
+            _S + "kgw",
+            SchemeInfo(
+                "kgw",
+                "token",
+                "KGW green list (Kirchenbauer et al. 2023), transformers' own; z-test p-value",
+                revision=1,
+            ),
+        ),
+        (
+            _S + "synthid",
+            SchemeInfo(
+                "synthid",
+                "token",
+                "SynthID-Text tournament sampling (Dathathri et al. 2024), transformers' own; "
+                "exact binomial p-value on the g-values",
+                revision=1,
+            ),
+        ),
+        (
+            _S + "unigram",
+            SchemeInfo(
+                "unigram",
+                "token",
+                "Unigram-Watermark (Zhao et al. 2023): one fixed green list; exact "
+                "hypergeometric p-value on distinct tokens",
+            ),
+        ),
+        (
+            _S + "morphmark",
+            SchemeInfo(
+                "morphmark",
+                "token",
+                "MorphMark (Wang et al. 2025): KGW green lists, strength adapted to the green "
+                "mass; KGW's z-test",
+            ),
+        ),
+        (
+            _S + "exp",
+            SchemeInfo(
+                "exp",
+                "token",
+                "EXP (Aaronson 2022): Gumbel-max sampling keyed by the last 4 tokens; exact "
+                "Gamma p-value",
+            ),
+        ),
+        (
+            _S + "upv",
+            SchemeInfo(
+                "upv",
+                "token",
+                "UPV (Liu et al. 2024): green lists from a small network trained from the key, "
+                "threshold set on reference text; key-based z-test (the public LSTM detector "
+                "is not built)",
+            ),
+        ),
+        (
+            _S + "semstamp",
+            SchemeInfo(
+                "semstamp",
+                "sentence",
+                "SemStamp (Hou et al. 2024): LSH regions of the embedding space, rejection "
+                "sampling with a margin; exact p-value over keys",
+            ),
+        ),
+        (
+            _S + "semstamp",
+            SchemeInfo(
+                "k-semstamp",
+                "sentence",
+                "k-SemStamp (Hou et al. 2024): k-means regions fitted on human text, "
+                "rejection sampling with a margin; exact p-value over keys",
+            ),
+        ),
+        (
+            _S + "pmark",
+            SchemeInfo(
+                "pmark",
+                "sentence",
+                "PMark online (Huo et al. 2026): per-step key bits, candidate-median "
+                "halving over 4 channels; detection re-samples; exact binomial p-value over "
+                "keys",
+            ),
+        ),
+        (
+            _S + "lm_generate",
+            SchemeInfo(
+                "unwatermarked",
+                "token",
+                "the generator's own nucleus sampling: the reference row, no detector",
+                revision=1,
+                detectable=False,
+            ),
+        ),
+    ]
+}
