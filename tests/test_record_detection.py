@@ -144,3 +144,42 @@ def test_an_embedder_remembers_sentences_only_within_the_block(minilm) -> None:
     assert again.shape == (3, minilm.dim)
     assert np.allclose(after[0], first[1], atol=1e-5)
     assert minilm._memo is None
+
+
+@pytest.fixture(scope="module")
+def ring_dir(mpnet, mpnet_key, tmp_path_factory) -> Path:
+    from samark.keyring import Keyring
+    from samark.keys import WatermarkKey
+
+    ring = Keyring.create(tmp_path_factory.mktemp("ring") / "ring", mpnet.identity)
+    ring.add(WatermarkKey(bytes([9]) * 32, mpnet.identity), "other")
+    ring.add(mpnet_key, "test")
+    return ring.path
+
+
+def test_keyring_records_name_the_key_in_jsonl_and_ray_batches(ring_dir, tmp_path) -> None:
+    """A keyring's answers per record: the JSONL stream and a Ray actor's batch give the
+    in-process ring's p-values, with key, payload and error columns."""
+    pd = pytest.importorskip("pandas")
+    from samark.keyring import Keyring
+    from samark.ray_detection import _ActorDetector
+    from samark.ring_detection import RingDetector
+
+    expected = RingDetector.from_ring(Keyring.load(ring_dir), statistic="scan").detect_many(TEXTS)
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    result = CliRunner().invoke(app, ["detect", str(source), "--keyring", str(ring_dir)])
+    assert result.exit_code in (0, 1), result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    actor = _ActorDetector(None, str(ring_dir), "samark", "text", {"statistic": "scan"}, 1)
+    batch = actor(pd.DataFrame({"text": TEXTS}))
+    assert {"key_label", "key_id", "payload", "p_value", "error"} <= set(batch.columns)
+    for i, want in enumerate(expected):
+        if want is None:
+            assert lines[i]["error"] and pd.isna(batch["p_value"][i]) and batch["error"][i]
+            continue
+        assert lines[i]["p_value"] == pytest.approx(want.p_value, abs=2.5e-3)
+        assert batch["p_value"][i] == pytest.approx(want.p_value, abs=2.5e-3)
+        assert lines[i]["ring_keys"] == 2 and lines[i]["key_label"] == want.label
+        assert lines[i]["payload"] == want.payload  # two keys: a 1-bit payload when flagged
+        assert (batch["key_label"][i] if not pd.isna(batch["key_label"][i]) else None) == want.label
