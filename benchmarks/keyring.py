@@ -5,6 +5,7 @@ SAMark texts, and the cost of a large ring.
     python benchmarks/keyring.py fwer --test-corpora --rings 3
     python benchmarks/keyring.py attribution experiments/runs/paper --rings 5 --out FILE.json
     python benchmarks/keyring.py cost experiments/runs/paper
+    python benchmarks/keyring.py keys --test-corpora --size 4 --rings 3   # key by key
 
 Rings hold keys drawn as ``samark keygen`` (or the run) draws them: one pivot law, so the
 ring's p-value is the exact max-statistic one. Detection uses the commands' statistic
@@ -177,6 +178,37 @@ def fwer(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def keys(args: argparse.Namespace) -> dict[str, Any]:
+    """Each key of the ``fwer`` rings of ``--size`` keys alone: its count of p < alpha per
+    corpus and a one-sided KS test (which key carries a ring over its bound)."""
+    embedder = load_embedder("all-mpnet-base-v2")
+    docs, scored, source = human(args, embedder)
+    avoid = embedder.reference_directions()
+    corpora = np.array([corpus_of(d.id) for d in docs])
+    out: dict[str, Any] = {"source": source, "texts": len(docs), "keys": []}
+    print(f"{len(docs)} human texts: {source}; the rings of {args.size} keys, key by key")
+    for r in range(args.rings):
+        detector, _ = ring(embedder, avoid, args.size, 1000 * args.size + r, None)
+        for i, scheme in enumerate(detector.schemes):
+            single = scheme.detector  # type: ignore[attr-defined]
+            p = np.array([single.score_embeddings(e).p_value if ss else 1.0 for ss, e in scored])
+            flagged = {c: int((p[corpora == c] < ALPHA).sum()) for c in sorted(set(corpora))}
+            ks = float(stats.kstest(p, "uniform", alternative="greater").pvalue)
+            row = {
+                "ring": r,
+                "key": i,
+                "flagged": int((p < ALPHA).sum()),
+                "per_corpus": flagged,
+                "ks_greater": ks,
+            }
+            out["keys"].append(row)
+            print(
+                f"ring {r} key {i}: {row['flagged']:>3} flagged, {flagged}, KS p {ks:.3g}",
+                flush=True,
+            )
+    return out
+
+
 def run_texts(run_dir: Path, scheme: str) -> dict[str, dict[str, str]]:
     """``{attack: {item: text}}`` of row ``scheme`` ("none": the generations)."""
     out: dict[str, dict[str, str]] = defaultdict(dict)
@@ -297,7 +329,7 @@ def cost(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["fwer", "attribution", "cost"])
+    ap.add_argument("what", choices=["fwer", "keys", "attribution", "cost"])
     ap.add_argument("run", type=Path, nargs="?", help="a run folder")
     ap.add_argument(
         "--test-corpora", action="store_true", help="fwer: the calibration tests' corpora"
@@ -314,12 +346,13 @@ def main() -> None:
     ap.add_argument("--lengths", default="3,6", help="attribution: prefix lengths")
     ap.add_argument("--sizes", default="2,4,16,64", help="attribution: ring sizes")
     ap.add_argument("--repeats", type=int, default=3, help="cost: best of")
+    ap.add_argument("--size", type=int, default=4, help="keys: the rings' size")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
     args = ap.parse_args()
     args.attacks = [a for a in args.attacks.split(";") if a]
     args.lengths = [int(x) for x in args.lengths.split(",") if x]
     args.sizes = [int(x) for x in args.sizes.split(",") if x]
-    result = {"fwer": fwer, "attribution": attribution, "cost": cost}[args.what](args)
+    result = {"fwer": fwer, "keys": keys, "attribution": attribution, "cost": cost}[args.what](args)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")

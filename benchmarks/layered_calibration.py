@@ -41,7 +41,6 @@ from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.schemes import create_scheme
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
-from samark.segment import split_sentences
 
 KINDS = (
     "samark z",
@@ -88,6 +87,7 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--negatives", type=int, default=None, help="the first N only")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    ap.add_argument("--cache", type=Path, default=None, help="embeddings cache (.npz)")
     args = ap.parse_args()
 
     embedder = load_embedder("all-mpnet-base-v2")
@@ -98,9 +98,12 @@ def main() -> None:
     else:
         if args.run is None:
             ap.error("name a run folder, or --test-corpora")
+        from keyring import embed_texts  # benchmarks/keyring.py: the embeddings cache
+
         docs = Run.open(args.run).negatives()[: args.negatives]
-        sentences = [split_sentences(d.text) for d in docs]
-        vectors = embedder.encode([s for ss in sentences for s in ss])
+        scored = embed_texts(embedder, [d.text for d in docs], args.cache)
+        sentences = [ss for ss, _ in scored]
+        vectors = np.concatenate([e for ss, e in scored if ss])
         source = f"the negatives of {args.run}"
     bounds = np.cumsum([0, *map(len, sentences)])
     print(
