@@ -61,6 +61,15 @@ def test_experiment_errors_are_clear() -> None:
             Experiment.parse(TINY.replace('name = "kgw"', f'name = "kgw"\nhuman_negatives = {bad}'))
     with pytest.raises(ExperimentError, match="asks for 6 human negatives; the experiment has 5"):
         Experiment.parse(TINY.replace('name = "kgw"', 'name = "kgw"\nhuman_negatives = 6'))
+    with pytest.raises(ExperimentError, match="research must be true or false"):
+        Experiment.parse(TINY.replace('name = "kgw"', 'name = "kgw"\nresearch = "yes"'))
+    with pytest.raises(ExperimentError, match="plot_attacks names at most 7"):
+        Experiment.parse(TINY.replace("bootstrap = 50", 'bootstrap = 50\nplot_attacks = ["x"]'))
+    marked = Experiment.parse(TINY.replace('name = "kgw"', 'name = "kgw"\nresearch = true'))
+    plain = Experiment.parse(TINY)
+    # a research row is reported apart; its records are the same (same fingerprint)
+    assert [s.research for s in marked.schemes] == [False, True, False]
+    assert [s.fingerprint for s in marked.schemes] == [s.fingerprint for s in plain.schemes]
     exp = Experiment.parse(TINY)
     assert [s.label for s in exp.only_schemes(["kgw"]).schemes] == ["kgw"]
     assert exp.only_attacks([]).attacks == () and exp.only_attacks(["shuffle"]) == exp
@@ -321,7 +330,7 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     steps = [st for g in _lines(gens) if g["scheme"] == "samark" for st in g["steps"]]
     assert steps and all(len(st["signal_chosen"]) == 2 for st in steps)
     assert "Where the margin comes from" in report
-    for png in ("roc.png", "scores.png"):
+    for png in ("roc.png", "p-values.png", "tradeoff.png"):
         assert (run_dir / "report" / png).stat().st_size > 1000
     status = _run(["eval", "status", str(run_dir)], tmp_path)
     assert status.returncode == 0, status.stderr[-2000:]

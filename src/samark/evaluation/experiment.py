@@ -21,6 +21,11 @@ from samark.errors import SamarkError
 KEY_KINDS = ("secret", "public")
 
 
+#: a ROC panel draws no attack and at most this many attacks (8 series, each its own
+#: colour and marker)
+MAX_PLOT_ATTACKS = 7
+
+
 class ExperimentError(SamarkError):
     """The experiment file is malformed."""
 
@@ -68,6 +73,9 @@ class SchemeSpec:
     #: (PMark): an evenly spaced subset of the experiment's negatives, so that every source
     #: corpus keeps its share; the row's FPR and thresholds rest on these alone
     human_negatives: int | None = None
+    #: a research row (a lever study): the report shows it in its own section and plots,
+    #: apart from the paper's rows (not part of the fingerprint: it changes no record)
+    research: bool = False
 
     @property
     def fingerprint(self) -> str:
@@ -126,6 +134,9 @@ class MetricsSpec:
     #: whose point the detect stage gives), with no attack and under ``length_attacks``
     lengths: tuple[int, ...] = ()
     length_attacks: tuple[str, ...] = ()
+    #: the attacks the report's ROC panels draw beside no attack (at most
+    #: ``MAX_PLOT_ATTACKS``; default: the first ones of [[attacks]])
+    plot_attacks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -240,7 +251,7 @@ class Experiment:
                     f"separator for {kind} labels): {bad}"
                 )
         metrics_raw = dict(raw.get("metrics", {}))
-        for f in ("quality", "fprs", "lengths", "length_attacks"):
+        for f in ("quality", "fprs", "lengths", "length_attacks", "plot_attacks"):
             if f in metrics_raw:
                 metrics_raw[f] = tuple(metrics_raw[f])
         metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
@@ -257,6 +268,12 @@ class Experiment:
         if not 0 < metrics.alpha < 1:
             raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
         _check_lengths(metrics, dataset.sentences, attacks, where)
+        unknown_plot = set(metrics.plot_attacks) - {a.label for a in attacks}
+        if unknown_plot or len(metrics.plot_attacks) > MAX_PLOT_ATTACKS:
+            raise ExperimentError(
+                f"{where} [metrics]: plot_attacks names at most {MAX_PLOT_ATTACKS} attack "
+                f"labels of [[attacks]]; unknown: {sorted(unknown_plot)}"
+            )
         if metrics.reference is not None and metrics.reference not in {s.label for s in schemes}:
             raise ExperimentError(
                 f"{where} [metrics]: reference {metrics.reference!r} is not a row; rows: "
@@ -389,6 +406,8 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
             f"{where}: unknown scheme {fields['name']!r}; known: {scheme_names()}"
         )
     fields.setdefault("label", fields["name"])
+    if not isinstance(fields.get("research", False), bool):
+        raise ExperimentError(f"{where}: research must be true or false")
     for f in ("prompts", "human_negatives"):
         value = fields.get(f)
         if value is not None and (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from samark.evaluation.experiment import NO_ATTACK
+from samark.evaluation.experiment import NO_ATTACK, Experiment
 from samark.evaluation.fidelity import MEANING_PRESERVING
 from samark.evaluation.report_plots import write_length_plot, write_plots
 from samark.evaluation.report_tables import (
@@ -79,6 +79,45 @@ def _scheme_table(
     return rows
 
 
+def _detection_tables(
+    exp: Experiment, det: pd.DataFrame, attacks: list[str], head: Callable[[str], str]
+) -> list[str]:
+    """TP@FP / AUC, TP@FP with its interval, and the calibrated decision, one row per
+    scheme of ``det``."""
+    fprs = [fpr_tag(f) for f in exp.metrics.fprs]
+    lines = _scheme_table(
+        det,
+        attacks,
+        head,
+        lambda r: "/".join(_pct(r[f]) for f in fprs) + f"/{_pct(r['auc'])} (n={r['n_positive']})",
+    )
+    first = fprs[0]
+    decided = decision_tag(exp.metrics.alpha)
+    lines += ["", f"{first.replace('tp@fp', 'TP@FP')} with its 95% bootstrap interval:", ""]
+    lines += _scheme_table(
+        det,
+        attacks,
+        head,
+        lambda r: f"{_pct(r[first])} [{_pct(r[first + '_lo'])}, {_pct(r[first + '_hi'])}]",
+    )
+    lines += [
+        "",
+        f"## Calibrated decision p < {exp.metrics.alpha:g}",
+        "",
+        "The fixed rule every detector ships: its false-positive rate measured on the human "
+        "texts, and the share of texts it flags.",
+        "",
+    ]
+    lines += _scheme_table(
+        det,
+        attacks,
+        head,
+        lambda r: _pct(r[decided]),
+        lead=("human FPR", lambda sub: _pct(sub.iloc[0][human_fpr_tag(exp.metrics.alpha)])),
+    )
+    return lines
+
+
 def _markdown(
     run: Run,
     det: pd.DataFrame,
@@ -89,6 +128,7 @@ def _markdown(
     gsig: pd.DataFrame,
     corpora: pd.DataFrame,
     by_length: pd.DataFrame,
+    plots: list[str],
 ) -> str:
     exp = run.experiment
     lines = [f"# Experiment `{exp.name}`", ""]
@@ -136,46 +176,20 @@ def _markdown(
         attacks = [
             a for a in [NO_ATTACK, *[a.label for a in exp.attacks]] if a in set(det["attack"])
         ]
-        lines += _scheme_table(
-            det,
-            attacks,
-            head,
-            lambda r: (
-                "/".join(_pct(r[f]) for f in fprs) + f"/{_pct(r['auc'])} (n={r['n_positive']})"
-            ),
-        )
-        first = fprs[0]
-        decided = decision_tag(exp.metrics.alpha)
-        lines += [
-            "",
-            f"{first.replace('tp@fp', 'TP@FP')} with its 95% bootstrap interval:",
-            "",
-        ]
-        lines += _scheme_table(
-            det,
-            attacks,
-            head,
-            lambda r: f"{_pct(r[first])} [{_pct(r[first + '_lo'])}, {_pct(r[first + '_hi'])}]",
-        )
-        lines += [
-            "",
-            f"## Calibrated decision p < {exp.metrics.alpha:g}",
-            "",
-            "The fixed rule every detector ships: its false-positive rate measured on the human "
-            "texts, and the share of texts it flags.",
-            "",
-        ]
-        lines += _scheme_table(
-            det,
-            attacks,
-            head,
-            lambda r: _pct(r[decided]),
-            lead=(
-                "human FPR",
-                lambda sub: _pct(sub.iloc[0][human_fpr_tag(exp.metrics.alpha)]),
-            ),
-        )
+        research = {spec.label for spec in exp.schemes if spec.research}
+        lines += _detection_tables(exp, det[~det["scheme"].isin(research)], attacks, head)
         lines.append("")
+        if research & set(det["scheme"]):
+            lines += [
+                "## Research rows",
+                "",
+                "Rows marked `research = true` in the experiment (lever studies: adaptive "
+                "budgets, margins, channels, pivot spaces), with the same human negatives and "
+                "attacks as the rows above; their plots are the `-research` files.",
+                "",
+            ]
+            lines += _detection_tables(exp, det[det["scheme"].isin(research)], attacks, head)
+            lines.append("")
     if not corpora.empty:
         names = list(dict.fromkeys(corpora["corpus"]))
         sizes = corpora.groupby("corpus")["n"].max()
@@ -332,8 +346,8 @@ def _markdown(
                 f"| {_num(r['margin_sd'])} | {_num(r['text_topic_offset'], 4)} |"
             )
         lines.append("")
-    plots = ["roc.png", "scores.png", "tradeoff.png", *(["length.png"] if len(by_length) else [])]
-    lines += ["Plots: " + ", ".join(f"`{p}`" for p in plots) + ".", ""]
+    if plots:
+        lines += ["Plots: " + ", ".join(f"[`{p}`]({p})" for p in plots) + ".", ""]
     return "\n".join(lines)
 
 
@@ -407,12 +421,15 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     ):
         df.to_csv(folder / f"{name}.csv", index=False)
     md = folder / "report.md"
-    md.write_text(
-        _markdown(run, det, qual, eff, att, sig, gsig, corpora, by_length), encoding="utf-8"
-    )
-    write_plots(run, det, qual, att, folder)
+    for stale in (*folder.glob("*.png"),):  # plots of an earlier layout
+        stale.unlink()
+    plots = write_plots(run, det, qual, att, folder)
     if not by_length.empty:
-        write_length_plot(run, by_length, folder)
+        plots += write_length_plot(run, by_length, folder)
+    md.write_text(
+        _markdown(run, det, qual, eff, att, sig, gsig, corpora, by_length, plots),
+        encoding="utf-8",
+    )
     return md
 
 
