@@ -43,6 +43,9 @@ from samark.ring_detection import RingDetector
 from samark.schemes.base import SharedResources
 from samark.segment import split_sentences
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from human_texts import corpus_of, embed_texts, stored_test_corpora
+
 RING_SIZES = (1, 4, 16, 64)
 ALPHA = 0.01
 
@@ -79,43 +82,11 @@ def ring(
     return detector, position
 
 
-def embed_texts(
-    embedder: Embedder, texts: list[str], cache: Path | None
-) -> list[tuple[list[str], np.ndarray]]:
-    """Each text's sentences and their embeddings, from ``cache`` (an .npz keyed by the
-    sentences' SHA-256) where it matches."""
-    sentences = [split_sentences(t) for t in texts]
-    flat = [s for ss in sentences for s in ss]
-    digest = hashlib.sha256("\n".join(flat).encode()).hexdigest()
-    vectors = None
-    if cache is not None and cache.exists():
-        with np.load(cache) as data:
-            if str(data["digest"]) == digest:
-                vectors = data["vectors"].astype(np.float64)
-    if vectors is None:
-        t0 = time.perf_counter()
-        vectors = embedder.encode(flat)
-        print(f"embedded {len(flat)} sentences ({time.perf_counter() - t0:.0f} s)", flush=True)
-        if cache is not None:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            np.savez_compressed(cache, digest=np.array(digest), vectors=vectors.astype(np.float32))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    bounds = np.cumsum([0, *map(len, sentences)])
-    return [(ss, vectors[bounds[i] : bounds[i + 1]]) for i, ss in enumerate(sentences)]
-
-
-def corpus_of(doc_id: str) -> str:
-    return "continuation" if doc_id.endswith(":continuation") else doc_id.split(":", 1)[0]
-
-
 def human(
     args: argparse.Namespace, embedder: Embedder
 ) -> tuple[list[Document], list[tuple[list[str], np.ndarray]], str]:
     """Human texts, their sentences and embeddings, and what they are."""
     if args.test_corpora:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from layered_calibration import stored_test_corpora
-
         docs, sentences, vectors = stored_test_corpora(embedder)
         bounds = np.cumsum([0, *map(len, sentences)])
         scored = [(ss, vectors[bounds[i] : bounds[i + 1]]) for i, ss in enumerate(sentences)]

@@ -34,13 +34,15 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from samark.datasets import Document
 from samark.detector import SAMarkDetector
-from samark.embed import Embedder, load_embedder
+from samark.embed import load_embedder
 from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.schemes import create_scheme
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from human_texts import corpus_of, embed_texts, stored_test_corpora
 
 KINDS = (
     "samark z",
@@ -50,30 +52,6 @@ KINDS = (
     "layered (cauchy)",
     "layered (both)",
 )
-
-
-def stored_test_corpora(embedder: Embedder) -> tuple[list[Document], list[list[str]], np.ndarray]:
-    """The calibration tests' four corpora, their sentences and stored embeddings."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from build_test_embeddings import CORPORA, corpus_texts, stored_embeddings
-
-    docs: list[Document] = []
-    sentences: list[list[str]] = []
-    parts = []
-    for name, limit in CORPORA.items():
-        texts = corpus_texts(name, limit)
-        stored = stored_embeddings(embedder.identity.fingerprint, name, texts)
-        if stored is None:
-            raise SystemExit(f"{name}: rebuild with scripts/build_test_embeddings.py")
-        docs += [Document(f"{name}:{i}", " ".join(t)) for i, t in enumerate(texts)]
-        sentences += texts
-        parts.append(stored)
-    return docs, sentences, np.concatenate(parts)
-
-
-def corpus_of(doc_id: str) -> str:
-    head = doc_id.split(":", 1)[0]
-    return "continuation" if doc_id.endswith(":continuation") else head
 
 
 def main() -> None:
@@ -98,8 +76,6 @@ def main() -> None:
     else:
         if args.run is None:
             ap.error("name a run folder, or --test-corpora")
-        from keyring import embed_texts  # benchmarks/keyring.py: the embeddings cache
-
         docs = Run.open(args.run).negatives()[: args.negatives]
         scored = embed_texts(embedder, [d.text for d in docs], args.cache)
         sentences = [ss for ss, _ in scored]

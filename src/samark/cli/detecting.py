@@ -1,0 +1,394 @@
+"""``samark detect`` and ``samark check-key``: a text, a record file or a Ray dataset
+tested for a key's (or a keyring's) mark, and a key's false-positive rate on human text.
+
+Exit codes of ``samark detect``, as with grep: 0 a watermark was found (in at least one
+record), 1 none was found, 2 an error."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from samark.cli.app import app
+from samark.cli.common import (
+    KeyOption,
+    err,
+    fail,
+    progress,
+    read_text,
+)
+from samark.cli.loading import (
+    COMMAND_STATISTIC,
+    SAMARK_SCHEMES,
+    KeyringOption,
+    SchemeOption,
+    load_other_scheme,
+    load_ring_detector,
+    load_scheme,
+)
+from samark.errors import SamarkError
+
+
+@app.command()
+def detect(
+    source: Annotated[
+        str | None,
+        typer.Argument(help="Text, a file, '@file', '-' for stdin, or a .jsonl / .parquet file."),
+    ] = None,
+    key: KeyOption = Path("samark.key"),
+    alpha: Annotated[float, typer.Option(help="Significance level of the decision.")] = 0.01,
+    field: Annotated[str, typer.Option(help="Text field of JSONL records.")] = "text",
+    details: Annotated[
+        bool,
+        typer.Option(
+            help="Per-sentence and per-channel evidence, and per-sentence p-values "
+            "(which sentences carry the mark)."
+        ),
+    ] = False,
+    statistic: Annotated[
+        str | None,
+        typer.Option(
+            help="SAMark's test statistic: scan (default: keeps its power on text mixed with "
+            "human writing), z (the paper's) or alignment (docs/statistics.md). Every one "
+            "has an exact p-value."
+        ),
+    ] = None,
+    chunk: Annotated[
+        int, typer.Option(help="Records of a file embedded together (memory vs speed).")
+    ] = 32,
+    ray: Annotated[
+        int | None,
+        typer.Option(
+            help="Run on a local Ray instance with this many workers (samark[scale]); "
+            "writes Parquet to --out."
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Output folder of --ray (Parquet).")
+    ] = None,
+    scheme_name: SchemeOption = "samark",
+    keyring: KeyringOption = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            help="With --keyring: only the keys in use at this date (ISO 8601), when the "
+            "text's date is known: fewer keys, more power."
+        ),
+    ] = None,
+) -> None:
+    """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY,
+    or of any key of a KEYRING (one p-value with family-wise error control, and the key
+    that marked it)."""
+    if chunk < 1 or (ray is not None and ray < 1):
+        raise fail("--chunk and --ray must be >= 1")
+    if at is not None and keyring is None:
+        raise fail("--at chooses the keys of a --keyring in use at a date")
+    if keyring is not None:
+        ring = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha, at=at)
+        if ray is not None:
+            if at is not None:
+                raise fail("--at is not available with --ray")
+            if source is None or out_dir is None:
+                raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+            if scheme_name in SAMARK_SCHEMES:
+                statistic = statistic or COMMAND_STATISTIC
+            raise typer.Exit(
+                _detect_on_ray(
+                    Path(source),
+                    out_dir,
+                    field,
+                    ray,
+                    scheme_name,
+                    statistic,
+                    alpha,
+                    keyring=keyring,
+                )
+            )
+        ring.schemes[0].embedder.progress_over = 2000
+        _detect_with(ring, source, field, details, chunk)
+    if scheme_name not in SAMARK_SCHEMES:
+        if ray is not None or statistic is not None:
+            raise fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
+        _detect_with(load_other_scheme(scheme_name, key, alpha=alpha), source, field, details)
+    # a bad key fails here, before Ray starts
+    scheme = load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
+    if ray is not None:
+        if source is None or out_dir is None:
+            raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+        raise typer.Exit(
+            _detect_on_ray(
+                Path(source),
+                out_dir,
+                field,
+                ray,
+                scheme.name,
+                scheme.config.statistic,
+                scheme.config.alpha,
+                key=key,
+            )
+        )
+    scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
+    _detect_with(scheme, source, field, details, chunk)
+
+
+def _detect_with(
+    scheme: Any, source: str | None, field: str, details: bool, chunk: int = 32
+) -> NoReturn:
+    """Detect with ``scheme`` in a text or a file of records; exits 0 if watermarked."""
+    if source and source.endswith((".jsonl", ".parquet")) and Path(source).is_file():
+        raise typer.Exit(_detect_file(scheme, Path(source), field, details, chunk))
+    text = read_text(source)
+    try:
+        result = scheme.detect(text)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(json.dumps(result.to_dict(details=details)))
+    verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
+    if hasattr(result, "ring_size"):  # a keyring's answer
+        found = (
+            f" by key {result.label!r} (its own p = {result.key_p_value:.4g})"
+            if result.is_watermarked
+            else ""
+        )
+        payload = f", payload {result.payload}" if result.payload is not None else ""
+        err.print(
+            f"{verdict}{found}{payload}: p = {result.p_value:.4g} over a ring of "
+            f"{result.ring_size} keys ({result.method}; alpha {result.alpha}), "
+            f"{result.n_units} {result.detection.unit}s",
+            soft_wrap=True,
+        )
+    else:
+        err.print(
+            f"{verdict}: p = {result.p_value:.4g} (alpha {result.alpha}), "
+            f"{result.n_units} {result.unit}s, z = {result.z:.2f} (a score, not the decision)"
+        )
+    raise typer.Exit(0 if result.is_watermarked else 1)
+
+
+def _detect_file(scheme: Any, path: Path, field: str, details: bool, chunk: int) -> int:
+    """One result line per record of a JSONL or Parquet file, streamed in chunks whose
+    sentences are embedded together (constant memory); a record that cannot be read gets
+    an ``error`` line, never a crash."""
+    from samark.record_detection import detect_records, parquet_rows, read_jsonl, read_parquet
+
+    found = False
+    parquet = path.suffix == ".parquet"
+    try:
+        total = parquet_rows(path) if parquet else path.stat().st_size
+    except OSError as exc:
+        raise fail(f"cannot read {path}: {exc.strerror}") from None
+    with progress() as bar:
+        task = bar.add_task(f"detecting {path.name}", total=total)
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+
+        records = read_parquet(path, advance) if parquet else read_jsonl(path, advance)
+        try:
+            for record in detect_records(scheme, records, field, details=details, chunk=chunk):
+                found |= bool(record.get("is_watermarked"))
+                typer.echo(json.dumps(record, ensure_ascii=False, default=str))
+        except SamarkError as exc:
+            raise fail(str(exc)) from None
+    return 0 if found else 1
+
+
+def _detect_on_ray(
+    source: Path,
+    out_dir: Path,
+    field: str,
+    workers: int,
+    scheme: str,
+    statistic: str | None,
+    alpha: float,
+    *,
+    key: Path | None = None,
+    keyring: Path | None = None,
+) -> int:
+    """The same detection on a local Ray instance with ``workers`` actors, with the key
+    file ``key`` or every key of ``keyring``; writes Parquet."""
+    try:
+        import ray
+        import ray.data
+
+        from samark.ray_detection import detect_dataset
+    except ImportError as exc:
+        raise fail(f"--ray needs ray[data] ({exc}): pip install 'samark[scale]'") from None
+    if source.suffix not in (".jsonl", ".parquet") and not source.is_dir():
+        raise fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
+    start = time.monotonic()
+    # one CPU per detecting actor, and one for the tasks that read and write files
+    ray.init(
+        num_cpus=workers + 1,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its own progress, per second
+    try:
+        # one file is one block by default: split it so that every worker gets some
+        blocks = None if source.is_dir() else 4 * workers
+        ds = (
+            ray.data.read_json(str(source), lines=True, override_num_blocks=blocks)
+            if source.suffix == ".jsonl"
+            else ray.data.read_parquet(str(source), override_num_blocks=blocks)
+        )
+        detected = detect_dataset(
+            ds,
+            None if key is None else str(key),
+            keyring=None if keyring is None else str(keyring),
+            scheme=scheme,
+            field=field,
+            statistic=statistic,
+            alpha=alpha,
+            workers=workers,
+        ).materialize()
+        detected.write_parquet(str(out_dir))
+        flags = [
+            bool(x)
+            for batch in detected.select_columns(["is_watermarked"]).iter_batches()
+            for x in batch["is_watermarked"]
+            if x is not None
+        ]
+        count = detected.count()
+    finally:
+        ray.shutdown()
+    seconds = time.monotonic() - start
+    err.print(
+        f"{count} records, {sum(flags)} watermarked, {seconds:.0f} s, "
+        f"{workers} Ray workers: {out_dir}",
+        highlight=False,
+    )
+    return 0 if any(flags) else 1
+
+
+@app.command("check-key")
+def check_key(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="Human text of the domain the key will mark: a data set name "
+            "(`cnn_dailymail`, `wikipedia_leads`, `jane_austen`, `debian_handbook`, ...) "
+            "or a .jsonl / .parquet file."
+        ),
+    ],
+    key: KeyOption = Path("samark.key"),
+    field: Annotated[str, typer.Option(help="Text field of JSONL / Parquet records.")] = "text",
+    sentences: Annotated[
+        int, typer.Option(help="Score each text's first N sentences (0: whole texts).")
+    ] = 10,
+    limit: Annotated[int, typer.Option(help="At most this many texts.")] = 500,
+    alpha: Annotated[float, typer.Option(help="The level the key will be used at.")] = 0.01,
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="SAMark's test statistic: scan (default), z or alignment."),
+    ] = None,
+    scheme_name: SchemeOption = "samark",
+    keyring: KeyringOption = None,
+) -> None:
+    """Measure KEY's false-positive rate on human text of your domain: a key that leans
+    towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
+    With --keyring, every key of the ring and the ring's family-wise answer. Exits 0 if
+    each count of p < alpha is within the 99.9% binomial bound and the p-values are not
+    below uniform (one-sided KS, at 0.001)."""
+    from samark.datasets import leading_sentences
+    from samark.key_check import check_key as run_check
+
+    if sentences < 0 or limit < 1:
+        raise fail("--sentences must be >= 0 and --limit >= 1")
+    if statistic is not None and scheme_name not in SAMARK_SCHEMES:
+        raise fail("--statistic is SAMark's; leave it out for " + scheme_name)
+    targets: list[tuple[str | None, Path]] = [(None, key)]
+    if keyring is not None:
+        from samark.keyring import Keyring
+
+        try:
+            ring = Keyring.load(keyring)
+        except SamarkError as exc:
+            raise fail(str(exc)) from None
+        targets = [(e.label, ring.path / e.file) for e in ring.entries]
+    texts = _human_texts(source, field, limit * 2 if sentences else limit)
+    if sentences:
+        heads = leading_sentences(
+            texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
+        )
+        texts = [" ".join(sents) for sents in heads]
+    texts = texts[:limit]
+    holds = True
+    with contextlib.ExitStack() as stack:
+        for label, path in targets:
+            if scheme_name in SAMARK_SCHEMES:
+                scheme = load_scheme(path, scheme_name, statistic=statistic, alpha=alpha)
+                scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
+                stack.enter_context(scheme.embedder.remembering())  # once for every key
+            else:
+                scheme = load_other_scheme(scheme_name, path, alpha=alpha)
+            name = f"key {scheme.key.key_id}" + (f" ({label})" if label else "")
+            err.print(f"scoring {len(texts)} human texts with {name} ...")
+            holds &= _report_check(run_check, scheme, texts, alpha, name, {"key_label": label})
+        if keyring is not None:
+            detector = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
+            name = f"the ring ({len(targets)} keys, {detector.method})"
+            holds &= _report_check(run_check, detector, texts, alpha, name, {"ring": True})
+    raise typer.Exit(0 if holds else 1)
+
+
+def _report_check(
+    run_check: Any, detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
+) -> bool:
+    """One key check: its JSON line, its verdict on stderr, and whether it holds."""
+    try:
+        result = run_check(detector, texts, alpha=alpha)
+    except (SamarkError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    typer.echo(json.dumps({**{k: v for k, v in tag.items() if v}, **result.to_dict()}))
+    if result.holds:
+        err.print(
+            f"[bold green]holds[/] for {name}: {result.flagged} of {result.texts} human texts "
+            f"at p < {alpha} ({100 * result.fpr:.1f}%), bound {result.bound}"
+        )
+    else:
+        err.print(
+            f"[bold red]does not hold[/] for {name}: {result.flagged} of {result.texts} human "
+            f"texts at p < {alpha} ({100 * result.fpr:.1f}%, bound {result.bound}; KS p = "
+            f"{result.ks_pvalue:.2g}). A key that leans towards this domain should be "
+            "replaced: make another and check it."
+        )
+    return bool(result.holds)
+
+
+def _human_texts(source: str, field: str, limit: int) -> list[str]:
+    """Up to ``limit`` texts of a data set by name, or of a JSONL / Parquet file's ``field``."""
+    from samark.datasets import dataset_names, load_dataset
+    from samark.record_detection import no_text_field, read_jsonl, read_parquet
+
+    path = Path(source)
+    try:
+        if path.suffix in (".jsonl", ".parquet") and path.is_file():
+            records = read_parquet(path) if path.suffix == ".parquet" else read_jsonl(path)
+            texts = []
+            for record in records:
+                text = record.get(field)
+                if not isinstance(text, str):
+                    raise SamarkError(f"{path}: {no_text_field(field)}")
+                texts.append(text)
+                if len(texts) == limit:
+                    break
+            return texts
+        if source not in dataset_names():
+            raise SamarkError(
+                f"{source!r} is neither a .jsonl / .parquet file nor a data set "
+                f"({', '.join(dataset_names())})"
+            )
+        return [doc.text for doc in load_dataset(source)[:limit]]
+    except OSError as exc:
+        raise fail(f"cannot read {source}: {exc.strerror}") from None
+    except SamarkError as exc:
+        raise fail(str(exc)) from None

@@ -1,0 +1,198 @@
+"""``samark serve``: the OpenAI-compatible watermarking endpoint and detection API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from samark.cli.app import app
+from samark.cli.common import (
+    KeyOption,
+    err,
+    fail,
+)
+from samark.cli.loading import (
+    SAMARK_SCHEMES,
+    SchemeOption,
+    load_ring_detector,
+    load_scheme,
+    ring_key_file,
+)
+from samark.errors import SamarkError
+from samark.models import DEFAULT_GENERATOR
+
+
+@app.command()
+def serve(
+    key: KeyOption = Path("samark.key"),
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="Candidates from an OpenAI-compatible server, 'URL#MODEL' (vLLM, llama.cpp, "
+            "transformers serve); it also answers '\"watermark\": false' requests. "
+            "Default: the local generator."
+        ),
+    ] = None,
+    generator: Annotated[
+        str,
+        typer.Option(help="Local generator preset or folder; with --upstream, its chat template."),
+    ] = DEFAULT_GENERATOR,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(help="API bearer tokens, one per line (also: SAMARK_API_TOKENS=a,b)."),
+    ] = None,
+    admin_tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Admin tokens: may ask /v1/detect for localisation (also: SAMARK_ADMIN_TOKENS)."
+        ),
+    ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="Serve without tokens (loopback demos only).")
+    ] = False,
+    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
+    sentences: Annotated[
+        int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
+    ] = 12,
+    max_sentences: Annotated[int, typer.Option(help="Most sentences a request may ask.")] = 48,
+    statistic: Annotated[
+        str | None,
+        typer.Option(help="Detection statistic: scan (default), z or alignment."),
+    ] = None,
+    alpha: Annotated[float, typer.Option(help="Significance level of /v1/detect.")] = 0.01,
+    timeout: Annotated[float, typer.Option(help="Seconds a request may wait and run.")] = 120.0,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
+    scheme_name: SchemeOption = "samark",
+    keyring: Annotated[
+        Path | None,
+        typer.Option(
+            "--keyring",
+            help="Serve a keyring instead of --key: mark with its current key (or --label), "
+            "write a request's 'payload' with a ring of 2**b keys, detect against every key.",
+        ),
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
+    ] = None,
+) -> None:
+    """Serve an OpenAI-compatible watermarking endpoint and a detection API."""
+    if scheme_name not in SAMARK_SCHEMES:
+        raise fail(
+            f"`samark serve` serves SAMark's family ({', '.join(SAMARK_SCHEMES)}); "
+            f"{scheme_name} is not one of them"
+        )
+    try:
+        import uvicorn
+
+        from samark.serving import Keys, ServeSettings, create_app, load_tokens
+        from samark.serving.app import Upstream, tokenizer_chat_renderer
+    except ImportError as exc:
+        raise fail(
+            f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
+        ) from None
+    try:
+        settings = ServeSettings(
+            tokens=load_tokens(tokens_file, "SAMARK_API_TOKENS"),
+            admin_tokens=load_tokens(admin_tokens_file, "SAMARK_ADMIN_TOKENS"),
+            auth=not no_auth,
+            max_body_bytes=max_body_bytes,
+            request_timeout_s=timeout,
+            default_sentences=sentences,
+            max_sentences=max_sentences,
+        )
+    except (SamarkError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    if upstream and not upstream.startswith(("http://", "https://")):
+        raise fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
+    marked_by: dict[str, Any] = {}
+    if keyring is not None:
+        key, marked_by = ring_key_file(keyring, label, None)
+    elif label is not None:
+        raise fail("--label chooses a key of a --keyring")
+    scheme = load_scheme(
+        key,
+        scheme_name,
+        generator,
+        upstream,
+        statistic,
+        candidates=candidates,
+        max_new_sentences=sentences,
+        alpha=alpha,
+    )
+    err.print(f"loading {generator} ...")
+    try:
+        from transformers import AutoTokenizer
+
+        from samark.models import resolve_generator
+        from samark.openai_client import async_openai_client
+
+        # the local engine loads now (not in the first request) and lends its tokenizer
+        sampler = scheme.sampler
+        tokenizer = (
+            AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
+            if upstream
+            else sampler.tokenizer
+        )
+        try:
+            render = tokenizer_chat_renderer(tokenizer)
+        except SamarkError:
+            render = None
+            err.print("[yellow]note:[/] no chat template: /v1/chat/completions is off")
+        link = None
+        if upstream:  # the sampler parsed URL#MODEL
+            link = Upstream(async_openai_client(sampler.base_url, timeout=timeout), sampler.model)
+        keys = None
+        if keyring is not None:
+            keys = _serve_keys(Keys, keyring, marked_by["key_label"], scheme, statistic, alpha)
+        app_ = create_app(
+            scheme,
+            settings,
+            render_chat=render,
+            count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
+            upstream=link,
+            keys=keys,
+        )
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    if no_auth:
+        err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
+    uvicorn.run(app_, host=host, port=port, log_level="info")
+
+
+def _serve_keys(
+    keys_type: Any, ring: Path, label: str, scheme: Any, statistic: str | None, alpha: float
+) -> Any:
+    """A server's keyring: the ring's detector, and with a ring of 2**b keys one scheme
+    per active key (sharing the served scheme's engine and embedder) for payloads."""
+    from samark.keyring import Keyring
+    from samark.schemes import create_scheme
+
+    opened = Keyring.load(ring)
+    payloads = {}
+    if opened.payload_bits:
+        c = scheme.config
+        for position, entry in enumerate(opened.entries):
+            if entry.active:
+                payloads[position] = (
+                    entry.label,
+                    create_scheme(
+                        scheme.name,
+                        key=opened.key(entry.label),
+                        sampler=scheme.sampler,
+                        embedder=scheme.embedder,
+                        statistic=c.statistic,
+                        candidates=c.candidates,
+                        max_new_sentences=c.max_new_sentences,
+                        alpha=c.alpha,
+                    ),
+                )
+    detector = load_ring_detector(ring, scheme.name, statistic=statistic, alpha=alpha)
+    err.print(
+        f"keyring {ring}: marking with {label!r}, detecting against {len(opened)} keys"
+        + (f", payloads of {opened.payload_bits} bits" if payloads else "")
+    )
+    return keys_type(label=label, payloads=payloads, ring=detector)
