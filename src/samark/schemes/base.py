@@ -58,8 +58,9 @@ class Watermark(abc.ABC):
     batch_size: int = 1
 
     def detector_id(self) -> str:
-        """Equal for two schemes exactly when their detectors give the same answers, so the
-        harness scores shared human negatives once."""
+        """Equal for two schemes of one key exactly when their detectors give the same
+        answers, so the harness scores shared human negatives once (a run holds one key:
+        the id need not name it)."""
         return self.name
 
     @abc.abstractmethod

@@ -91,6 +91,7 @@ class EXP(TokenWatermark):
         return f"exp/h{self.context}"
 
     def detect(self, text: str) -> Detection:
+        self.require_text(text)
         table = UniformTable(self._secret, vocab_size(self.lm))
         ids = [int(t) for t in token_ids(self.lm, text)[0]]
         h = self.context

@@ -48,6 +48,7 @@ class KGW(TokenWatermark):
         return f"kgw/g{c.greenlist_ratio}/{c.seeding_scheme}/rep{int(self.ignore_repeated_ngrams)}"
 
     def detect(self, text: str) -> Detection:
+        self.require_text(text)
         if self._detector is None:
             self._detector = WatermarkDetector(
                 self.lm.model.config,

@@ -189,6 +189,12 @@ class TokenWatermark(LMGenerateScheme):
         """``count`` 31-bit integer keys for this scheme, derived from the secret."""
         return self.key.derive_ints(self.name, count, bits=31)
 
+    def require_text(self, text: str) -> None:
+        """Raise :class:`EmptyTextError` for a text of whitespace only: its tokens carry
+        no writing to score."""
+        if not text.strip():
+            raise EmptyTextError(f"{self.name}: the text is empty")
+
     def too_short(self, need: int) -> EmptyTextError:
         """The error for a text with fewer than ``need`` scoreable tokens."""
         return EmptyTextError(f"{self.name}: the text has fewer than {need} tokens to score")

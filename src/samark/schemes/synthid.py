@@ -50,6 +50,7 @@ class SynthID(TokenWatermark):
 
     @torch.inference_mode()
     def detect(self, text: str) -> Detection:
+        self.require_text(text)
         if self._processor is None:
             c = self.config
             self._processor = SynthIDTextWatermarkLogitsProcessor(

@@ -77,6 +77,7 @@ class Unigram(TokenWatermark):
         return f"unigram/g{self.gamma}"
 
     def detect(self, text: str) -> Detection:
+        self.require_text(text)
         size = vocab_size(self.lm)
         green = self.green_mask(size).numpy()
         distinct = np.unique(token_ids(self.lm, text)[0].numpy())

@@ -245,6 +245,7 @@ class UPV(TokenWatermark):
         return int(self.is_green(pairs).sum()), len(pairs)
 
     def detect(self, text: str) -> Detection:
+        self.require_text(text)
         k, n = self.green_pairs(text)
         z = (k - self.gamma * n) / math.sqrt(
             n * self.gamma * (1 - self.gamma) + (self.sigma * n) ** 2

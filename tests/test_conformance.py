@@ -1,0 +1,42 @@
+"""Every registered scheme keeps the one contract (samark.testing.check_scheme): stable
+detector ids, EmptyTextError, detect_many equal to detect, JSON-safe detections."""
+
+from __future__ import annotations
+
+import pytest
+
+from samark.keys import WatermarkKey
+from samark.schemes.base import create_scheme, scheme_info, scheme_names
+from samark.testing import check_scheme
+
+HUMAN = [
+    "The council approved the budget on Tuesday after a long debate. Residents had asked for "
+    "more money for parks and libraries. The mayor said the plan balances those needs.",
+    "A storm hit the coast overnight. Power was cut to thousands of homes, and schools stayed "
+    "closed on Wednesday. Crews expect to restore most lines by the weekend.",
+]
+#: PMark's detector re-samples candidates with the generator (minutes per text on a CPU);
+#: k-SemStamp fits its k-means regions on human text when built (about 40 s)
+SLOW_DETECTORS = {"pmark", "k-semstamp"}
+DETECTABLE = [n for n in scheme_names() if scheme_info(n).detectable]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_DETECTORS else n for n in DETECTABLE],
+)
+def test_every_scheme_keeps_the_detection_contract(name: str, minilm) -> None:
+    key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
+    other = WatermarkKey(b"conformance-key-000000000000000b", minilm.identity)
+    params = {"embedder": minilm} if scheme_info(name).unit == "sentence" else {}
+    check_scheme(lambda k: create_scheme(name, key=k, **params), key, other, HUMAN)
+
+
+def test_the_check_catches_a_broken_scheme(minilm) -> None:
+    """A scheme whose detect_many differs from detect is caught, with its name."""
+    key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
+    other = WatermarkKey(b"conformance-key-000000000000000b", minilm.identity)
+    broken = create_scheme("kgw", key=key)
+    broken.detect_many = lambda texts: [broken.detect(HUMAN[0]) for _ in texts[:-1]] + [None]
+    with pytest.raises(AssertionError, match="kgw: detect_many"):
+        check_scheme(lambda _: broken, key, other, HUMAN)
