@@ -89,52 +89,39 @@ def detect(
         raise fail("--chunk and --ray must be >= 1")
     if at is not None and keyring is None:
         raise fail("--at chooses the keys of a --keyring in use at a date")
+    samark_family = scheme_name in SAMARK_SCHEMES
+    if not samark_family and (ray is not None or statistic is not None):
+        raise fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
+    # a bad key or ring fails here, before Ray starts
+    detector: Any
     if keyring is not None:
-        ring = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha, at=at)
-        if ray is not None:
-            if at is not None:
-                raise fail("--at is not available with --ray")
-            if source is None or out_dir is None:
-                raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
-            if scheme_name in SAMARK_SCHEMES:
-                statistic = statistic or COMMAND_STATISTIC
-            raise typer.Exit(
-                _detect_on_ray(
-                    Path(source),
-                    out_dir,
-                    field,
-                    ray,
-                    scheme_name,
-                    statistic,
-                    alpha,
-                    keyring=keyring,
-                )
-            )
-        ring.schemes[0].embedder.progress_over = 2000
-        _detect_with(ring, source, field, details, chunk)
-    if scheme_name not in SAMARK_SCHEMES:
-        if ray is not None or statistic is not None:
-            raise fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
-        _detect_with(load_other_scheme(scheme_name, key, alpha=alpha), source, field, details)
-    # a bad key fails here, before Ray starts
-    scheme = load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
+        detector = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha, at=at)
+    elif samark_family:
+        detector = load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
+    else:
+        detector = load_other_scheme(scheme_name, key, alpha=alpha)
     if ray is not None:
         if source is None or out_dir is None:
             raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+        if at is not None:
+            raise fail("--at is not available with --ray")
         raise typer.Exit(
             _detect_on_ray(
                 Path(source),
                 out_dir,
                 field,
                 ray,
-                scheme.name,
-                scheme.config.statistic,
-                scheme.config.alpha,
-                key=key,
+                scheme_name,
+                statistic or COMMAND_STATISTIC,
+                alpha,
+                key=None if keyring is not None else key,
+                keyring=keyring,
             )
         )
-    scheme.embedder.progress_over = 2000  # a book-length text takes minutes: show it
-    _detect_with(scheme, source, field, details, chunk)
+    embedder = getattr(detector.schemes[0] if keyring is not None else detector, "embedder", None)
+    if embedder is not None:
+        embedder.progress_over = 2000  # a book-length text takes minutes: show it
+    _detect_with(detector, source, field, details, chunk)
 
 
 def _detect_with(
