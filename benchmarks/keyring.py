@@ -163,7 +163,7 @@ def keys(args: argparse.Namespace) -> dict[str, Any]:
         for i, scheme in enumerate(detector.schemes):
             single = scheme.detector  # type: ignore[attr-defined]
             p = np.array([single.score_embeddings(e).p_value if ss else 1.0 for ss, e in scored])
-            flagged = {c: int((p[corpora == c] < ALPHA).sum()) for c in sorted(set(corpora))}
+            flagged = {str(c): int((p[corpora == c] < ALPHA).sum()) for c in sorted(set(corpora))}
             ks = float(stats.kstest(p, "uniform", alternative="greater").pvalue)
             row = {
                 "ring": r,
