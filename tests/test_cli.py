@@ -427,3 +427,12 @@ def test_check_key_refuses_bad_sources(runner, key_file, tmp_path) -> None:
     few.write_text(json.dumps({"text": HUMAN}) + "\n")
     out = runner.invoke(app, ["check-key", str(few), "--key", str(key_file)])
     assert out.exit_code == 2 and "at least 20 human texts" in out.output
+
+
+def test_messages_keep_their_brackets(capsys) -> None:
+    """Errors are text, not rich markup: an extra's name in brackets is printed."""
+    from samark.cli.common import fail
+
+    exit_ = fail("needs the server extra: pip install 'samark[server]'")
+    assert exit_.exit_code == 2
+    assert "pip install 'samark[server]'" in capsys.readouterr().err

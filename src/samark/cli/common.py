@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 err = Console(stderr=True)
@@ -19,7 +20,8 @@ KeyOption = Annotated[Path, typer.Option("--key", "-k", help="Key file from `sam
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    # the message is text, not markup: "pip install 'samark[server]'" keeps its brackets
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
 
 

@@ -116,7 +116,11 @@ def demo(
             highlight=False,
         )
     else:
-        out.print("(a paraphrased copy needs offline back-translation: pip install 'samark[eval]')")
+        # no markup: rich would read "[eval]" as a style tag and drop it
+        out.print(
+            "(a paraphrased copy needs offline back-translation: pip install 'samark[eval]')",
+            markup=False,
+        )
     out.print(
         f"generation {gen.seconds:.0f} s ({gen.tokens_sampled} tokens sampled for "
         f"{gen.output_tokens} output tokens), total {time.monotonic() - start:.0f} s; "
