@@ -295,7 +295,8 @@ def create_app(
         if req.payload not in keys.payloads:
             raise ApiError(
                 400,
-                f"payload must be in 0..{len(keys.payloads) - 1}",
+                f"payload must be in 0..{max(keys.payloads)}"
+                + ("" if len(keys.payloads) > max(keys.payloads) else " (a retired key's is not)"),
                 "invalid_request_error",
                 "payload",
             )
