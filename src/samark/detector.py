@@ -93,18 +93,10 @@ class SAMarkDetector:
         ``detect`` on each, in order, with ``None`` for a text without a sentence. Equal up
         to float rounding: padding in a batch changes embeddings in their last bits, so a
         near-tie among the null sets can move a p-value by one step of 1/(n_null+1)."""
-        split = [split_sentences(text) for text in texts]
-        flat = [s for sentences in split for s in sentences]
-        embeddings = self.embedder.encode(flat)
-        out: list[Detection | None] = []
-        start = 0
-        for sentences in split:
-            stop = start + len(sentences)
-            out.append(
-                self.score_embeddings(embeddings[start:stop], sentences) if sentences else None
-            )
-            start = stop
-        return out
+        return [
+            self.score_embeddings(emb, sentences) if sentences else None
+            for sentences, emb in embed_sentences(self.embedder, texts)
+        ]
 
     def same_null(self, other: SAMarkDetector) -> bool:
         """True when ``other``'s statistic under its key is exchangeable with this one's
@@ -168,6 +160,15 @@ class SAMarkDetector:
                 "channel_evidence": tuple(float(x) for x in own.mean(axis=0)),
             },
         )
+
+
+def embed_sentences(embedder: Embedder, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
+    """Each text's sentences and their unit embeddings (n, dim), every text's sentences
+    embedded in one call (the embedder batches across texts)."""
+    split = [split_sentences(text) for text in texts]
+    embeddings = embedder.encode([s for sentences in split for s in sentences])
+    bounds = np.cumsum([0, *map(len, split)])
+    return [(sentences, embeddings[bounds[i] : bounds[i + 1]]) for i, sentences in enumerate(split)]
 
 
 class RingPass:

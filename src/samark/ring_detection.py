@@ -38,13 +38,12 @@ from typing import Any
 import numpy as np
 
 from samark.detection import Detection
-from samark.detector import RingPass, SAMarkDetector
+from samark.detector import RingPass, SAMarkDetector, embed_sentences
 from samark.errors import EmptyTextError, SamarkError
 from samark.keyring import Keyring, RingEntry
 from samark.keys import WatermarkKey
 from samark.schemes.base import SharedResources, Watermark, create_scheme
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
-from samark.segment import split_sentences
 from samark.statistics import ring_max_p_value
 
 MAX_STATISTIC = "max-statistic"
@@ -214,11 +213,15 @@ class RingDetector:
             raise SamarkError(
                 f"the ring {ring.path} holds no key" + ("" if at is None else f" in use at {at}")
             )
-        detector = cls.from_keys(
-            keys, scheme, shared=shared, alpha=alpha, payload_bits=ring.payload_bits, **params
+        return cls.from_keys(
+            keys,
+            scheme,
+            shared=shared,
+            alpha=alpha,
+            payload_bits=ring.payload_bits,
+            positions=positions,
+            **params,
         )
-        detector.positions = tuple(positions)
-        return detector
 
     @classmethod
     def from_keys(
@@ -229,10 +232,12 @@ class RingDetector:
         shared: SharedResources | None = None,
         alpha: float = 0.01,
         payload_bits: int | None = None,
+        positions: Sequence[int] | None = None,
         **params: Any,
     ) -> RingDetector:
-        """One ``scheme`` per labelled key, sharing one embedder (the first key's, unless
-        ``shared`` holds one); SAMark's family gets :func:`ring_null_count` null sets."""
+        """One ``scheme`` per labelled key (at ``positions`` of its ring; default
+        0..K-1), sharing one embedder (the first key's, unless ``shared`` holds one);
+        SAMark's family gets :func:`ring_null_count` null sets."""
         from samark.config import SAMarkConfig
         from samark.embed import load_embedder
         from samark.models import DEFAULT_GENERATOR
@@ -251,7 +256,13 @@ class RingDetector:
             create_scheme(scheme, key=key, shared=shared, alpha=alpha, **params)
             for _, key in keys[1:]
         ]
-        return cls([e for e, _ in keys], schemes, alpha=alpha, payload_bits=payload_bits)
+        return cls(
+            [e for e, _ in keys],
+            schemes,
+            alpha=alpha,
+            payload_bits=payload_bits,
+            positions=positions,
+        )
 
     @property
     def name(self) -> str:
@@ -282,19 +293,10 @@ class RingDetector:
     def _max_statistic(
         self, texts: Sequence[str], detectors: list[SAMarkDetector]
     ) -> list[RingDetection | None]:
-        split = [split_sentences(t) for t in texts]
-        embedder = detectors[0].embedder
-        embeddings = embedder.encode([s for sentences in split for s in sentences])
-        out: list[RingDetection | None] = []
-        start = 0
-        for sentences in split:
-            emb = embeddings[start : start + len(sentences)]
-            start += len(sentences)
-            if not sentences:
-                out.append(None)
-                continue
-            out.append(self.score_embeddings(emb, sentences))
-        return out
+        return [
+            self.score_embeddings(emb, sentences) if sentences else None
+            for sentences, emb in embed_sentences(detectors[0].embedder, texts)
+        ]
 
     def score_embeddings(
         self, embeddings: np.ndarray, sentences: list[str] | None = None
@@ -319,13 +321,9 @@ class RingDetector:
         """Holm over the keys' layered p-values, the semantic layer of every key scored in
         one pass (one embedding, one null pool) and the text tokenised once."""
         detectors = [s.detector for s in schemes]
-        split = [split_sentences(t) for t in texts]
-        embeddings = detectors[0].embedder.encode([s for ss in split for s in ss])
+        embedded = embed_sentences(detectors[0].embedder, texts)
         out: list[RingDetection | None] = []
-        start = 0
-        for text, sentences in zip(texts, split, strict=True):
-            emb = embeddings[start : start + len(sentences)]
-            start += len(sentences)
+        for text, (sentences, emb) in zip(texts, embedded, strict=True):
             if not sentences:
                 out.append(None)
                 continue
