@@ -342,3 +342,36 @@ def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
     assert record["key_label"] == "key-01" and record["payload"] == 1
     assert record["key_id"] == Keyring.load(ring).entry("key-01").key_id
     assert "secret" not in out.stdout
+
+
+def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> None:
+    """`samark serve --keyring`: each payload's scheme has the served scheme's config,
+    generator (the layered mark's tokenizer), engine and embedder, under its own key; the
+    ring detects with the same generator."""
+    from samark.cli.loading import load_scheme
+    from samark.cli.serve import _serve_keys
+    from samark.models import DEFAULT_GENERATOR, resolve_generator
+
+    ring = Keyring.create(tmp_path / "ring", minilm.identity)
+    for i in range(2):
+        ring.add(WatermarkKey(bytes([80 + i]) * 32, minilm.identity), f"k{i}")
+    # the generator named by its folder, not the default preset's name: a payload scheme
+    # or ring built with the default would name another generator
+    folder = str(resolve_generator(DEFAULT_GENERATOR)[1])
+    served = load_scheme(
+        ring.path / "k1.key",
+        "samark-layered",
+        folder,
+        candidates=8,
+        max_new_sentences=3,
+        alpha=0.05,
+    )
+    assert served.generator_name != DEFAULT_GENERATOR
+    keys = _serve_keys(ring.path, "k1", served, folder, None, 0.05)
+    assert sorted(keys.payloads) == [0, 1] and keys.label == "k1"
+    for position, (label, scheme) in keys.payloads.items():
+        assert label == f"k{position}" and scheme.key.key_id == ring.entry(label).key_id
+        assert scheme.config == served.config and scheme.generator_name == served.generator_name
+        assert scheme.sampler is served.sampler and scheme.embedder is served.embedder
+    assert keys.ring.method == HOLM and len(keys.ring.entries) == 2
+    assert all(s.generator_name == served.generator_name for s in keys.ring.schemes)

@@ -69,14 +69,21 @@ SchemeOption = Annotated[
 def load_other_scheme(name: str, key: Path, **params: Any) -> Any:
     """A registered scheme other than SAMark, keyed by the key file's secret."""
     from samark.schemes import create_scheme
-    from samark.schemes.base import scheme_info
 
     try:
-        if not scheme_info(name).detectable:  # the registry names an unknown scheme
-            raise fail(f"{name} writes no watermark: it has no key and no detector")
+        _require_detector(name)
         return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError, TypeError) as exc:
         raise fail(str(exc)) from None
+
+
+def _require_detector(name: str) -> None:
+    """Fail unless scheme ``name`` has a key and a detector (the registry names an
+    unknown scheme)."""
+    from samark.schemes.base import scheme_info
+
+    if not scheme_info(name).detectable:
+        raise fail(f"{name} writes no watermark: it has no key and no detector")
 
 
 KeyringOption = Annotated[
@@ -89,22 +96,26 @@ KeyringOption = Annotated[
 
 
 def load_ring_detector(
-    ring: Path, name: str, *, statistic: str | None, alpha: float, at: str | None = None
+    ring: Path,
+    name: str,
+    *,
+    statistic: str | None,
+    alpha: float,
+    at: str | None = None,
+    generator: str = DEFAULT_GENERATOR,
 ) -> Any:
     """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
-    with the commands' statistic)."""
+    with the commands' statistic; ``generator`` is the layered mark's tokenizer)."""
     from samark.keyring import Keyring
     from samark.ring_detection import RingDetector
-    from samark.schemes.base import scheme_info
 
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = {"generator": generator}
     if name in SAMARK_SCHEMES:
         params["statistic"] = statistic or COMMAND_STATISTIC
     elif statistic is not None:
         raise fail("--statistic is SAMark's; leave it out for " + name)
     try:
-        if not scheme_info(name).detectable:
-            raise fail(f"{name} writes no watermark: it has no key and no detector")
+        _require_detector(name)
         return RingDetector.from_ring(Keyring.load(ring), name, alpha=alpha, at=at, **params)
     except (SamarkError, ValueError, TypeError) as exc:
         raise fail(str(exc)) from None

@@ -88,7 +88,7 @@ def serve(
     try:
         import uvicorn
 
-        from samark.serving import Keys, ServeSettings, create_app, load_tokens
+        from samark.serving import ServeSettings, create_app, load_tokens
         from samark.serving.app import Upstream, tokenizer_chat_renderer
     except ImportError as exc:
         raise fail(
@@ -147,7 +147,7 @@ def serve(
             link = Upstream(async_openai_client(sampler.base_url, timeout=timeout), sampler.model)
         keys = None
         if keyring is not None:
-            keys = _serve_keys(Keys, keyring, marked_by["key_label"], scheme, statistic, alpha)
+            keys = _serve_keys(keyring, marked_by["key_label"], scheme, generator, statistic, alpha)
         app_ = create_app(
             scheme,
             settings,
@@ -164,17 +164,18 @@ def serve(
 
 
 def _serve_keys(
-    keys_type: Any, ring: Path, label: str, scheme: Any, statistic: str | None, alpha: float
+    ring: Path, label: str, scheme: Any, generator: str, statistic: str | None, alpha: float
 ) -> Any:
     """A server's keyring: the ring's detector, and with a ring of 2**b keys one scheme
-    per active key (sharing the served scheme's engine and embedder) for payloads."""
+    per active key for payloads: the served scheme's config, generator (the layered
+    mark's tokenizer), engine and embedder, under that key."""
     from samark.keyring import Keyring
     from samark.schemes import create_scheme
+    from samark.serving import Keys
 
     opened = Keyring.load(ring)
-    payloads = {}
+    payloads: dict[int, tuple[str, Any]] = {}
     if opened.payload_bits:
-        c = scheme.config
         for position, entry in enumerate(opened.entries):
             if entry.active:
                 payloads[position] = (
@@ -182,17 +183,17 @@ def _serve_keys(
                     create_scheme(
                         scheme.name,
                         key=opened.key(entry.label),
+                        config=scheme.config,
+                        generator=generator,
                         sampler=scheme.sampler,
                         embedder=scheme.embedder,
-                        statistic=c.statistic,
-                        candidates=c.candidates,
-                        max_new_sentences=c.max_new_sentences,
-                        alpha=c.alpha,
                     ),
                 )
-    detector = load_ring_detector(ring, scheme.name, statistic=statistic, alpha=alpha)
+    detector = load_ring_detector(
+        ring, scheme.name, statistic=statistic, alpha=alpha, generator=generator
+    )
     err.print(
         f"keyring {ring}: marking with {label!r}, detecting against {len(opened)} keys"
         + (f", payloads of {opened.payload_bits} bits" if payloads else "")
     )
-    return keys_type(label=label, payloads=payloads, ring=detector)
+    return Keys(label=label, payloads=payloads, ring=detector)
