@@ -197,7 +197,7 @@ class Keyring:
         return [e.label for e in self._entries]
 
     def position(self, label: str) -> int:
-        return self.labels().index(self.entry(label).label)
+        return self._entries.index(self.entry(label))
 
     def key(self, label: str) -> WatermarkKey:
         """The key labelled ``label``, read from its file (its id checked against the

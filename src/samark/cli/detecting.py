@@ -286,7 +286,6 @@ def check_key(
     each count of p < alpha is within the 99.9% binomial bound and the p-values are not
     below uniform (one-sided KS, at 0.001)."""
     from samark.datasets import leading_sentences
-    from samark.key_check import check_key as run_check
 
     if sentences < 0 or limit < 1:
         raise fail("--sentences must be >= 0 and --limit >= 1")
@@ -319,18 +318,20 @@ def check_key(
                 scheme = load_other_scheme(scheme_name, path, alpha=alpha)
             name = f"key {scheme.key.key_id}" + (f" ({label})" if label else "")
             err.print(f"scoring {len(texts)} human texts with {name} ...")
-            holds &= _report_check(run_check, scheme, texts, alpha, name, {"key_label": label})
+            holds &= _report_check(scheme, texts, alpha, name, {"key_label": label})
         if keyring is not None:
             detector = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
             name = f"the ring ({len(targets)} keys, {detector.method})"
-            holds &= _report_check(run_check, detector, texts, alpha, name, {"ring": True})
+            holds &= _report_check(detector, texts, alpha, name, {"ring": True})
     raise typer.Exit(0 if holds else 1)
 
 
 def _report_check(
-    run_check: Any, detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
+    detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
 ) -> bool:
     """One key check: its JSON line, its verdict on stderr, and whether it holds."""
+    from samark.key_check import check_key as run_check
+
     try:
         result = run_check(detector, texts, alpha=alpha)
     except (SamarkError, ValueError) as exc:

@@ -397,6 +397,10 @@ def _compute_line(run: Run) -> str:
     return ("Recorded compute: " + ", ".join(parts) + ".") if parts else ""
 
 
+#: the file names the report's plots take (``scores.png``: before 2026-11-25)
+PLOT_FILES = ("roc*.png", "p-values*.png", "tradeoff*.png", "length*.png", "scores.png")
+
+
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
     """Write the tables and plots into ``out_dir`` (default: ``report/`` inside the run
     folder); returns the markdown file."""
@@ -421,8 +425,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     ):
         df.to_csv(folder / f"{name}.csv", index=False)
     md = folder / "report.md"
-    for stale in (*folder.glob("*.png"),):  # plots of an earlier layout
-        stale.unlink()
+    for pattern in PLOT_FILES:  # the report's plots of an earlier run or layout; not others
+        for stale in folder.glob(pattern):
+            stale.unlink()
     plots = write_plots(run, det, qual, att, folder)
     if not by_length.empty:
         plots += write_length_plot(run, by_length, folder)
