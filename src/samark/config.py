@@ -60,6 +60,17 @@ class SAMarkConfig:
     adaptive_matches: int = 1
     adaptive_saturation: float = 0.3
     adaptive_patience: int = 16
+    # semantic steering (docs/parameters.md, "Steering"): a logit bias of this strength on
+    # whole-word tokens that lean toward the step's flag region (0: off, the paper); the
+    # ``steer_words`` most frequent whole-word tokens are embedded once per generator
+    steer: float = 0.0
+    steer_words: int = 8000
+    # pruned budget (docs/parameters.md, "Pruning"): once the candidates have decoded
+    # ``prune_at`` tokens, only the ``prune_keep`` rows whose partial text scores best
+    # against the pivots decode on (0: off, the paper). A departure from Alg. 1: the pick
+    # is among those rows and the ones that ended a sentence earlier
+    prune_at: int = 0
+    prune_keep: int = 4
     # research records: each step also records where its margin came from (the pool's and
     # the chosen sentence's flag-signed cosines, the running text's topic offset). They
     # derive from the secret pivots and flags, so only experiments turn this on; it changes
@@ -95,6 +106,10 @@ class SAMarkConfig:
         _check(self.adaptive_matches >= 1, "adaptive_matches must be >= 1")
         _check(0 <= self.adaptive_saturation < 1, "adaptive_saturation must be in [0, 1)")
         _check(self.adaptive_patience >= 1, "adaptive_patience must be >= 1")
+        _check(self.steer >= 0, "steer must be >= 0")
+        _check(self.steer_words >= 16, "steer_words must be >= 16")
+        _check(self.prune_at >= 0, "prune_at must be >= 0 (0: no pruning)")
+        _check(self.prune_keep >= 1, "prune_keep must be >= 1")
         _check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         _check(self.n_null >= 19, "n_null must be >= 19")
         _check(0 < self.alpha < 1, "alpha must be in (0, 1)")

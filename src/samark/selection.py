@@ -13,7 +13,7 @@ best-scoring complete candidate ("unfiltered").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -189,3 +189,25 @@ def select(
     return StepChoice(
         index=index, kind=kind, score=float(score[index]), matched_terms=terms, **counts
     )
+
+
+class _Encoder(Protocol):
+    def encode(self, sentences: list[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class PartialScore:
+    """The pruned budget's row score (``SAMarkConfig.prune_at``): a live candidate's first
+    ``at`` tokens, embedded like a sentence, scored by ``S_wm`` against the step's pivots
+    and flags. The engine keeps the ``keep`` best rows (a :class:`RowPruner`)."""
+
+    at: int
+    keep: int
+    embedder: _Encoder
+    pivots: np.ndarray
+    flags: np.ndarray
+    kappa: float
+
+    def score(self, partial_texts: list[str]) -> np.ndarray:
+        emb = self.embedder.encode([t.strip() or "." for t in partial_texts])
+        return watermark_score(emb @ self.pivots.T, self.flags, self.kappa, True)

@@ -37,6 +37,21 @@ class LogitsBias(Protocol):
     def bias(self, contexts: Sequence[Sequence[int]], width: int) -> np.ndarray: ...
 
 
+class RowPruner(Protocol):
+    """Early stopping of candidate rows: once every live row has decoded ``at`` tokens,
+    only the ``keep`` live rows whose partial text scores best decode on (SAMark's
+    pruned budget, ``SAMarkConfig.prune_at``). Rows that completed a sentence earlier stay
+    candidates; pruned rows end as incomplete candidates."""
+
+    @property
+    def at(self) -> int: ...
+
+    @property
+    def keep(self) -> int: ...
+
+    def score(self, partial_texts: list[str]) -> np.ndarray: ...
+
+
 def sample_top_p(
     logits: torch.Tensor,
     temperature: float,
@@ -215,6 +230,8 @@ class TransformersSampler:
 
     #: this engine applies a token watermark (``token_layer``) on every candidate row
     supports_token_layer = True
+    #: and any additive logit bias of the ``LogitsBias`` protocol (SAMark's steering)
+    supports_steering = True
 
     @torch.inference_mode()
     def sample(
@@ -225,9 +242,11 @@ class TransformersSampler:
         *,
         seed: int | None = None,
         token_layer: LogitsBias | None = None,
+        prune: RowPruner | None = None,
     ) -> CandidateBatch:
         """``n`` candidate next sentences of ``prefix``; with ``token_layer``, every row
-        is sampled under that token watermark."""
+        is sampled under that token watermark; with ``prune``, only its best ``keep`` live
+        rows decode past its ``at`` tokens."""
         if n < 1:
             raise ValueError("n must be >= 1")
         start = time.perf_counter()
@@ -260,6 +279,10 @@ class TransformersSampler:
                         texts[cand] = done
                         continue
                 keep.append(b)
+            if prune is not None and step + 1 == prune.at and len(keep) > prune.keep:
+                partial = [self._decode(tokens[rows[b]]) for b in keep]
+                best = np.argsort(-np.asarray(prune.score(partial)), kind="stable")
+                keep = sorted(keep[i] for i in best[: prune.keep])
             if not keep:
                 break
             if len(keep) < len(rows):

@@ -13,12 +13,13 @@ from samark.config import SAMarkConfig
 from samark.detection import Detection
 from samark.detector import SAMarkDetector
 from samark.embed import Embedder
+from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler
 from samark.schemes.base import SharedResources, register_scheme
 from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
-from samark.selection import pool_reference, select
+from samark.selection import PartialScore, pool_reference, select
 from samark.text import ngrams, words
 
 
@@ -51,6 +52,8 @@ class SAMark(SentenceLevelWatermark):
             generator=generator,
         )
         self._pivots = key.pivots(self.embedder.dim, c.channels)
+        if sampler is not None:
+            _check_engine(sampler, c)
         self.detector = SAMarkDetector(
             key,
             self.embedder,
@@ -89,7 +92,9 @@ class SAMark(SentenceLevelWatermark):
         flags = seeder.choice([-1.0, 1.0], size=c.channels)
         rng = np.random.default_rng(seeder.integers(2**63))
         context_words = words(prompt)
+        steer = self._steering(flags) if c.steer > 0 else None
         return _Step(
+            steer=steer,
             flags=flags,
             rng=rng,
             context_words=context_words,
@@ -97,6 +102,35 @@ class SAMark(SentenceLevelWatermark):
             vocabulary=set(context_words),
             history=np.zeros((0, self.embedder.dim)),
         )
+
+    def _steering(self, flags: np.ndarray) -> Any:
+        """This generation's steering bias (``SAMarkConfig.steer``), combined with the
+        scheme's token watermark if it has one."""
+        from samark.steering import SemanticSteer, SummedBias, word_embeddings
+
+        sampler = self.sampler
+        c = self.config
+        _check_engine(sampler, c)
+        tokenizer = getattr(sampler, "tokenizer")  # noqa: B009 (the local engine has one)
+        ids, emb = word_embeddings(self.embedder, tokenizer, sampler.name, c.steer_words)
+        steer = SemanticSteer(ids, emb, self._pivots, flags, c.steer)
+        return steer if self.token_layer is None else SummedBias(self.token_layer, steer)
+
+    def sample_options(self, state: _Step) -> dict[str, Any]:
+        options = super().sample_options(state)
+        if state.steer is not None:
+            options["token_layer"] = state.steer
+        c = self.config
+        if c.prune_at:
+            options["prune"] = PartialScore(
+                c.prune_at,
+                c.prune_keep,
+                self.embedder,
+                self._pivots,
+                state.flags,
+                c.selection_kappa,
+            )
+        return options
 
     def draws(self, state: _Step) -> list[Draw]:
         """Fixed N (the paper): N, then up to ``extra_batches`` more N while nothing
@@ -175,10 +209,21 @@ class SAMark(SentenceLevelWatermark):
         return step
 
 
+def _check_engine(sampler: Any, c: SAMarkConfig) -> None:
+    """Steering and row pruning run inside the local transformers engine only."""
+    wanted = [name for name, on in (("steer > 0", c.steer > 0), ("prune_at", c.prune_at)) if on]
+    if wanted and not getattr(sampler, "supports_steering", False):
+        raise SamarkError(
+            f"{' and '.join(wanted)} need the local transformers engine; {sampler!r} cannot "
+            "apply them (vLLM's logits processor carries only the green-list layer so far)"
+        )
+
+
 @dataclass
 class _Step:
     """One SAMark generation's running state."""
 
+    steer: Any
     flags: np.ndarray
     rng: np.random.Generator
     context_words: list[str]

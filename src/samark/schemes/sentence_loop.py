@@ -129,6 +129,12 @@ class SentenceLevelWatermark(Watermark):
         """Update ``state`` with the chosen sentence; the step's record (never key
         material unless the scheme's research records are on)."""
 
+    def sample_options(self, state: Any) -> dict[str, Any]:
+        """What the engine applies to this generation's candidate rows, as keyword
+        arguments of ``sample``: the scheme's token watermark (``token_layer``) by
+        default; SAMark adds its steering bias and row pruning when configured."""
+        return {} if self.token_layer is None else {"token_layer": self.token_layer}
+
     def embed_unique(self, texts: list[str]) -> np.ndarray:
         """Embeddings of ``texts``, each distinct sentence embedded once."""
         unique = list(dict.fromkeys(t.strip() for t in texts))
@@ -162,7 +168,7 @@ class SentenceLevelWatermark(Watermark):
         steps: list[dict[str, Any]] = []
         tokens_sampled = extra = 0
         sampling_s = embedding_s = 0.0
-        layer = {} if self.token_layer is None else {"token_layer": self.token_layer}
+        options = self.sample_options(state)
         for t in range(total):
             texts: list[str] = []
             embs: list[np.ndarray] = []
@@ -176,7 +182,7 @@ class SentenceLevelWatermark(Watermark):
                     draw.size,
                     self.sampling,
                     seed=int(seeder.integers(2**62)),
-                    **layer,
+                    **options,
                 )
                 tokens_sampled += batch.tokens_sampled
                 sampling_s += batch.seconds
