@@ -61,7 +61,7 @@ def test_steering_shifts_the_generator_toward_leaning_words(
     assert list(tmp_path.glob("steering/*.npz"))  # cached, and read back alike
     again_ids, again = word_embeddings(mpnet, smollm2.tokenizer, smollm2.name, limit=400)
     np.testing.assert_array_equal(again_ids, ids)
-    np.testing.assert_allclose(again, emb, atol=1e-3)
+    np.testing.assert_array_equal(again, emb)  # the same table, computed or read back
     words = word_tokens(smollm2.tokenizer, 400)[1]
     assert all(w.isalpha() and len(w) >= 3 for w in words)
 

@@ -60,15 +60,16 @@ class SAMarkConfig:
     adaptive_matches: int = 1
     adaptive_saturation: float = 0.3
     adaptive_patience: int = 16
-    # semantic steering (docs/parameters.md, "Steering"): a logit bias of this strength on
-    # whole-word tokens that lean toward the step's flag region (0: off, the paper); the
-    # ``steer_words`` most frequent whole-word tokens are embedded once per generator
+    # semantic steering (docs/parameters.md, "Budget: pruning and steering"): a logit
+    # bias of this strength on whole-word tokens that lean toward the step's flag region
+    # (0: off, the paper); the ``steer_words`` most frequent whole-word tokens are
+    # embedded once per generator
     steer: float = 0.0
     steer_words: int = 8000
-    # pruned budget (docs/parameters.md, "Pruning"): once the candidates have decoded
-    # ``prune_at`` tokens, only the ``prune_keep`` rows whose partial text scores best
-    # against the pivots decode on (0: off, the paper). A departure from Alg. 1: the pick
-    # is among those rows and the ones that ended a sentence earlier
+    # row pruning (the same section): once the candidates have decoded ``prune_at``
+    # tokens, only the ``prune_keep`` rows whose partial text scores best against the
+    # pivots decode on (0: off, the paper). A departure from Alg. 1: the pick is among
+    # those rows and the ones that ended a sentence earlier
     prune_at: int = 0
     prune_keep: int = 4
     # research records: each step also records where its margin came from (the pool's and

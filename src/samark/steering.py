@@ -15,7 +15,7 @@ What it does to detection: nothing to its exactness. A SAMark p-value is exact o
 for a text that does not depend on the key; steering changes only marked text. It leans
 whole texts along the pivots, which is the mark's point, but it is also a key-dependent
 unigram shift of word frequencies, which an observer of many outputs could learn more
-easily than the sentence-level selection alone (docs/parameters.md, "Steering").
+easily than the sentence-level selection alone (docs/parameters.md, "Budget: pruning and steering").
 """
 
 from __future__ import annotations
@@ -63,12 +63,14 @@ def word_embeddings(
     if path.exists():
         with np.load(path) as data:
             return data["ids"], data["embeddings"].astype(np.float32)
-    emb = embedder.encode(words).astype(np.float32)
+    # stored and returned at half precision alike, so that a seeded generation is the same
+    # whether the table was just computed or read back
+    emb = embedder.encode(words).astype(np.float16)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp.npz")
-    np.savez(tmp, ids=ids, embeddings=emb.astype(np.float16))
+    np.savez(tmp, ids=ids, embeddings=emb)
     tmp.replace(path)
-    return ids, emb
+    return ids, emb.astype(np.float32)
 
 
 class SemanticSteer:
