@@ -387,7 +387,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
     from scipy import stats
 
     from samark.datasets import load_dataset
-    from samark.keys import derive_pivots
+    from samark.pivots import derive_pivots
     from samark.segment import split_sentences
 
     args = ["cnn_dailymail", "--limit", "150", "--sentences", "10"]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from samark.errors import EmbedderMismatchError, KeyFileError
-from samark.keys import EmbedderIdentity, WatermarkKey, _ln, derive_pivots, null_pivots
+from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.pivots import _ln, derive_pivots, null_pivots
 
 EMB = EmbedderIdentity("test-embedder", "f" * 64)
 SECRET = bytes(range(32))

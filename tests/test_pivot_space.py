@@ -10,12 +10,7 @@ import pytest
 from scipy import stats
 
 from samark.errors import KeyFileError
-from samark.keys import (
-    EmbedderIdentity,
-    WatermarkKey,
-    derive_pivots_in_space,
-    null_pivots_in_space,
-)
+from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.pivot_space import (
     PivotSpace,
     UnknownPivotSpaceError,
@@ -23,6 +18,7 @@ from samark.pivot_space import (
     load_pivot_space,
     shipped_pivot_spaces,
 )
+from samark.pivots import derive_pivots_in_space, null_pivots_in_space
 
 SECRET = bytes(range(32))
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samark.keys import null_pivots
+from samark.pivots import null_pivots
 from samark.statistics import (
     alignment,
     channel_responses,

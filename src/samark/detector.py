@@ -15,7 +15,8 @@ import numpy as np
 from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
-from samark.keys import PivotLaw, WatermarkKey
+from samark.keys import WatermarkKey
+from samark.pivots import PivotLaw
 from samark.segment import split_sentences
 from samark.statistics import (
     STATISTICS,
