@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,11 +33,13 @@ sentences = 2
 human_negatives = 5
 [[schemes]]
 name = "unwatermarked"
+params = { tokens_per_sentence = 24 }
 [[schemes]]
 name = "kgw"
+params = { tokens_per_sentence = 24 }
 [[schemes]]
 name = "samark"
-params = { candidates = 4, n_null = 99 }
+params = { candidates = 4, n_null = 99, max_sentence_tokens = 32 }
 [[attacks]]
 name = "shuffle"
 [metrics]
@@ -241,14 +244,29 @@ def test_no_compaction_while_a_run_writes(tmp_path) -> None:
         Run.compact(tmp_path)
 
 
-def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "samark", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+@dataclass
+class _Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _run(args: list[str], cwd: Path) -> _Ran:
+    """``samark ARGS`` in ``cwd``, in this process (the models it loads stay loaded for
+    the next call); the one run that is killed -9 is a real subprocess."""
+    from typer.testing import CliRunner
+
+    from samark.cli import app
+
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        os.chdir(here)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return _Ran(result.exit_code, result.stdout, result.stderr)
 
 
 def _lines(path: Path) -> list[dict]:
@@ -390,7 +408,7 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
         label = "samark scan"
         texts_from = "samark"
         human_negatives = 3
-        params = { candidates = 4, n_null = 99, statistic = "scan" }
+        params = { candidates = 4, n_null = 99, max_sentence_tokens = 32, statistic = "scan" }
     """)
     )
     scan = _run(["eval", "run", str(toml), "-o", str(run_dir)], tmp_path)
@@ -485,8 +503,12 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     exp = Experiment.parse(
         TINY.replace("human_negatives = 5", "human_negatives = 3")
         .replace("bootstrap = 50", "bootstrap = 50\nfprs = [0.05]\nalpha = 0.05")
-        .replace('[[schemes]]\nname = "unwatermarked"\n', "")
-        .replace('[[schemes]]\nname = "samark"\nparams = { candidates = 4, n_null = 99 }\n', "")
+        .replace('[[schemes]]\nname = "unwatermarked"\nparams = { tokens_per_sentence = 24 }\n', "")
+        .replace(
+            '[[schemes]]\nname = "samark"\n'
+            "params = { candidates = 4, n_null = 99, max_sentence_tokens = 32 }\n",
+            "",
+        )
     )
     assert [s.label for s in exp.schemes] == ["kgw"]
     run = Run(exp, tmp_path / "run", progress=False)

@@ -75,8 +75,8 @@ def eval_run(
         if attacks:
             exp = exp.only_attacks([x.strip() for x in attacks.split(";") if x.strip()])
         folder = run_dir or Path("runs") / exp.name
-        run = Run(exp, folder, reverse=reverse)
-        run.run([s.strip() for s in stages.split(",") if s.strip()])
+        with Run(exp, folder, reverse=reverse) as run:  # released when done, even in-process
+            run.run([s.strip() for s in stages.split(",") if s.strip()])
         if report:
             from samark.evaluation.report import write_report
 

@@ -114,6 +114,12 @@ class Run:
             self._lock.release()
             self._lock = None
 
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @staticmethod
     def compact(run_dir: str | Path) -> list[tuple[str, int, int]]:
         """Seal a run folder's records into gzip files (``store.compact_folder``): the
