@@ -31,7 +31,9 @@ def test_subset_sum_distribution_matches_enumeration() -> None:
     [("semstamp", {}), ("k-semstamp", {"clusters": 4, "fit_sentences": 300})],
 )
 def test_every_accepted_sentence_lands_in_a_valid_region(name, params, mpnet, mpnet_key) -> None:
-    scheme = create_scheme(name, key=mpnet_key, embedder=mpnet, max_trials=48, **params)
+    scheme = create_scheme(
+        name, key=mpnet_key, embedder=mpnet, max_trials=48, max_sentence_tokens=40, **params
+    )
     assert isinstance(scheme, SemStamp)
     g = scheme.generate(PROMPT, max_new_sentences=4, seed=3)
     assert len(g.sentences) == 4 and g.tokens_sampled > g.output_tokens
