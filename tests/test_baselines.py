@@ -128,8 +128,7 @@ def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> No
     another key, and the unwatermarked model's text is not detected."""
     from samark.keys import WatermarkKey
 
-    # 32 tokens a sentence (not 48): as many sentences, a third fewer decode steps
-    scheme = create_scheme("upv", key=mpnet_key, delta=4.0, tokens_per_sentence=32)
+    scheme = create_scheme("upv", key=mpnet_key, delta=4.0)
     other = create_scheme(
         "upv", key=WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
     )
@@ -140,9 +139,7 @@ def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> No
     both = " ".join(g.text for g in gens)
     assert scheme.detect(both).p_value < 1e-4
     assert other.detect(both).p_value > 1e-3
-    plain = create_scheme("unwatermarked", tokens_per_sentence=32).generate_batch(
-        PROMPTS, max_new_sentences=6, seed=0
-    )
+    plain = create_scheme("unwatermarked").generate_batch(PROMPTS, max_new_sentences=6, seed=0)
     assert scheme.detect(" ".join(g.text for g in plain)).p_value > 1e-3
     with pytest.raises(EmptyTextError):
         scheme.detect("one")
