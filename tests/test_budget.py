@@ -140,3 +140,33 @@ def test_samark_with_pruning_samples_fewer_tokens_and_still_matches(mpnet, mpnet
     assert all(step["candidates"] <= 8 for step in b.steps)
     with pytest.raises(ValueError, match="prune_keep"):
         SAMarkConfig(prune_at=4, prune_keep=0)
+
+
+def test_samark_hands_the_engine_its_steering_and_pruning(
+    smollm2, mpnet, mpnet_key, tmp_path, monkeypatch
+) -> None:
+    from samark.schemes import create_scheme
+    from samark.selection import PartialScore
+
+    monkeypatch.setenv("SAMARK_CACHE_DIR", str(tmp_path))
+    scheme = create_scheme(
+        "samark", key=mpnet_key, embedder=mpnet, sampler=smollm2, steer=1.0, steer_words=300
+    )
+    first = scheme.begin("A prompt.", np.random.default_rng(0))
+    second = scheme.begin("A prompt.", np.random.default_rng(1))
+    steer = scheme.sample_options(first)["token_layer"]
+    assert isinstance(steer, SemanticSteer) and len(steer.ids) == 300
+    assert "prune" not in scheme.sample_options(first)
+    assert second.steer.ids is steer.ids  # the word table is read once per scheme
+    ids, emb = word_embeddings(mpnet, smollm2.tokenizer, smollm2.name, limit=300)
+    pivots = mpnet_key.pivots(mpnet.dim, 2)
+    for state in (first, second):  # each generation leans toward its own flags
+        own = SemanticSteer(ids, emb, pivots, state.flags, 1.0)
+        np.testing.assert_array_equal(state.steer.values, own.values)
+    pruned = create_scheme(
+        "samark", key=mpnet_key, embedder=mpnet, sampler=smollm2, prune_at=6, prune_keep=3
+    )
+    options = pruned.sample_options(pruned.begin("A prompt.", np.random.default_rng(0)))
+    assert "token_layer" not in options
+    prune = options["prune"]
+    assert isinstance(prune, PartialScore) and (prune.at, prune.keep) == (6, 3)

@@ -114,6 +114,8 @@ def _row_bias(
     if layer is None:
         return None
     h = layer.context
+    if h == 0:  # a bias without context (``r[-0:]`` would be the whole row)
+        return torch.from_numpy(layer.bias([[] for _ in rows], width))
     contexts = [(prefix[-h:] + r)[-h:] if len(r) < h else r[-h:] for r in rows]
     return torch.from_numpy(layer.bias(contexts, width))
 

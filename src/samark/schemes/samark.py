@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,17 +104,24 @@ class SAMark(SentenceLevelWatermark):
             history=np.zeros((0, self.embedder.dim)),
         )
 
+    @functools.cached_property
+    def _steer_words(self) -> tuple[np.ndarray, np.ndarray]:
+        """The generator's whole-word tokens and their embeddings (read once per scheme,
+        not once per generation)."""
+        from samark.steering import word_embeddings
+
+        sampler = self.sampler
+        _check_engine(sampler, self.config)
+        tokenizer = getattr(sampler, "tokenizer")  # noqa: B009 (the local engine has one)
+        return word_embeddings(self.embedder, tokenizer, sampler.name, self.config.steer_words)
+
     def _steering(self, flags: np.ndarray) -> Any:
         """This generation's steering bias (``SAMarkConfig.steer``), combined with the
         scheme's token watermark if it has one."""
-        from samark.steering import SemanticSteer, SummedBias, word_embeddings
+        from samark.steering import SemanticSteer, SummedBias
 
-        sampler = self.sampler
-        c = self.config
-        _check_engine(sampler, c)
-        tokenizer = getattr(sampler, "tokenizer")  # noqa: B009 (the local engine has one)
-        ids, emb = word_embeddings(self.embedder, tokenizer, sampler.name, c.steer_words)
-        steer = SemanticSteer(ids, emb, self._pivots, flags, c.steer)
+        ids, emb = self._steer_words
+        steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.steer)
         return steer if self.token_layer is None else SummedBias(self.token_layer, steer)
 
     def sample_options(self, state: _Step) -> dict[str, Any]:
