@@ -37,13 +37,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from samark.config import SAMarkConfig
+from samark.selection import softmax_weights, watermark_score
+
 PREFIX_TOKENS = (2, 4, 6, 8, 12, 16)
 
 
 def record(args: argparse.Namespace) -> None:
     import torch
 
-    from samark.config import SAMarkConfig
     from samark.datasets import load_dataset, prompt_examples
     from samark.embed import load_embedder, new_key
     from samark.sampling.transformers_engine import load_transformers_sampler
@@ -158,7 +160,15 @@ def record(args: argparse.Namespace) -> None:
 
 # ---------------------------------------------------------------- analysis
 
-KAPPA, EPSILON, LAMBDA_DIV, LAMBDA_NOV = 30.0, 10.0, 0.35, 0.2
+#: the selection's own parameters (SAMark's defaults, those the records were made with)
+PAPER = SAMarkConfig()
+
+
+def s_wm(signed: np.ndarray) -> np.ndarray:
+    """The selection's watermark score of flag-signed cosines (m, c) (or (m, k, c))."""
+    flat = signed.reshape(-1, signed.shape[-1])
+    score = watermark_score(flat, np.ones(flat.shape[1]), PAPER.selection_kappa, True)
+    return score.reshape(signed.shape[:-1])
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -183,16 +193,14 @@ def pick_law(s: dict[str, Any], subset: np.ndarray) -> tuple[float, float, bool]
     signed = s["signed"][subset]
     matched = s["hard_ok"][subset] & np.all(signed > 0, axis=1)
     score = (
-        np.tanh(KAPPA * signed).sum(axis=1)
-        + LAMBDA_DIV * s["diversity"][subset]
-        + LAMBDA_NOV * s["novelty"][subset]
+        s_wm(signed)
+        + PAPER.lambda_div * s["diversity"][subset]
+        + PAPER.lambda_nov * s["novelty"][subset]
     )
     offset = signed.mean(axis=1)
-    term = np.tanh(KAPPA * signed).mean(axis=1)
+    term = np.tanh(PAPER.kappa * signed).mean(axis=1)  # the detector's alignment
     if matched.any():
-        sc = score[matched]
-        q = np.exp(EPSILON * (sc - sc.max()))
-        q /= q.sum()
+        q = softmax_weights(score[matched], PAPER.epsilon)
         return float(q @ offset[matched]), float(q @ term[matched]), True
     pool = (
         np.flatnonzero(s["hard_ok"][subset])
@@ -241,7 +249,7 @@ def pruned(n: int, k_index: int, keep: int, k: int) -> Any:
         rows = s["row_tokens"][:n]
         cands = np.flatnonzero(s["row_of"] < n)
         part = s["partial"][cands, k_index]  # (m, c)
-        score = np.tanh(KAPPA * part).sum(axis=1)
+        score = s_wm(part)  # the engine's PartialScore
         order = cands[np.argsort(-score)][:keep]
         # rows that end within k tokens cost what they cost; incomplete rows are pruned
         cost = int(np.minimum(rows, k).sum())
@@ -314,7 +322,7 @@ def analyse(args: argparse.Namespace) -> None:
         agree = np.mean(np.sign(part) == np.sign(full))
         ranks, top = [], []
         for s in steps:
-            score = np.tanh(KAPPA * s["partial"][:, i]).sum(axis=1)
+            score = s_wm(s["partial"][:, i])
             rank = int((score > score[s["chosen"]]).sum())
             ranks.append(rank / len(score))
             top.append(rank < 8)

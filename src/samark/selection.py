@@ -93,13 +93,19 @@ def saturated_matches(
     return matched & np.all(np.tanh(kappa * cosines * flags[None, :]) >= level, axis=1)
 
 
+def softmax_weights(scores: np.ndarray, epsilon: float) -> np.ndarray:
+    """The pick's law: q_i = exp(eps * S_i) / sum exp(eps * S)."""
+    logits = epsilon * (scores - scores.max())
+    q = np.exp(logits)
+    q /= q.sum()
+    return q
+
+
 def softmax_pick(
     scores: np.ndarray, epsilon: float, rng: np.random.Generator
 ) -> tuple[int, np.ndarray]:
     """Sample an index with probability exp(eps * S) / sum exp(eps * S); returns (index, q)."""
-    logits = epsilon * (scores - scores.max())
-    q = np.exp(logits)
-    q /= q.sum()
+    q = softmax_weights(scores, epsilon)
     return int(rng.choice(len(q), p=q)), q
 
 
