@@ -131,9 +131,9 @@ def test_pool_margin_picks_the_largest_margin_over_the_pool_mean(mpnet, smollm2)
         lambda_nov=0.0,
         record_signal=True,
     )
-    gen = SAMark(new_key(mpnet), config=config, sampler=smollm2).generate(
-        PROMPT, max_new_sentences=2, seed=3
-    )
+    # a fixed key: with a fresh one, about one run in seven had no matched step to check
+    key = WatermarkKey(b"pool-margin-test-key-00000000000", mpnet.identity)
+    gen = SAMark(key, config=config, sampler=smollm2).generate(PROMPT, max_new_sentences=2, seed=3)
     checked = 0
     for step in gen.steps:
         if step["kind"] != "matched":
