@@ -9,9 +9,15 @@ Starts ``samark serve`` in its own process (a throwaway key, no tokens) and prin
    ``SAMark.generate`` in-process with the same settings and seeds (what the CLI does).
 3. ``--upstream URL#MODEL``: unwatermarked completions (``"watermark": false``) through the
    server against the upstream directly: the latency the pass-through adds.
+4. ``--generation-clients 1,4,8``: watermarked completions from that many concurrent
+   clients (``--per-client`` each, distinct prompts and seeds), against a server that runs
+   them one at a time (``--concurrency 1``, first come first served) and one that batches
+   their candidate draws (the default, ``--concurrency 8``): sentences/s, p50 and p99
+   latency per completion, p99/p50, errors. ``--out FILE.jsonl`` keeps the rows.
 
     python benchmarks/serve.py --clients 8 --seconds 60
     python benchmarks/serve.py --generate 3 --candidates 16 --sentences 3
+    python benchmarks/serve.py --generation-clients 1,4,8 --candidates 16 --sentences 2
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import numpy as np
 
 from samark.datasets import human_windows, load_dataset
 from samark.models import DEFAULT_EMBEDDER
+from samark.segment import split_sentences
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 600) -> tuple[int, float]:
@@ -49,11 +56,13 @@ def post(url: str, body: dict[str, Any], timeout: float = 600) -> tuple[int, flo
     return status, time.perf_counter() - start
 
 
-def start_server(key: Path, port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
+def start_server(
+    key: Path, port: int, args: argparse.Namespace, concurrency: int = 8
+) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable, "-m", "samark", "serve", "--key", str(key), "--port", str(port),
         "--no-auth", "--candidates", str(args.candidates), "--sentences", str(args.sentences),
-        "--timeout", "600",
+        "--timeout", "1800", "--concurrency", str(concurrency),
     ]  # fmt: skip
     if args.upstream:
         cmd += ["--upstream", args.upstream]
@@ -106,6 +115,87 @@ def detect_load(base: str, texts: list[str], clients: int, seconds: float) -> No
     )
 
 
+def generation_load(
+    base: str, prompts: list[str], clients: int, per_client: int, sentences: int
+) -> dict[str, Any]:
+    """``clients`` threads, each sending ``per_client`` watermarked completions in turn."""
+    latencies: list[float] = []
+    produced = errors = 0
+    lock = threading.Lock()
+
+    def client(k: int) -> None:
+        nonlocal produced, errors
+        for j in range(per_client):
+            i = k * per_client + j
+            body = {"prompt": prompts[i % len(prompts)], "seed": i, "max_sentences": sentences}
+            start = time.perf_counter()
+            request = urllib.request.Request(
+                f"{base}/v1/completions",
+                data=json.dumps(body).encode(),
+                headers={"content-type": "application/json"},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=1800) as response:
+                    text = json.loads(response.read())["choices"][0]["text"]
+                took = time.perf_counter() - start
+                with lock:
+                    latencies.append(took)
+                    produced += len(split_sentences(text))
+            except (urllib.error.URLError, OSError, KeyError, ValueError):
+                with lock:
+                    errors += 1
+
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    p50, p99 = (float(x) for x in np.percentile(latencies, [50, 99])) if latencies else (0, 0)
+    return {
+        "clients": clients,
+        "completions": len(latencies),
+        "sentences": produced,
+        "wall_s": round(wall, 2),
+        "sentences_per_s": round(produced / wall, 4),
+        "p50_s": round(p50, 2),
+        "p99_s": round(p99, 2),
+        "p99_over_p50": round(p99 / p50, 3) if p50 else None,
+        "errors": errors,
+    }
+
+
+def generation_table(key_file: Path, args: argparse.Namespace, prompts: list[str]) -> None:
+    """Part 4: concurrent generation clients, served one at a time and batched."""
+    counts = [int(c) for c in args.generation_clients.split(",")]
+    rows = []
+    for concurrency, mode in ((1, "one at a time"), (8, "batched")):
+        proc = start_server(key_file, args.port, args, concurrency)
+        base = f"http://127.0.0.1:{args.port}"
+        try:
+            post(f"{base}/v1/completions", {"prompt": prompts[-1], "max_sentences": 1})  # warm
+            for clients in counts:
+                row = {"mode": mode, "concurrency": concurrency, **generation_load(
+                    base, prompts, clients, args.per_client, args.sentences
+                )}  # fmt: skip
+                rows.append(row)
+                print(
+                    f"{mode:>13}, {clients} clients: {row['sentences_per_s']:.3f} sentences/s, "
+                    f"p50 {row['p50_s']:.1f} s, p99 {row['p99_s']:.1f} s, p99/p50 "
+                    f"{row['p99_over_p50']}, errors {row['errors']} ({row['completions']} "
+                    f"completions of {args.sentences} sentences, N = {args.candidates})",
+                    flush=True,
+                )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    if args.out:
+        with open(args.out, "w") as fh:
+            for row in rows:
+                fh.write(json.dumps({**row, "candidates": args.candidates}) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=8)
@@ -118,6 +208,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="pass-through requests")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the server")
     ap.add_argument("--port", type=int, default=8765)
+    ap.add_argument("--generation-clients", help="e.g. 1,4,8: part 4 only")
+    ap.add_argument("--per-client", type=int, default=2, help="completions per client")
+    ap.add_argument("--out", help="JSONL rows of part 4")
     args = ap.parse_args()
 
     import torch
@@ -134,6 +227,10 @@ def main() -> None:
     scheme = SAMark(key, config=config, embedder=embedder)
     with tempfile.TemporaryDirectory() as tmp:
         key_file = key.save(Path(tmp) / "bench.key")
+        if args.generation_clients:
+            print(f"machine: {os.cpu_count()} CPUs; server: {args.threads} torch thread(s)")
+            generation_table(key_file, args, [d.text[:400] for d in docs[:64]])
+            return
         proc = start_server(key_file, args.port, args)
         base = f"http://127.0.0.1:{args.port}"
         print(

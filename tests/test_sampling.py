@@ -138,3 +138,73 @@ def test_engine_is_the_same_with_and_without_shared_prefix(smollm2) -> None:
     fast = smollm2.sample(PREFIX, 6, PARAMS, seed=9)
     assert [c.text for c in fast.candidates] == [c.text for c in slow.candidates]
     assert fast.tokens_sampled == slow.tokens_sampled
+
+
+def test_rows_of_several_prefixes_decode_in_one_batch_exactly(smollm2) -> None:
+    """Rows of two prefixes of different lengths in one batch: each row gets the logits of
+    a plain forward pass over its own prefix + tokens, also after rows leave."""
+    from samark.sampling.transformers_engine import BatchDecoder
+
+    ids = [
+        smollm2.tokenizer(PREFIX)["input_ids"],
+        smollm2.tokenizer(" ".join([PREFIX] * 3))["input_ids"],
+    ]
+    rows = torch.tensor(np.random.default_rng(1).integers(100, 5000, size=(5, 3)))
+
+    def plain(prefix: list[int], tokens: torch.Tensor) -> torch.Tensor:
+        full = torch.cat([torch.tensor([prefix] * len(tokens)), tokens], dim=1)
+        return smollm2.model(full).logits[:, -1]
+
+    with torch.inference_mode():
+        dec = BatchDecoder.for_prefixes(smollm2.model, ids, [2, 3], 8)
+        for step in range(3):
+            got = dec.step(rows[:, step])
+        want = torch.cat([plain(ids[0], rows[:2]), plain(ids[1], rows[2:])])
+        torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+        dec.keep([1, 4])  # one row of each prefix stays
+        got = dec.step(torch.tensor([7, 9]))
+        more = torch.tensor([[7], [9]])
+        want = torch.cat(
+            [
+                plain(ids[0], torch.cat([rows[1:2], more[:1]], 1)),
+                plain(ids[1], torch.cat([rows[4:5], more[1:]], 1)),
+            ]
+        )
+        torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+
+
+def _same_candidates(a, b) -> int:
+    return sum(x.text == y.text for x, y in zip(a.candidates, b.candidates, strict=True))
+
+
+def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
+    """Two requests in one batch, with their own prefixes, sizes, caps, seeds and one with
+    a token layer: each gets the candidates it gets alone (a row may differ only where the
+    larger batch's rounding flips a draw)."""
+    from samark.sampling.base import SampleRequest
+    from samark.token_layer import GreenListLayer
+
+    layer = GreenListLayer(b"k" * 32, smollm2.model.config.vocab_size)
+    requests = [
+        SampleRequest(PREFIX, 5, SamplingParams(max_sentence_tokens=24), seed=3),
+        SampleRequest(
+            "Scientists found a new species of frog in Peru. The team",
+            4,
+            SamplingParams(temperature=0.9, top_p=0.9, max_sentence_tokens=32),
+            seed=4,
+            token_layer=layer,
+        ),
+    ]
+    together = smollm2.sample_many(requests)
+    for request, batch in zip(requests, together, strict=True):
+        alone = smollm2.sample(
+            request.prefix,
+            request.n,
+            request.params,
+            seed=request.seed,
+            token_layer=request.token_layer,
+        )
+        assert len(batch.candidates) == request.n
+        assert batch.prompt_tokens == alone.prompt_tokens
+        assert _same_candidates(batch, alone) >= request.n - 1
+        assert all(c.n_tokens <= request.params.max_sentence_tokens for c in batch.candidates)

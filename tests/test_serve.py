@@ -27,6 +27,7 @@ import uvicorn
 
 from samark import SAMark, SAMarkConfig
 from samark.errors import SamarkError
+from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler
 from samark.serving import ServeSettings, create_app
 from samark.serving.app import Upstream, tokenizer_chat_renderer
@@ -82,9 +83,14 @@ def _logs() -> Iterator[None]:
     root.setLevel(old)
 
 
+#: the local engine as ``samark serve`` builds it: concurrent generations share its batches
+ENGINE: list[BatchingSampler] = []
+
+
 @pytest.fixture(scope="module")
 def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
-    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=smollm2)
+    ENGINE.append(BatchingSampler(smollm2))
+    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=ENGINE[0])
     settings = ServeSettings(
         tokens=frozenset({USER}),
         admin_tokens=frozenset({ADMIN}),
@@ -271,6 +277,30 @@ def test_concurrent_detection_clients(local) -> None:
     for t in threads:
         t.join(timeout=300)
     assert results == [200] * 24
+
+
+def test_concurrent_generation_clients_share_the_engines_batches(local, mpnet_key) -> None:
+    """Three clients at once: every one answered with its own marked text, and their
+    candidate draws decoded together (the engine's largest batch held several)."""
+    engine = ENGINE[0]
+    before = engine.batches, engine.draws
+    answers: list[Any] = [None] * 3
+
+    def client(i: int) -> None:
+        answers[i] = _client(local).completions.create(
+            model="samark", prompt=f"Report {i}: the city council met on Monday.", seed=i
+        )
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    SEEN.extend(a.model_dump_json() for a in answers)
+    assert all(a.choices[0].text.strip() for a in answers)
+    assert all(a.model_extra["samark"]["key_id"] == mpnet_key.key_id for a in answers)
+    batches, draws = engine.batches - before[0], engine.draws - before[1]
+    assert engine.largest >= 2 and draws > batches  # draws of several clients in one batch
 
 
 def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(

@@ -22,16 +22,20 @@ def load_scheme(
     generator: str = DEFAULT_GENERATOR,
     sampler: str | None = None,
     statistic: str | None = None,
+    *,
+    engine: Any = None,
     **fields: Any,
 ) -> Any:
     """A scheme of SAMark's family (``SAMARK_SCHEMES``) with SAMarkConfig ``fields`` (those
     left out keep the scheme's own defaults), the commands' detection ``statistic``
-    (``COMMAND_STATISTIC`` unless given) and an optional candidate engine."""
+    (``COMMAND_STATISTIC`` unless given) and an optional candidate engine: a ``sampler``
+    spec, or an ``engine`` already built."""
     from samark.sampling import load_sampler
     from samark.schemes import create_scheme
 
     try:
-        engine = load_sampler(sampler) if sampler else None
+        if engine is None and sampler:
+            engine = load_sampler(sampler)
         params: dict[str, Any] = {
             "generator": generator,
             "statistic": statistic or COMMAND_STATISTIC,

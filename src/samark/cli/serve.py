@@ -59,6 +59,13 @@ def serve(
         int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
     ] = 12,
     max_sentences: Annotated[int, typer.Option(help="Most sentences a request may ask.")] = 48,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            help="Generations that run at once; the local engine decodes their candidates "
+            "in one batch (1: one at a time, first come first served)."
+        ),
+    ] = 8,
     statistic: Annotated[
         str | None,
         typer.Option(help="Detection statistic: scan (default), z or alignment."),
@@ -103,6 +110,7 @@ def serve(
             request_timeout_s=timeout,
             default_sentences=sentences,
             max_sentences=max_sentences,
+            concurrent_generations=concurrency,
         )
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -113,17 +121,29 @@ def serve(
         key, marked_by = ring_key_file(keyring, label, None)
     elif label is not None:
         raise fail("--label chooses a key of a --keyring")
+    engine = None
+    if upstream is None and concurrency > 1:  # concurrent requests share the model's batches
+        from samark.sampling.batching import BatchingSampler
+        from samark.sampling.transformers_engine import load_transformers_sampler
+
+        err.print(f"loading {generator} ...")
+        try:
+            engine = BatchingSampler(load_transformers_sampler(generator))
+        except (SamarkError, ValueError, OSError) as exc:
+            raise fail(str(exc)) from None
     scheme = load_scheme(
         key,
         scheme_name,
         generator,
         upstream,
         statistic,
+        engine=engine,
         candidates=candidates,
         max_new_sentences=sentences,
         alpha=alpha,
     )
-    err.print(f"loading {generator} ...")
+    if engine is None:
+        err.print(f"loading {generator} ...")
     try:
         from transformers import AutoTokenizer
 

@@ -6,8 +6,11 @@ SAMark and any other sentence-level scheme draw candidates through this interfac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from samark.segment import first_sentence
 
@@ -62,6 +65,50 @@ class CandidateBatch:
     @property
     def complete(self) -> list[str]:
         return [c.text for c in self.candidates if c.text is not None]
+
+
+class LogitsBias(Protocol):
+    """A token-level watermark applied inside an engine (e.g.
+    :class:`samark.token_layer.GreenListLayer`): an additive logit bias per row that
+    depends on the row's last ``context`` tokens only."""
+
+    @property
+    def context(self) -> int: ...
+
+    def bias(self, contexts: Sequence[Sequence[int]], width: int) -> np.ndarray: ...
+
+
+class RowPruner(Protocol):
+    """Early stopping of candidate rows: once every live row has decoded ``at`` tokens,
+    only the ``keep`` live rows whose partial text scores best decode on (SAMark's
+    pruned budget, ``SAMarkConfig.prune_at``). Rows that completed a sentence earlier stay
+    candidates; pruned rows end as incomplete candidates."""
+
+    @property
+    def at(self) -> int: ...
+
+    @property
+    def keep(self) -> int: ...
+
+    def score(self, partial_texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class SampleRequest:
+    """One draw of ``n`` candidate next sentences of ``prefix``: the arguments of an
+    engine's ``sample``, so that an engine can take several callers' draws in one batch
+    (``sample_many``)."""
+
+    prefix: str
+    n: int
+    params: SamplingParams
+    seed: int | None = None
+    token_layer: LogitsBias | None = None
+    prune: RowPruner | None = None
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError("n must be >= 1")
 
 
 @runtime_checkable

@@ -6,8 +6,10 @@ context that made 64 candidates ~3x slower than decoding from a short prompt. He
 prefix keys/values are kept once, shape (1, kv_heads, P, d), and each row's own tokens go
 into a preallocated suffix buffer. Attention for a decode query is one softmax over
 [prefix scores | suffix scores], the prefix part computed as a single batched matmul
-against the shared keys. Exact (same math as attending to the concatenation); the test
-suite checks it against transformers' own cached decoding.
+against the shared keys. Several prefixes can decode in one batch (concurrent requests):
+each group of rows attends to its own prefix, and the rest of the model runs on all rows.
+Exact (same math as attending to the concatenation); the test suite checks it against
+transformers' own cached decoding.
 
 It plugs into transformers through its public ``AttentionInterface``: during decoding the
 model runs with ``attn_implementation="samark_shared_prefix"`` and the state rides in the
@@ -17,7 +19,7 @@ forward kwargs; without that state the function defers to SDPA.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -30,30 +32,63 @@ STATE_KWARG = "samark_shared_prefix_state"
 
 
 class SharedPrefixState:
-    """The prefix KV (once) and the rows' suffix KV (preallocated) for every layer."""
+    """The prefix KV (once per prefix) and the rows' suffix KV (preallocated) for every
+    layer.
 
-    def __init__(self, prefix: DynamicCache, rows: int, max_new_tokens: int) -> None:
-        self.prefix_keys: list[torch.Tensor] = []
-        self.prefix_values: list[torch.Tensor] = []
+    Rows decode continuations of one prefix, or of several (``prefixes[g]`` for
+    ``rows[g]`` consecutive rows: concurrent requests batched together). Every row has
+    decoded the same number of suffix tokens; a row's position counts from its own prefix.
+    """
+
+    def __init__(
+        self, prefixes: Sequence[DynamicCache], rows: Sequence[int], max_new_tokens: int
+    ) -> None:
+        if len(prefixes) != len(rows) or not prefixes or min(rows) < 1:
+            raise ValueError("need one positive row count per prefix")
+        #: per prefix, per layer: keys (kv_heads, d, P) and values (kv_heads, P, d)
+        self.prefix_keys: list[list[torch.Tensor]] = []
+        self.prefix_values: list[list[torch.Tensor]] = []
+        for prefix in prefixes:
+            keys, values = [], []
+            for layer in prefix.layers:
+                k, v = getattr(layer, "keys", None), getattr(layer, "values", None)
+                if k is None or v is None:  # (1, kv, P, d) each
+                    raise ValueError("the prefix cache has an empty layer")
+                keys.append(k[0].transpose(1, 2).contiguous())
+                values.append(v[0].contiguous())
+            self.prefix_keys.append(keys)
+            self.prefix_values.append(values)
         self.suffix_keys: list[torch.Tensor] = []
         self.suffix_values: list[torch.Tensor] = []
-        for layer in prefix.layers:
-            k, v = getattr(layer, "keys", None), getattr(layer, "values", None)  # (1, kv, P, d)
-            if k is None or v is None:
-                raise ValueError("the prefix cache has an empty layer")
-            self.prefix_keys.append(k[0].transpose(1, 2).contiguous())  # (kv_heads, d, P)
-            self.prefix_values.append(v[0].contiguous())  # (kv_heads, P, d)
-            shape = (rows, k.shape[1], max_new_tokens, k.shape[3])
-            self.suffix_keys.append(torch.empty(shape, dtype=k.dtype))
+        total = sum(rows)
+        for v in self.prefix_values[0]:
+            shape = (total, v.shape[0], max_new_tokens, v.shape[2])
+            self.suffix_keys.append(torch.empty(shape, dtype=v.dtype))
             self.suffix_values.append(torch.empty(shape, dtype=v.dtype))
-        self.prefix_length = int(self.prefix_values[0].shape[1])
-        self.rows = rows
+        self.prefix_lengths = [int(values[0].shape[1]) for values in self.prefix_values]
+        #: the prefix of each live row (rows stay ordered by prefix)
+        self.row_prefix = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor(rows))
+        self.counts = list(rows)  # live rows per prefix
+        self.rows = total
         self.length = 0  # suffix tokens already stored (the current one is written next)
 
     @property
+    def prefix_length(self) -> int:
+        """The (first) prefix's length."""
+        return self.prefix_lengths[0]
+
+    @property
     def position(self) -> int:
-        """The absolute position of the token being decoded."""
+        """The absolute position of the token being decoded (one prefix)."""
         return self.prefix_length + self.length
+
+    def position_ids(self) -> torch.Tensor:
+        """The absolute position of the token each row decodes, shape (rows, 1); one
+        prefix: (1, 1), broadcast."""
+        if len(self.prefix_lengths) == 1:
+            return torch.tensor([[self.position]])
+        lengths = torch.tensor(self.prefix_lengths)[self.row_prefix]
+        return (lengths + self.length)[:, None]
 
     def advance(self) -> None:
         self.length += 1
@@ -64,6 +99,37 @@ class SharedPrefixState:
         for buf in (*self.suffix_keys, *self.suffix_values):
             buf[: len(rows), :, :s] = buf[rows, :, :s]
         self.rows = len(rows)
+        self.row_prefix = self.row_prefix[rows]
+        self.counts = torch.bincount(self.row_prefix, minlength=len(self.counts)).tolist()
+
+
+def _attend(
+    q: torch.Tensor,
+    sk: torch.Tensor,
+    sv: torch.Tensor,
+    pk: torch.Tensor,
+    pv: torch.Tensor,
+    scale: float,
+    softcap: float | None,
+) -> torch.Tensor:
+    """Attention of decode queries ``q`` (rows, kv_heads, groups, d) over one shared
+    prefix (keys ``pk`` (kv_heads, d, P), values ``pv`` (kv_heads, P, d)) and each row's
+    own suffix ``sk``/``sv`` (rows, kv_heads, S, d): one softmax over both."""
+    rows, kv_heads, groups, dim = q.shape
+    # prefix: one (kv_heads)-batched matmul against the shared keys, for all rows at once
+    flat = q.transpose(0, 1).reshape(kv_heads, rows * groups, dim)
+    prefix_scores = torch.bmm(flat, pk)
+    prefix_scores = prefix_scores.view(kv_heads, rows, groups, -1).transpose(0, 1)
+    suffix_scores = torch.matmul(q, sk.transpose(-1, -2))
+    scores = torch.cat([prefix_scores, suffix_scores], dim=-1) * scale
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    p = pk.shape[-1]
+    prefix_probs = probs[..., :p].transpose(0, 1).reshape(kv_heads, rows * groups, p)
+    out = torch.bmm(prefix_probs, pv)
+    out = out.view(kv_heads, rows, groups, dim).transpose(0, 1)
+    return out + torch.matmul(probs[..., p:], sv)
 
 
 def shared_prefix_attention(
@@ -92,23 +158,26 @@ def shared_prefix_attention(
     sk[:, :, s] = key[:, :, 0]
     sv[:, :, s] = value[:, :, 0]
     scale = scaling if scaling is not None else dim**-0.5
-    groups = heads // kv_heads
-    q = query.reshape(rows, kv_heads, groups, dim)  # query heads grouped by their kv head
-    # prefix: one (kv_heads)-batched matmul against the shared keys, for all rows at once
-    flat = q.transpose(0, 1).reshape(kv_heads, rows * groups, dim)
-    prefix_scores = torch.bmm(flat, state.prefix_keys[layer])
-    prefix_scores = prefix_scores.view(kv_heads, rows, groups, -1).transpose(0, 1)
-    suffix_scores = torch.matmul(q, sk[:, :, : s + 1].transpose(-1, -2))
-    scores = torch.cat([prefix_scores, suffix_scores], dim=-1) * scale
+    q = query.reshape(rows, kv_heads, heads // kv_heads, dim)  # grouped by their kv head
     softcap = kwargs.get("softcap")
-    if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
-    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    p = state.prefix_length
-    prefix_probs = probs[..., :p].transpose(0, 1).reshape(kv_heads, rows * groups, p)
-    out = torch.bmm(prefix_probs, state.prefix_values[layer])
-    out = out.view(kv_heads, rows, groups, dim).transpose(0, 1)
-    out = out + torch.matmul(probs[..., p:], sv[:, :, : s + 1])
+    outs, start = [], 0
+    for g, count in enumerate(state.counts):  # the rows of each prefix, in order
+        if count:
+            end = start + count
+            pk, pv = state.prefix_keys[g][layer], state.prefix_values[g][layer]
+            outs.append(
+                _attend(
+                    q[start:end],
+                    sk[start:end, :, : s + 1],
+                    sv[start:end, :, : s + 1],
+                    pk,
+                    pv,
+                    scale,
+                    softcap,
+                )
+            )
+            start = end
+    out = outs[0] if len(outs) == 1 else torch.cat(outs)
     return out.reshape(rows, 1, heads, dim), None
 
 

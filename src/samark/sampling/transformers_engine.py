@@ -3,15 +3,20 @@
 The shared prefix is prefilled once and its KV cache expanded to the batch; each row is
 decoded with temperature + nucleus sampling (transformers' own logits warpers) until the
 project's segmenter confirms a complete first sentence, and finished rows leave the batch.
+Several requests' draws can decode in one batch (``sample_many``): each keeps its own
+prefix, settings, token layer and random stream, and the model runs once per token for
+all of them.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,37 +24,18 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from samark.models import DEFAULT_GENERATOR, resolve_generator
 from samark.sampling import shared_prefix
-from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
+from samark.sampling.base import (
+    Candidate,
+    CandidateBatch,
+    LogitsBias,
+    RowPruner,
+    SampleRequest,
+    SamplingParams,
+)
 from samark.segment import first_sentence
 
 _SENTENCE_HINTS = (".", "!", "?", "…", "\n")
 _TOP_K_FAST = 256
-
-
-class LogitsBias(Protocol):
-    """A token-level watermark applied inside the engine (e.g.
-    :class:`samark.token_layer.GreenListLayer`): an additive logit bias per row that
-    depends on the row's last ``context`` tokens only."""
-
-    @property
-    def context(self) -> int: ...
-
-    def bias(self, contexts: Sequence[Sequence[int]], width: int) -> np.ndarray: ...
-
-
-class RowPruner(Protocol):
-    """Early stopping of candidate rows: once every live row has decoded ``at`` tokens,
-    only the ``keep`` live rows whose partial text scores best decode on (SAMark's
-    pruned budget, ``SAMarkConfig.prune_at``). Rows that completed a sentence earlier stay
-    candidates; pruned rows end as incomplete candidates."""
-
-    @property
-    def at(self) -> int: ...
-
-    @property
-    def keep(self) -> int: ...
-
-    def score(self, partial_texts: list[str]) -> np.ndarray: ...
 
 
 def sample_top_p(
@@ -144,6 +130,7 @@ class BatchDecoder:
     The prefix is prefilled once; decoding attends to it through shared-prefix attention
     (one copy of its KV for all rows, see :mod:`samark.sampling.shared_prefix`) where that is
     exact for the model, else through transformers' cache expanded to the batch.
+    :meth:`for_prefixes` decodes the rows of several prefixes in one batch.
     """
 
     def __init__(
@@ -155,18 +142,46 @@ class BatchDecoder:
         *,
         share_prefix: bool = True,
     ) -> None:
+        self._prefill(model, [ids], [rows], max_new_tokens, share_prefix)
+
+    @classmethod
+    def for_prefixes(
+        cls, model: Any, prefixes: Sequence[list[int]], rows: Sequence[int], max_new_tokens: int
+    ) -> BatchDecoder:
+        """``rows[g]`` continuations of ``prefixes[g]``, the groups in that order in the
+        batch. Needs shared-prefix attention for every prefix (:func:`can_group`)."""
+        decoder = cls.__new__(cls)
+        decoder._prefill(model, prefixes, rows, max_new_tokens, True)
+        if not decoder.shared:
+            raise ValueError("several prefixes decode together only with shared-prefix attention")
+        return decoder
+
+    def _prefill(
+        self,
+        model: Any,
+        prefixes: Sequence[list[int]],
+        rows: Sequence[int],
+        max_new_tokens: int,
+        share_prefix: bool,
+    ) -> None:
         self.model = model
         self.cache_name = cache_argument(model)
-        cache = DynamicCache(config=model.config)
-        out = model(torch.tensor([ids]), use_cache=True, **{self.cache_name: cache})
+        caches, logits = [], []
+        for ids, count in zip(prefixes, rows, strict=True):
+            cache = DynamicCache(config=model.config)
+            out = model(torch.tensor([ids]), use_cache=True, **{self.cache_name: cache})
+            caches.append(out[self.cache_name])
+            logits.append(out.logits[:, -1, :].expand(count, -1))
         #: next-token logits of every live row, shape (rows, vocab)
-        self.logits: torch.Tensor = out.logits[:, -1, :].expand(rows, -1)
-        self.shared = share_prefix and shared_prefix.supports(model, len(ids) + max_new_tokens)
+        self.logits: torch.Tensor = logits[0] if len(logits) == 1 else torch.cat(logits)
+        self.shared = share_prefix and all(
+            shared_prefix.supports(model, len(ids) + max_new_tokens) for ids in prefixes
+        )
         if self.shared:
-            self.state = shared_prefix.SharedPrefixState(out[self.cache_name], rows, max_new_tokens)
-        else:
-            self.cache = out[self.cache_name]
-            self.cache.batch_repeat_interleave(rows)
+            self.state = shared_prefix.SharedPrefixState(caches, rows, max_new_tokens)
+        elif len(caches) == 1:
+            self.cache = caches[0]
+            self.cache.batch_repeat_interleave(rows[0])
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these live rows (indices into the current batch, ascending)."""
@@ -182,7 +197,7 @@ class BatchDecoder:
             with shared_prefix.decoding(self.model):
                 out = self.model(
                     tokens[:, None],
-                    position_ids=torch.tensor([[self.state.position]]),
+                    position_ids=self.state.position_ids(),
                     use_cache=False,
                     **{shared_prefix.STATE_KWARG: self.state},
                 )
@@ -192,6 +207,25 @@ class BatchDecoder:
             self.cache = out[self.cache_name]
         self.logits = out.logits[:, -1, :]
         return self.logits
+
+
+@dataclass
+class _Draw:
+    """One request's rows while a batch decodes."""
+
+    request: SampleRequest
+    ids: list[int]
+    generator: torch.Generator
+    rows: list[int] = field(init=False)  # the candidate index of each live row
+    tokens: list[list[int]] = field(init=False)
+    texts: list[str | None] = field(init=False)
+    sampled: int = 0
+
+    def __post_init__(self) -> None:
+        n = self.request.n
+        self.rows = list(range(n))
+        self.tokens = [[] for _ in range(n)]
+        self.texts = [None] * n
 
 
 class TransformersSampler:
@@ -220,6 +254,9 @@ class TransformersSampler:
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        # one decode at a time: decoding switches the model's attention implementation, so
+        # threads that share an engine take turns (a BatchingSampler batches them instead)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"TransformersSampler(model={self.name!r})"
@@ -235,7 +272,6 @@ class TransformersSampler:
     #: and any additive logit bias of the ``LogitsBias`` protocol (SAMark's steering)
     supports_steering = True
 
-    @torch.inference_mode()
     def sample(
         self,
         prefix: str,
@@ -249,51 +285,103 @@ class TransformersSampler:
         """``n`` candidate next sentences of ``prefix``; with ``token_layer``, every row
         is sampled under that token watermark; with ``prune``, only its best ``keep`` live
         rows decode past its ``at`` tokens."""
-        if n < 1:
-            raise ValueError("n must be >= 1")
+        request = SampleRequest(prefix, n, params, seed, token_layer, prune)
+        return self.sample_many([request])[0]
+
+    @torch.inference_mode()
+    def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
+        """Several draws in one batch, each as :meth:`sample` would make it: its own prefix,
+        settings, token layer, pruning and random stream (seeded, a draw's candidates are
+        those it gets alone, up to the float rounding of a larger batch). Where one of
+        the prefixes cannot use shared-prefix attention, the draws run one after another.
+        Each batch reports the seconds the whole batch took (what its caller waited)."""
+        if not requests:
+            return []
+        with self._lock:
+            return self._sample_many(requests)
+
+    def _sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
         start = time.perf_counter()
-        gen = torch.Generator().manual_seed(
-            seed if seed is not None else int(torch.randint(0, 2**62, (1,)).item())
-        )
-        ids = self.encode_prefix(prefix, params.max_sentence_tokens)
-        decoder = self.decoder(ids, n, params.max_sentence_tokens)
+        draws = [
+            _Draw(
+                r,
+                self.encode_prefix(r.prefix, r.params.max_sentence_tokens),
+                torch.Generator().manual_seed(
+                    r.seed if r.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
+                ),
+            )
+            for r in requests
+        ]
+        longest = max(r.params.max_sentence_tokens for r in requests)
+        if len(draws) == 1:
+            d = draws[0]
+            decoder = self.decoder(d.ids, d.request.n, longest)
+        elif self.share_prefix and all(
+            shared_prefix.supports(self.model, len(d.ids) + longest) for d in draws
+        ):
+            rows = [d.request.n for d in draws]
+            decoder = BatchDecoder.for_prefixes(self.model, [d.ids for d in draws], rows, longest)
+        else:
+            return [self._sample_many([r])[0] for r in requests]
         logits = decoder.logits
-        rows = list(range(n))  # candidate index of each batch row
-        tokens: list[list[int]] = [[] for _ in range(n)]
-        texts: list[str | None] = [None] * n
-        sampled = 0
-        for step in range(params.max_sentence_tokens):
-            bias = _row_bias(token_layer, ids, [tokens[c] for c in rows], logits.shape[-1])
-            nxt = sample_top_p(logits, params.temperature, params.top_p, gen, bias)
-            sampled += len(rows)
+        for step in range(longest):
             keep: list[int] = []
-            last = step == params.max_sentence_tokens - 1
-            for b, cand in enumerate(rows):
-                tok = int(nxt[b])
-                if tok in self.eos_ids:
-                    texts[cand] = first_sentence(self._decode(tokens[cand]), final=True)
+            picked: list[torch.Tensor] = []
+            offset = 0
+            for d in draws:
+                live = len(d.rows)
+                if not live:
                     continue
-                tokens[cand].append(tok)
-                piece = str(self.tokenizer.decode([tok]))
-                if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
-                    done = first_sentence(self._decode(tokens[cand]), final=last)
-                    if done is not None or last:
-                        texts[cand] = done
-                        continue
-                keep.append(b)
-            if prune is not None and step + 1 == prune.at and len(keep) > prune.keep:
-                partial = [self._decode(tokens[rows[b]]) for b in keep]
-                best = np.argsort(-np.asarray(prune.score(partial)), kind="stable")
-                keep = sorted(keep[i] for i in best[: prune.keep])
+                kept, nxt = self._advance(d, step, logits[offset : offset + live])
+                keep.extend(offset + b for b in kept)
+                picked.append(nxt[kept] if len(kept) < live else nxt)
+                offset += live
             if not keep:
                 break
-            if len(keep) < len(rows):
+            if len(keep) < offset:
                 decoder.keep(keep)
-                nxt = nxt[keep]
-                rows = [rows[b] for b in keep]
-            logits = decoder.step(nxt)
-        candidates = tuple(Candidate(texts[i], len(tokens[i])) for i in range(n))
-        return CandidateBatch(candidates, sampled, len(ids), time.perf_counter() - start)
+            logits = decoder.step(picked[0] if len(picked) == 1 else torch.cat(picked))
+        seconds = time.perf_counter() - start
+        return [
+            CandidateBatch(
+                tuple(Candidate(d.texts[i], len(d.tokens[i])) for i in range(d.request.n)),
+                d.sampled,
+                len(d.ids),
+                seconds,
+            )
+            for d in draws
+        ]
+
+    def _advance(self, d: _Draw, step: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+        """Sample one token for each live row of ``d`` (``logits``: its rows' logits); end
+        the rows that finished a sentence (or hit the draw's token cap, or were pruned).
+        Returns the rows that decode on (indices into ``d``'s live rows) and the tokens."""
+        r, params = d.request, d.request.params
+        bias = _row_bias(r.token_layer, d.ids, [d.tokens[c] for c in d.rows], logits.shape[-1])
+        nxt = sample_top_p(logits, params.temperature, params.top_p, d.generator, bias)
+        d.sampled += len(d.rows)
+        keep: list[int] = []
+        last = step == params.max_sentence_tokens - 1
+        for b, cand in enumerate(d.rows):
+            tok = int(nxt[b])
+            if tok in self.eos_ids:
+                d.texts[cand] = first_sentence(self._decode(d.tokens[cand]), final=True)
+                continue
+            d.tokens[cand].append(tok)
+            piece = str(self.tokenizer.decode([tok]))
+            if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
+                done = first_sentence(self._decode(d.tokens[cand]), final=last)
+                if done is not None or last:
+                    d.texts[cand] = done
+                    continue
+            keep.append(b)
+        prune = r.prune
+        if prune is not None and step + 1 == prune.at and len(keep) > prune.keep:
+            partial = [self._decode(d.tokens[d.rows[b]]) for b in keep]
+            best = np.argsort(-np.asarray(prune.score(partial)), kind="stable")
+            keep = sorted(keep[i] for i in best[: prune.keep])
+        d.rows = [d.rows[b] for b in keep]
+        return keep, nxt
 
     def decoder(self, ids: list[int], rows: int, max_new_tokens: int) -> BatchDecoder:
         """Prefill ``ids`` once and get ready to decode ``rows`` continuations of it."""
@@ -312,6 +400,18 @@ class TransformersSampler:
     ) -> torch.Tensor:
         """``steps`` raw tokens for each of ``n`` rows (no sentence stopping, EOS included):
         the same prefill, cache sharing and sampling as :meth:`sample`, for testing its law."""
+        with self._lock:
+            return self._sample_tokens(prefix, n, params, steps, seed, token_layer)
+
+    def _sample_tokens(
+        self,
+        prefix: str,
+        n: int,
+        params: SamplingParams,
+        steps: int,
+        seed: int,
+        token_layer: LogitsBias | None,
+    ) -> torch.Tensor:
         gen = torch.Generator().manual_seed(seed)
         ids = self.encode_prefix(prefix, steps)
         decoder = self.decoder(ids, n, steps)

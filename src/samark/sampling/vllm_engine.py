@@ -8,10 +8,11 @@ the project's segmenter, as in every engine. Untested in CI (no GPU there): see 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from samark.errors import SamarkError
-from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
+from samark.sampling.base import Candidate, CandidateBatch, SampleRequest, SamplingParams
 
 
 class VLLMSampler:
@@ -50,37 +51,60 @@ class VLLMSampler:
     ) -> CandidateBatch:
         """``n`` candidates; with ``token_layer`` (a
         :class:`~samark.token_layer.GreenListLayer`), every row is sampled under it."""
+        return self.sample_many([SampleRequest(prefix, n, params, seed, token_layer)])[0]
+
+    def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
+        """Several draws in one ``generate`` call (one sampling setting per prompt):
+        vLLM schedules their rows together (concurrent requests of ``samark serve``)."""
         from vllm import SamplingParams as VLLMParams
         from vllm.inputs import TokensPrompt
 
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        extra: dict[str, Any] | None = None
-        if token_layer is not None:
-            if not self.supports_token_layer:
-                raise SamarkError("this vLLM has no V1 logits processors for a token layer")
-            from samark.sampling.vllm_token_layer import SPEC_ARG
-
-            extra = {SPEC_ARG: token_layer.to_spec()}
+        if not requests:
+            return []
         start = time.perf_counter()
-        ids = self.tokenizer(prefix)["input_ids"]
-        ids = ids[-max(1, self.max_context - params.max_sentence_tokens) :]  # left-truncate
-        sp = VLLMParams(
-            n=n,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            max_tokens=params.max_sentence_tokens,
-            seed=seed,
-            stop=self.stop or None,
-            extra_args=extra,
-        )
-        (result,) = self.llm.generate([TokensPrompt(prompt_token_ids=ids)], sp, use_tqdm=False)
-        candidates = tuple(
-            Candidate.from_completion(o.text, o.finish_reason, len(o.token_ids))
-            for o in result.outputs
-        )
-        sampled = sum(c.n_tokens for c in candidates)
-        return CandidateBatch(candidates, sampled, len(ids), time.perf_counter() - start)
+        prompts, settings = [], []
+        for r in requests:
+            if r.prune is not None:
+                raise SamarkError("the vLLM engine does not prune rows (prune_at)")
+            extra: dict[str, Any] | None = None
+            if r.token_layer is not None:
+                to_spec = getattr(r.token_layer, "to_spec", None)
+                if not self.supports_token_layer or to_spec is None:
+                    raise SamarkError(
+                        "this vLLM applies a green-list token layer through V1 logits "
+                        "processors only"
+                    )
+                from samark.sampling.vllm_token_layer import SPEC_ARG
+
+                extra = {SPEC_ARG: to_spec()}
+            ids = self.tokenizer(r.prefix)["input_ids"]
+            p = r.params
+            ids = ids[-max(1, self.max_context - p.max_sentence_tokens) :]  # left-truncate
+            prompts.append(TokensPrompt(prompt_token_ids=ids))
+            settings.append(
+                VLLMParams(
+                    n=r.n,
+                    temperature=p.temperature,
+                    top_p=p.top_p,
+                    max_tokens=p.max_sentence_tokens,
+                    seed=r.seed,
+                    stop=self.stop or None,
+                    extra_args=extra,
+                )
+            )
+        results = self.llm.generate(prompts, settings, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        batches = []
+        for prompt, result in zip(prompts, results, strict=True):
+            candidates = tuple(
+                Candidate.from_completion(o.text, o.finish_reason, len(o.token_ids))
+                for o in result.outputs
+            )
+            sampled = sum(c.n_tokens for c in candidates)
+            batches.append(
+                CandidateBatch(candidates, sampled, len(prompt["prompt_token_ids"]), seconds)
+            )
+        return batches
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -2,10 +2,13 @@
 
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI's shapes, SSE
 streaming one sentence per event), ``POST /v1/detect``, ``GET /v1/models``, ``GET /healthz``
-and ``GET /metrics`` (Prometheus). Generation and detection run in one worker thread each,
-first come first served: the models are not shared across threads, and a queue keeps the
-latency of a busy server predictable. A request that waits or runs past the time limit gets
-504 and its work is dropped (a running generation stops at its next sentence).
+and ``GET /metrics`` (Prometheus). Up to ``concurrent_generations`` generations run at
+once, each in its own thread; with a batching engine
+(:class:`~samark.sampling.batching.BatchingSampler`, which ``samark serve`` builds around
+the local model) their candidate draws decode in one batch. Detection runs in one worker
+thread. Further requests queue, first come first served. A request that waits or runs past
+the time limit gets 504 and its work is dropped (a running generation stops at its next
+sentence).
 """
 
 # no ``from __future__ import annotations``: FastAPI reads the routes' annotations at run
@@ -201,7 +204,9 @@ def create_app(
     """
     keys = keys or Keys()
     metrics = ServeMetrics()
-    generation_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-generate")
+    generation_pool = ThreadPoolExecutor(
+        settings.concurrent_generations, thread_name_prefix="samark-generate"
+    )
     detection_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-detect")
     if count_tokens is None:
         count_tokens = getattr(scheme.sampler, "count_tokens", None) or (
@@ -329,10 +334,12 @@ def create_app(
             metrics.sentences.inc()
             return False
 
+        announce = getattr(marker.sampler, "caller", None)  # a batching engine's
         try:
-            gen = marker.generate(
-                prompt, max_new_sentences=sentences, seed=req.seed, on_sentence=on_sentence
-            )
+            with announce() if announce is not None else contextlib.nullcontext():
+                gen = marker.generate(
+                    prompt, max_new_sentences=sentences, seed=req.seed, on_sentence=on_sentence
+                )
         except ServerError as exc:
             raise ApiError(502, f"upstream: {exc}", "upstream_error", "upstream") from None
         # "stop": the model ended its answer; else a sentence or token limit ended it

@@ -30,6 +30,9 @@ class ServeSettings:
     request_timeout_s: float = 120.0
     default_sentences: int = 12
     max_sentences: int = 48
+    #: generations that run at once; their candidate draws share the engine's batches
+    #: when it batches (``BatchingSampler``); more requests wait for a free slot
+    concurrent_generations: int = 8
     model_name: str = "samark"
 
     def __post_init__(self) -> None:
@@ -51,6 +54,7 @@ class ServeSettings:
             "request_timeout_s": self.request_timeout_s,
             "default_sentences": self.default_sentences,
             "max_sentences": self.max_sentences,
+            "concurrent_generations": self.concurrent_generations,
         }
         for name, value in positive.items():
             if not value > 0:
