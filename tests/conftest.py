@@ -116,3 +116,26 @@ def transformers_server(tmp_path_factory, free_port):
     yield f"{base}/v1", str(model)
     proc.terminate()
     proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def news_leads(mpnet) -> tuple[list[str], dict]:
+    """Human texts for FPR-over-keys tests: the first 6 sentences of each of the 200
+    CNN/DailyMail articles the calibration store holds, and their stored mpnet vectors
+    (``scripts/build_test_embeddings.py``; ``mpnet.remembering(vectors)`` skips embedding
+    them; empty where the store does not match this corpus or embedder, and the texts are
+    embedded afresh)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from build_test_embeddings import CORPORA, corpus_texts, stored_embeddings
+
+    texts = corpus_texts("cnn_dailymail", CORPORA["cnn_dailymail"])
+    flat = stored_embeddings(mpnet.identity.fingerprint, "cnn_dailymail", texts)
+    vectors: dict = {}
+    if flat is not None:
+        start = 0
+        for sentences in texts:
+            vectors.update(zip(sentences, flat[start : start + len(sentences)], strict=True))
+            start += len(sentences)
+    return [" ".join(t[:6]) for t in texts if len(t) >= 6], vectors

@@ -62,7 +62,9 @@ def test_concurrent_callers_decode_in_one_batch_and_get_their_own_candidates(smo
         alone = smollm2.sample(PREFIXES[i], 2 + i, PARAMS, seed=i)
         assert len(batch.candidates) == 2 + i
         assert batch.prompt_tokens == alone.prompt_tokens
-        same = sum(a.text == b.text for a, b in zip(batch.candidates, alone.candidates))
+        same = sum(
+            a.text == b.text for a, b in zip(batch.candidates, alone.candidates, strict=True)
+        )
         assert same >= 2 + i - 1  # at most one row flipped by the batch's rounding
 
 

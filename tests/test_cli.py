@@ -393,24 +393,27 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
     args = ["cnn_dailymail", "--limit", "150", "--sentences", "10"]
     fair = WatermarkKey(bytes([7]) * 32, minilm.identity, minilm.reference_directions())
     fair.save(tmp_path / "fair.key")
-    out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "fair.key")])
-    record = json.loads(out.stdout.splitlines()[0])
-    assert record["texts"] == 150 and record["alpha"] == 0.01
-    assert record["bound"] == stats.binom.ppf(0.999, 150, 0.01) == 6
-    assert out.exit_code == (0 if record["holds"] else 1) == 0, out.output
-    assert "secret" not in out.output and fair.key_id in out.output
+    with minilm.remembering():  # both checks read the same 1,500 sentences: embedded once
+        out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "fair.key")])
+        record = json.loads(out.stdout.splitlines()[0])
+        assert record["texts"] == 150 and record["alpha"] == 0.01
+        assert record["bound"] == stats.binom.ppf(0.999, 150, 0.01) == 6
+        assert out.exit_code == (0 if record["holds"] else 1) == 0, out.output
+        assert "secret" not in out.output and fair.key_id in out.output
 
-    # a key whose pivots lean towards the news mean (no avoided directions; the secret
-    # with the largest lean of 300): its p-values on news sit below uniform, and it is caught
-    news = [s for d in load_dataset("cnn_dailymail") for s in split_sentences(d.text)[10:25]]
-    mean = minilm.encode(news).mean(axis=0)
-    mean /= np.linalg.norm(mean)
-    secret = max(
-        (bytes([i % 256, i // 256]) * 16 for i in range(300)),
-        key=lambda s: np.abs(derive_pivots(s, minilm.dim, 2) @ mean).max(),
-    )
-    WatermarkKey(secret, minilm.identity).save(tmp_path / "leaning.key")
-    out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "leaning.key")])
+        # a key whose pivots lean towards the news mean (no avoided directions; the secret
+        # with the largest lean of 300): its p-values on news sit below uniform, and it is
+        # caught
+        docs = load_dataset("cnn_dailymail")[:80]
+        news = [s for d in docs for s in split_sentences(d.text)[10:25]]
+        mean = minilm.encode(news).mean(axis=0)
+        mean /= np.linalg.norm(mean)
+        secret = max(
+            (bytes([i % 256, i // 256]) * 16 for i in range(300)),
+            key=lambda s: np.abs(derive_pivots(s, minilm.dim, 2) @ mean).max(),
+        )
+        WatermarkKey(secret, minilm.identity).save(tmp_path / "leaning.key")
+        out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "leaning.key")])
     record = json.loads(out.stdout.splitlines()[0])
     assert out.exit_code == 1 and not record["holds"] and "does not hold" in out.output
     assert record["flagged"] > record["bound"] or record["ks_pvalue"] < 1e-3, record

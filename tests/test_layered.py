@@ -168,18 +168,18 @@ def test_layered_scheme_detects_its_own_text_with_both_layers(mpnet, mpnet_key, 
     assert scheme.generate(prompt, max_new_sentences=1, seed=2).sentences == g.sentences[:1]
 
 
-def test_layered_p_value_is_valid_on_human_text_over_keys(mpnet) -> None:
-    """One key per human window (120 windows of CNN/DailyMail): the combined p-value's
-    lower tail stays within the binomial bound and is no heavier than uniform. Detection
-    loads the tokenizer only, never the generator."""
-    from samark.datasets import human_windows, load_dataset
+def test_layered_p_value_is_valid_on_human_text_over_keys(mpnet, news_leads) -> None:
+    """One key per human text (120 six-sentence CNN/DailyMail leads): the combined
+    p-value's lower tail stays within the binomial bound and is no heavier than uniform.
+    Detection loads the tokenizer only, never the generator."""
     from samark.keys import WatermarkKey
     from samark.schemes import create_scheme
     from samark.segment import split_sentences
 
-    texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=120)]
+    texts, stored = news_leads
+    texts = texts[-120:]
     p_sem, p_tok, p = [], [], []
-    with mpnet.remembering():  # every sentence embedded once, in one batched call
+    with mpnet.remembering(stored):  # the rest embedded once, in one batched call
         mpnet.encode([s for t in texts for s in split_sentences(t)])
         for i, text in enumerate(texts):
             key = WatermarkKey(f"layered-fpr-{i:04d}".encode().ljust(32, b"0"), mpnet.identity)

@@ -51,20 +51,20 @@ def test_every_accepted_sentence_lands_in_a_valid_region(name, params, mpnet, mp
         scheme.detect("One sentence only.")
 
 
-def test_semstamp_p_value_is_exact_over_keys(mpnet, mpnet_key) -> None:
+def test_semstamp_p_value_is_exact_over_keys(mpnet, mpnet_key, news_leads) -> None:
     """One key per human text: the share with p < 0.1 stays within the binomial bound.
     (The paper's z-test would not: a text whose sentences share one region is valid
     all-or-nothing, with probability gamma, not gamma**n.)"""
     from scipy.stats import binom
 
-    from samark.datasets import human_windows, load_dataset
     from samark.segment import split_sentences
 
-    texts = [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=150)]
+    texts, stored = news_leads
+    texts = texts[:150]
     regions_of = {}
     p = []
     z_flags = 0
-    with mpnet.remembering():  # every sentence embedded once, in one batched call
+    with mpnet.remembering(stored):  # the rest embedded once, in one batched call
         mpnet.encode([s for t in texts for s in split_sentences(t)])
         for i, text in enumerate(texts):
             key = WatermarkKey(f"sem-key-{i:04d}".encode().ljust(32, b"0"), mpnet_key.embedder)

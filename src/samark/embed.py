@@ -6,7 +6,7 @@ import contextlib
 import functools
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -76,14 +76,20 @@ class Embedder:
         return np.array([entry["directions"][shipped.index(d)] for d in wanted], dtype=np.float64)
 
     @contextlib.contextmanager
-    def remembering(self) -> Iterator[None]:
+    def remembering(self, known: Mapping[str, np.ndarray] | None = None) -> Iterator[None]:
         """Within the block, a sentence seen before is not embedded again (its earlier
         vector is returned). For work that re-scores the same sentences, such as the
         prefixes of a text; outside it, every call embeds afresh, so that what a call
-        returns never depends on what was embedded before it."""
+        returns never depends on what was embedded before it. ``known``: vectors of this
+        embedder already at hand (a corpus embedded once and stored), used as if seen."""
+        if known and any(np.shape(v) != (self.dim,) for v in known.values()):
+            raise ValueError(f"known vectors must have this embedder's dimension {self.dim}")
         outer = self._memo
         if outer is None:
             self._memo = {}
+        if known:
+            assert self._memo is not None
+            self._memo.update(known)
         try:
             yield
         finally:
