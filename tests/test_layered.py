@@ -9,7 +9,7 @@ import torch
 from scipy.stats import binom, chisquare, combine_pvalues, kstest
 
 from samark.errors import SamarkError
-from samark.schemes.samark_layered import combine_p_values, fisher_two
+from samark.schemes.samark_layered import combine_p_values, combined_z, fisher_two
 from samark.token_layer import GreenListLayer, TokenLayerConfig
 
 VOCAB = 49152
@@ -78,6 +78,10 @@ def test_fisher_combination_and_the_contradiction_rule() -> None:
     assert combine_p_values(1e-6, 0.5) == pytest.approx(fisher_two(1e-6, 0.5))
     # one layer strongly against its mark: the other cannot carry the decision alone
     assert combine_p_values(1e-9, 0.995) == 0.995
+    # ... and a text whose semantic layer sits at p = 1 still gets a finite z (a record
+    # holds it; the length stage once wrote null for three human prefixes)
+    assert combined_z(combine_p_values(1.0, 0.1)) == pytest.approx(-8.21, abs=0.01)
+    assert np.isfinite(combined_z(0.0)) and combined_z(0.5) == pytest.approx(0.0)
     assert combine_p_values(1e-3, 0.2, method="both") == 0.2
     # Cauchy: about twice the smaller p-value when the other layer is destroyed
     assert combine_p_values(0.004, 0.5, method="cauchy") == pytest.approx(0.008, rel=1e-3)

@@ -89,6 +89,12 @@ def combine_p_values(
     return fisher_two(p_semantic, p_token)
 
 
+def combined_z(p: float) -> float:
+    """The layered detection's ``z``: the normal quantile of its combined p-value, kept
+    finite (p = 1 after a contradiction would give -inf, which no record can hold)."""
+    return float(norm.isf(min(max(p, 1e-300), 1.0 - 1e-16)))
+
+
 @functools.lru_cache(maxsize=4)
 def _tokenizer(path: str) -> Any:
     from transformers import AutoTokenizer
@@ -188,7 +194,7 @@ class SAMarkLayered(SAMark):
         token = self.token_layer.score(self.token_ids(text))
         p_sem, p_tok = semantic.p_value, token.p_value
         p = combine_p_values(p_sem, p_tok, method=self.combine, contradiction=self.contradiction)
-        z = float(norm.isf(p)) if p > 0 else math.inf
+        z = combined_z(p)
         details: dict[str, Any] = {
             "p_semantic": float(p_sem),
             "p_token": float(p_tok),
