@@ -412,11 +412,35 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
             (bytes([i % 256, i // 256]) * 16 for i in range(300)),
             key=lambda s: np.abs(derive_pivots(s, minilm.dim, 2) @ mean).max(),
         )
-        WatermarkKey(secret, minilm.identity).save(tmp_path / "leaning.key")
+        leaning = WatermarkKey(secret, minilm.identity)
+        leaning.save(tmp_path / "leaning.key")
         out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "leaning.key")])
-    record = json.loads(out.stdout.splitlines()[0])
-    assert out.exit_code == 1 and not record["holds"] and "does not hold" in out.output
-    assert record["flagged"] > record["bound"] or record["ks_pvalue"] < 1e-3, record
+        record = json.loads(out.stdout.splitlines()[0])
+        assert out.exit_code == 1 and not record["holds"] and "does not hold" in out.output
+        assert record["flagged"] > record["bound"] or record["ks_pvalue"] < 1e-3, record
+
+        # screening (keyring new/add --screen) refuses the leaning key and keeps the next
+        from samark.cli.detecting import human_heads
+        from samark.key_check import check_key, screen_key
+        from samark.schemes import create_scheme
+
+        texts = human_heads("cnn_dailymail", "text", 10, 150)
+        draws = iter([leaning, fair])
+        chosen, refused = screen_key(
+            lambda: next(draws),
+            lambda k: [
+                check_key(create_scheme("samark", key=k, embedder=minilm, statistic="scan"), texts)
+            ],
+        )
+        assert chosen is fair and refused == 1
+        ring = tmp_path / "ring"
+        out = runner.invoke(
+            app,
+            ["keyring", "new", str(ring), "--embedder", "all-minilm-l6-v2", "--keys", "2",
+             "--screen", "cnn_dailymail", "--screen-texts", "150"],
+        )  # fmt: skip
+        assert out.exit_code == 0 and "the screen refused" in out.output, out.output
+        assert len(json.loads((ring / "ring.json").read_text())["keys"]) == 2
 
 
 def test_check_key_refuses_bad_sources(runner, key_file, tmp_path) -> None:

@@ -11,13 +11,15 @@ uniform.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
+from samark.errors import SamarkError
+from samark.keys import WatermarkKey
 from samark.record_detection import BatchDetector
 
 #: the fewest human texts a check accepts; its power grows with their number (at
@@ -85,4 +87,29 @@ def check_key(
         confidence=confidence,
         bound=int(stats.binom.ppf(confidence, len(results), alpha)),
         ks_pvalue=float(stats.kstest(p, "uniform", alternative="greater").pvalue),
+    )
+
+
+def screen_key(
+    draw: Callable[[], WatermarkKey],
+    audit: Callable[[WatermarkKey], Sequence[KeyCheck]],
+    *,
+    max_draws: int = 20,
+) -> tuple[WatermarkKey, int]:
+    """A key from ``draw`` whose every check by ``audit`` holds, redrawn until one does;
+    returns it and the number of keys refused before it.
+
+    Screening conditions the key law: the p-value, exact over keys drawn without it,
+    becomes conservative on the screened domains (a screened key leans less towards them
+    than the null pivot sets do) and stays as it was elsewhere (docs/operators.md).
+    """
+    if max_draws < 1:
+        raise ValueError("max_draws must be >= 1")
+    for refused in range(max_draws):
+        key = draw()
+        if all(check.holds for check in audit(key)):
+            return key, refused
+    raise SamarkError(
+        f"{max_draws} keys in a row failed the screen: the screening text is probably too "
+        "different from human text of one domain, or too short (see `samark check-key`)"
     )

@@ -285,8 +285,6 @@ def check_key(
     With --keyring, every key of the ring and the ring's family-wise answer. Exits 0 if
     each count of p < alpha is within the 99.9% binomial bound and the p-values are not
     below uniform (one-sided KS, at 0.001)."""
-    from samark.datasets import leading_sentences
-
     if sentences < 0 or limit < 1:
         raise fail("--sentences must be >= 0 and --limit >= 1")
     if statistic is not None and scheme_name not in SAMARK_SCHEMES:
@@ -300,13 +298,7 @@ def check_key(
         except SamarkError as exc:
             raise fail(str(exc)) from None
         targets = [(e.label, ring.path / e.file) for e in ring.entries]
-    texts = _human_texts(source, field, limit * 2 if sentences else limit)
-    if sentences:
-        heads = leading_sentences(
-            texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
-        )
-        texts = [" ".join(sents) for sents in heads]
-    texts = texts[:limit]
+    texts = human_heads(source, field, sentences, limit)
     holds = True
     with contextlib.ExitStack() as stack:
         for label, path in targets:
@@ -350,6 +342,21 @@ def _report_check(
             "replaced: make another and check it."
         )
     return bool(result.holds)
+
+
+def human_heads(source: str, field: str, sentences: int, limit: int) -> list[str]:
+    """Up to ``limit`` human texts of ``source`` (a data set name or a JSONL / Parquet
+    file's ``field``), each its first ``sentences`` sentences (0: whole): what
+    ``check-key`` scores and ``keyring new --screen`` screens keys on."""
+    from samark.datasets import leading_sentences
+
+    texts = _human_texts(source, field, limit * 2 if sentences else limit)
+    if sentences:
+        heads = leading_sentences(
+            texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
+        )
+        texts = [" ".join(sents) for sents in heads]
+    return texts[:limit]
 
 
 def _human_texts(source: str, field: str, limit: int) -> list[str]:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -19,6 +20,41 @@ keyring_app = typer.Typer(
     no_args_is_help=True,
 )
 RingArgument = Annotated[Path, typer.Argument(help="The keyring folder.")]
+ScreenOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--screen",
+        help="Human text every new key must pass `samark check-key` on (a data set name or "
+        "a .jsonl / .parquet file; repeat for several domains); a key that fails is redrawn.",
+    ),
+]
+ScreenTextsOption = Annotated[
+    int, typer.Option(help="With --screen: texts per source (their first 10 sentences).")
+]
+
+
+def _key_maker(embedder: Any, screen: list[str] | None, texts: int) -> Callable[[], Any]:
+    """Draws a new key for ``embedder``; with ``screen``, one that passes ``check-key`` at
+    p < 0.01 on each source's human text (redrawn otherwise). Returns (key, refused)."""
+    from samark.embed import new_key
+
+    if not screen:
+        return lambda: (new_key(embedder), 0)
+    from samark.cli.detecting import human_heads
+    from samark.cli.loading import COMMAND_STATISTIC
+    from samark.key_check import check_key, screen_key
+    from samark.schemes import create_scheme
+
+    if texts < 20:
+        raise fail("--screen-texts must be >= 20")
+    corpora = [human_heads(source, "text", 10, texts) for source in screen]
+
+    def audit(key: Any) -> list[Any]:
+        scheme = create_scheme("samark", key=key, embedder=embedder, statistic=COMMAND_STATISTIC)
+        return [check_key(scheme, human) for human in corpora]
+
+    err.print(f"screening each new key on {sum(map(len, corpora))} human texts ...")
+    return lambda: screen_key(lambda: new_key(embedder), audit)
 
 
 @keyring_app.command("new")
@@ -34,9 +70,12 @@ def keyring_new(
         ),
     ] = 1,
     prefix: Annotated[str, typer.Option(help="Label prefix of the keys made now.")] = "key",
+    screen: ScreenOption = None,
+    screen_texts: ScreenTextsOption = 300,
 ) -> None:
-    """Create a keyring folder (mode 0700) and make its first keys (mode 0600)."""
-    from samark.embed import load_embedder, new_key
+    """Create a keyring folder (mode 0700) and make its first keys (mode 0600). With
+    --screen, every key is audited on human text first (docs/operators.md)."""
+    from samark.embed import load_embedder
     from samark.keyring import Keyring, check_label
 
     if keys < 0:
@@ -45,14 +84,19 @@ def keyring_new(
     try:
         check_label(f"{prefix}-0")
         emb = load_embedder(embedder)
+        with emb.remembering():  # the screening texts are embedded once for every key
+            make = _key_maker(emb, screen, screen_texts)
+            drawn = [make() for _ in range(keys)]  # all keys before the folder exists
         made = Keyring.create(ring, emb.identity)
-        for i in range(keys):
-            made.add(new_key(emb), f"{prefix}-{i:0{width}d}")
-    except SamarkError as exc:
+        for i, (key, _) in enumerate(drawn):
+            made.add(key, f"{prefix}-{i:0{width}d}")
+    except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
     bits = made.payload_bits
     carries = f"; it carries a {bits}-bit payload" if bits else ""
-    err.print(f"made keyring {ring} with {len(made)} keys for {emb.name}{carries}")
+    refused = sum(r for _, r in drawn)
+    screened = f"; the screen refused {refused} keys" if screen else ""
+    err.print(f"made keyring {ring} with {len(made)} keys for {emb.name}{carries}{screened}")
 
 
 @keyring_app.command("add")
@@ -63,19 +107,31 @@ def keyring_add(
         Path | None,
         typer.Option("--key", "-k", help="Add this existing key file (else make a new key)."),
     ] = None,
+    screen: ScreenOption = None,
+    screen_texts: ScreenTextsOption = 300,
 ) -> None:
-    """Add a key to the ring: an existing key file (copied in) or a new one. The newest
-    key that is not retired marks text by default."""
-    from samark.embed import load_embedder, new_key
+    """Add a key to the ring: an existing key file (copied in) or a new one (with
+    --screen, one that passes check-key on human text). The newest key that is not
+    retired marks text by default."""
+    from samark.embed import load_embedder
     from samark.keyring import Keyring
 
+    if key is not None and screen:
+        raise fail("--screen draws a new key; audit an existing one with `samark check-key`")
+    refused = 0
     try:
         opened = Keyring.load(ring)
-        added = load_key(key) if key else new_key(load_embedder(opened.embedder.name))
+        if key is not None:
+            added = load_key(key)
+        else:
+            emb = load_embedder(opened.embedder.name)
+            with emb.remembering():
+                added, refused = _key_maker(emb, screen, screen_texts)()
         entry = opened.add(added, label)
-    except SamarkError as exc:
+    except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
-    err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1})")
+    screened = f"; the screen refused {refused} keys" if screen else ""
+    err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1}){screened}")
 
 
 @keyring_app.command("list")
