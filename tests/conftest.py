@@ -23,6 +23,41 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+#: rough seconds per test file on a quiet 2-core machine, the slowest first. ``--dist
+#: loadfile`` hands whole files to the two workers in collection order; a long file handed
+#: out last leaves one worker idle while the other finishes it. Files not listed are quick.
+FILE_SECONDS = {
+    "test_baselines.py": 240,
+    "test_generation.py": 170,
+    "test_semstamp.py": 150,
+    "test_calibration.py": 150,
+    "test_cli.py": 130,
+    "test_attacks.py": 110,
+    "test_evaluation.py": 100,
+    "test_serve.py": 100,
+    "test_server.py": 90,
+    "test_conformance.py": 80,
+    "test_layered.py": 60,
+    "test_record_detection.py": 45,
+    "test_batching.py": 40,
+    "test_sampling.py": 40,
+    "test_fuzz.py": 30,
+    "test_keyring.py": 25,
+    "test_budget.py": 20,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # keep our order: xdist would otherwise sort files by their number of tests
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slowest files first (stable: each file keeps its own order)."""
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0))
+
+
 @pytest.fixture(scope="session")
 def mpnet():
     from samark.embed import load_embedder
