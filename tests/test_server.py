@@ -45,10 +45,10 @@ def test_samark_generates_and_detects_through_the_server(
         sampler=OpenAICompletionsSampler(url, model),
     )
     gen = scheme.generate(
-        "Scientists found a new frog species in Peru.", max_new_sentences=2, seed=3
+        "Scientists found a new frog species in Peru.", max_new_sentences=1, seed=3
     )
-    assert 1 <= len(gen.sentences) <= 2
-    assert scheme.detect(gen.text).n_units >= 1
+    assert len(gen.sentences) == 1 and gen.tokens_sampled > 0
+    assert scheme.detect(gen.text).n_units == 1
 
 
 def test_server_refusal_is_a_clear_error(transformers_server) -> None:
