@@ -32,12 +32,13 @@ def test_subset_sum_distribution_matches_enumeration() -> None:
 )
 def test_every_accepted_sentence_lands_in_a_valid_region(name, params, mpnet, mpnet_key) -> None:
     scheme = create_scheme(
-        name, key=mpnet_key, embedder=mpnet, max_trials=48, max_sentence_tokens=40, **params
+        name, key=mpnet_key, embedder=mpnet, max_trials=32, max_sentence_tokens=40, **params
     )
     assert isinstance(scheme, SemStamp)
     g = scheme.generate(PROMPT, max_new_sentences=4, seed=3)
     assert len(g.sentences) == 4 and g.tokens_sampled > g.output_tokens
     matched_after_first = sum(st["kind"] == "matched" for st in g.steps[1:])
+    assert matched_after_first >= 1  # the check below is not vacuous
     d = scheme.detect(g.text)
     # by construction: a sentence accepted by the rejection sampler is in a region that
     # its predecessor's region makes valid, so the detector counts it
