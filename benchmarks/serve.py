@@ -43,17 +43,36 @@ from samark.segment import split_sentences
 
 
 def post(url: str, body: dict[str, Any], timeout: float = 600) -> tuple[int, float]:
+    status, seconds, _ = post_json(url, body, timeout)
+    return status, seconds
+
+
+def post_json(url: str, body: dict[str, Any], timeout: float = 600) -> tuple[int, float, Any]:
+    """Status, seconds and the JSON answer (None unless 200) of one POST."""
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
     )
     start = time.perf_counter()
+    answer = None
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            response.read()
+            raw = response.read()
             status = response.status
+        answer = json.loads(raw) if status == 200 else None
     except urllib.error.HTTPError as exc:
         status = exc.code
-    return status, time.perf_counter() - start
+    return status, time.perf_counter() - start, answer
+
+
+def run_clients(clients: int, client: Any) -> float:
+    """Run ``client(k)`` for k < ``clients`` in threads at once; the wall seconds."""
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - start
 
 
 def start_server(
@@ -100,13 +119,7 @@ def detect_load(base: str, texts: list[str], clients: int, seconds: float) -> No
                     errors += 1
             i += clients
 
-    start = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
+    wall = run_clients(clients, client)
     lat = np.array(latencies)
     p50, p99 = np.percentile(lat, [50, 99])
     print(
@@ -128,30 +141,19 @@ def generation_load(
         for j in range(per_client):
             i = k * per_client + j
             body = {"prompt": prompts[i % len(prompts)], "seed": i, "max_sentences": sentences}
-            start = time.perf_counter()
-            request = urllib.request.Request(
-                f"{base}/v1/completions",
-                data=json.dumps(body).encode(),
-                headers={"content-type": "application/json"},
-            )
             try:
-                with urllib.request.urlopen(request, timeout=1800) as response:
-                    text = json.loads(response.read())["choices"][0]["text"]
-                took = time.perf_counter() - start
-                with lock:
+                status, took, answer = post_json(f"{base}/v1/completions", body, 1800)
+                text = answer["choices"][0]["text"] if status == 200 else None
+            except (OSError, KeyError, TypeError, ValueError):
+                text = None
+            with lock:
+                if text is None:
+                    errors += 1
+                else:
                     latencies.append(took)
                     produced += len(split_sentences(text))
-            except (urllib.error.URLError, OSError, KeyError, ValueError):
-                with lock:
-                    errors += 1
 
-    start = time.perf_counter()
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
+    wall = run_clients(clients, client)
     p50, p99 = (float(x) for x in np.percentile(latencies, [50, 99])) if latencies else (0, 0)
     return {
         "clients": clients,

@@ -420,7 +420,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
         assert record["flagged"] > record["bound"] or record["ks_pvalue"] < 1e-3, record
 
         # screening (keyring new/add --screen) refuses the leaning key and keeps the next
-        from samark.cli.detecting import human_heads
+        from samark.cli.loading import human_heads
         from samark.key_check import check_key, screen_key
         from samark.schemes import create_scheme
 

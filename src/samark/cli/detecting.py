@@ -28,6 +28,7 @@ from samark.cli.loading import (
     SAMARK_SCHEMES,
     KeyringOption,
     SchemeOption,
+    human_heads,
     load_other_scheme,
     load_ring_detector,
     load_scheme,
@@ -342,48 +343,3 @@ def _report_check(
             "replaced: make another and check it."
         )
     return bool(result.holds)
-
-
-def human_heads(source: str, field: str, sentences: int, limit: int) -> list[str]:
-    """Up to ``limit`` human texts of ``source`` (a data set name or a JSONL / Parquet
-    file's ``field``), each its first ``sentences`` sentences (0: whole): what
-    ``check-key`` scores and ``keyring new --screen`` screens keys on."""
-    from samark.datasets import leading_sentences
-
-    texts = _human_texts(source, field, limit * 2 if sentences else limit)
-    if sentences:
-        heads = leading_sentences(
-            texts, limit=limit, stop=sentences, min_sentences=min(3, sentences)
-        )
-        texts = [" ".join(sents) for sents in heads]
-    return texts[:limit]
-
-
-def _human_texts(source: str, field: str, limit: int) -> list[str]:
-    """Up to ``limit`` texts of a data set by name, or of a JSONL / Parquet file's ``field``."""
-    from samark.datasets import dataset_names, load_dataset
-    from samark.record_detection import no_text_field, read_jsonl, read_parquet
-
-    path = Path(source)
-    try:
-        if path.suffix in (".jsonl", ".parquet") and path.is_file():
-            records = read_parquet(path) if path.suffix == ".parquet" else read_jsonl(path)
-            texts = []
-            for record in records:
-                text = record.get(field)
-                if not isinstance(text, str):
-                    raise SamarkError(f"{path}: {no_text_field(field)}")
-                texts.append(text)
-                if len(texts) == limit:
-                    break
-            return texts
-        if source not in dataset_names():
-            raise SamarkError(
-                f"{source!r} is neither a .jsonl / .parquet file nor a data set "
-                f"({', '.join(dataset_names())})"
-            )
-        return [doc.text for doc in load_dataset(source)[:limit]]
-    except OSError as exc:
-        raise fail(f"cannot read {source}: {exc.strerror}") from None
-    except SamarkError as exc:
-        raise fail(str(exc)) from None

@@ -40,8 +40,7 @@ def _key_maker(embedder: Any, screen: list[str] | None, texts: int) -> Callable[
 
     if not screen:
         return lambda: (new_key(embedder), 0)
-    from samark.cli.detecting import human_heads
-    from samark.cli.loading import COMMAND_STATISTIC
+    from samark.cli.loading import COMMAND_STATISTIC, human_heads
     from samark.key_check import check_key, screen_key
     from samark.schemes import create_scheme
 
