@@ -62,10 +62,7 @@ def test_concurrent_callers_decode_in_one_batch_and_get_their_own_candidates(smo
         alone = smollm2.sample(PREFIXES[i], 2 + i, PARAMS, seed=i)
         assert len(batch.candidates) == 2 + i
         assert batch.prompt_tokens == alone.prompt_tokens
-        same = sum(
-            a.text == b.text for a, b in zip(batch.candidates, alone.candidates, strict=True)
-        )
-        assert same >= 2 + i - 1  # at most one row flipped by the batch's rounding
+        assert batch.candidates == alone.candidates  # see test_sample_many_draws_what_...
 
 
 def test_a_bad_draw_fails_only_its_caller(smollm2) -> None:

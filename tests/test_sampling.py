@@ -171,20 +171,33 @@ def test_rows_of_several_prefixes_decode_in_one_batch_exactly(smollm2) -> None:
             ]
         )
         torch.testing.assert_close(got, want, atol=2e-4, rtol=1e-4)
+        dec.keep([1])  # the first prefix has no row left; the second decodes on
+        got = dec.step(torch.tensor([11]))
+        last = torch.cat([rows[4:5], more[1:], torch.tensor([[11]])], 1)
+        torch.testing.assert_close(got, plain(ids[1], last), atol=2e-4, rtol=1e-4)
 
 
-def _same_candidates(a, b) -> int:
-    return sum(x.text == y.text for x, y in zip(a.candidates, b.candidates, strict=True))
+class _ShortestFirst:
+    """A row pruner (the engine's RowPruner protocol): after ``at`` tokens keep the
+    ``keep`` rows whose partial text is shortest."""
+
+    at, keep = 3, 2
+
+    def score(self, partial_texts: list[str]) -> np.ndarray:
+        return -np.array([len(t) for t in partial_texts], dtype=float)
 
 
 def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
-    """Two requests in one batch, with their own prefixes, sizes, caps, seeds and one with
-    a token layer: each gets the candidates it gets alone (a row may differ only where the
-    larger batch's rounding flips a draw)."""
+    """Three requests in one batch, with their own prefixes, sizes, caps and seeds, one
+    with a token layer and one pruned: each gets exactly the candidates it gets alone.
+    (The batch's logits differ from a lone draw's by rounding, about 1e-5; that flips a
+    draw with a probability of the order of 1e-6 per token, and would change the rest of
+    that request's rows.)"""
     from samark.sampling.base import SampleRequest
     from samark.token_layer import GreenListLayer
 
     layer = GreenListLayer(b"k" * 32, smollm2.model.config.vocab_size)
+    pruner = _ShortestFirst()
     requests = [
         SampleRequest(PREFIX, 5, SamplingParams(max_sentence_tokens=24), seed=3),
         SampleRequest(
@@ -194,6 +207,7 @@ def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
             seed=4,
             token_layer=layer,
         ),
+        SampleRequest(PREFIX, 6, SamplingParams(max_sentence_tokens=16), seed=5, prune=pruner),
     ]
     together = smollm2.sample_many(requests)
     for request, batch in zip(requests, together, strict=True):
@@ -203,8 +217,11 @@ def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
             request.params,
             seed=request.seed,
             token_layer=request.token_layer,
+            prune=request.prune,
         )
         assert len(batch.candidates) == request.n
         assert batch.prompt_tokens == alone.prompt_tokens
-        assert _same_candidates(batch, alone) >= request.n - 1
+        assert batch.candidates == alone.candidates and batch.tokens_sampled == alone.tokens_sampled
         assert all(c.n_tokens <= request.params.max_sentence_tokens for c in batch.candidates)
+    # the pruned request's rows past ``at`` tokens: at most ``keep`` of them
+    assert sum(c.n_tokens > pruner.at for c in together[2].candidates) <= pruner.keep

@@ -89,7 +89,8 @@ class LocalChatModel:
             eos_token_id=sorted(lm.eos_ids) or None,
         )
         model: Any = lm.model
-        gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        with lm.model_lock:  # not beside a shared-prefix decode of the same model
+            gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         return [str(tok.decode(row, skip_special_tokens=True)).strip() for row in gen[:, width:]]
 
     @torch.inference_mode()
@@ -118,7 +119,9 @@ class LocalChatModel:
             for i, r in enumerate(rows):  # right padding: positions stay those of the context
                 ids[i, : len(r)] = torch.tensor(r)
                 mask[i, : len(r)] = 1
-            logp = torch.log_softmax(model(input_ids=ids, attention_mask=mask).logits.float(), -1)
+            with self.lm.model_lock:  # not beside a shared-prefix decode of the same model
+                logits = model(input_ids=ids, attention_mask=mask).logits
+            logp = torch.log_softmax(logits.float(), -1)
             out.append(
                 [
                     sum(float(logp[i, len(context) + j - 1, t]) for j, t in enumerate(tail))

@@ -30,6 +30,9 @@ from samark.sampling.base import (
     SamplingParams,
 )
 
+#: a queued draw: the request, its caller's future, the caller's thread id
+_Queued = tuple[SampleRequest, "Future[CandidateBatch]", int]
+
 
 class BatchEngine(Protocol):
     """An engine that draws several requests in one batch."""
@@ -42,13 +45,14 @@ class BatchEngine(Protocol):
 class BatchingSampler:
     """A thread-safe candidate sampler over ``engine`` that batches concurrent draws.
 
-    ``max_rows`` bounds the candidate rows of one batch (memory); a draw larger than it
-    runs alone. ``linger_s`` is the longest the engine waits for announced callers to
-    queue their draws. Other attributes (tokenizer, ``count_tokens``, what the engine
-    supports) are the engine's.
+    ``max_rows`` bounds the candidate rows of one batch (memory: the engine keeps every
+    row's keys and values for the longest sentence; 512 rows are 8 concurrent draws of
+    N = 64); a draw larger than it runs alone. ``linger_s`` is the longest the engine
+    waits for announced callers to queue their draws. Other attributes (tokenizer,
+    ``count_tokens``, what the engine supports) are the engine's.
     """
 
-    def __init__(self, engine: BatchEngine, *, max_rows: int = 1024, linger_s: float = 0.5):
+    def __init__(self, engine: BatchEngine, *, max_rows: int = 512, linger_s: float = 0.5):
         if not callable(getattr(engine, "sample_many", None)):
             raise TypeError(f"{engine!r} cannot draw several requests in one batch")
         if max_rows < 1 or linger_s < 0:
@@ -56,7 +60,7 @@ class BatchingSampler:
         self.engine = engine
         self.max_rows = max_rows
         self.linger_s = linger_s
-        self._queue: list[tuple[SampleRequest, Future[CandidateBatch]]] = []
+        self._queue: list[_Queued] = []
         self._cond = threading.Condition()
         self._callers = 0
         self._worker: threading.Thread | None = None
@@ -104,23 +108,27 @@ class BatchingSampler:
         return self.submit(SampleRequest(prefix, n, params, seed, token_layer, prune)).result()
 
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
-        futures = [self.submit(r) for r in requests]
-        return [f.result() for f in futures]
+        return [f.result() for f in self._submit(requests)]
 
     def submit(self, request: SampleRequest) -> Future[CandidateBatch]:
         """Queue one draw; its future holds the candidates (or the engine's error)."""
-        future: Future[CandidateBatch] = Future()
+        return self._submit([request])[0]
+
+    def _submit(self, requests: Sequence[SampleRequest]) -> list[Future[CandidateBatch]]:
+        """Queue a caller's draws together (the engine sees them in one wake-up)."""
+        futures: list[Future[CandidateBatch]] = [Future() for _ in requests]
+        caller = threading.get_ident()
         with self._cond:
             if self._closed:
                 raise RuntimeError("the sampler is closed")
-            self._queue.append((request, future))
+            self._queue.extend(zip(requests, futures, [caller] * len(requests), strict=True))
             if self._worker is None:
                 self._worker = threading.Thread(
                     target=self._run, name="samark-batch-engine", daemon=True
                 )
                 self._worker.start()
             self._cond.notify_all()
-        return future
+        return futures
 
     def close(self) -> None:
         """Finish the queued draws, then stop the engine's thread."""
@@ -131,42 +139,75 @@ class BatchingSampler:
         if worker is not None:
             worker.join()
 
-    def _next_batch(self) -> list[tuple[SampleRequest, Future[CandidateBatch]]]:
-        """Wait for draws; the next batch (empty once closed and drained)."""
+    def _next_batch(self) -> list[_Queued]:
+        """Wait for draws; the next batch (empty once closed and drained). While fewer
+        announced callers have a draw queued than are running, and the batch is not full,
+        wait for them, at most ``linger_s``."""
         with self._cond:
             while not self._queue and not self._closed:
                 self._cond.wait()
             deadline = time.monotonic() + self.linger_s
             while (
                 not self._closed
-                and len(self._queue) < self._callers
+                and len({caller for _, _, caller in self._queue}) < self._callers
+                and sum(r.n for r, _, _ in self._queue) < self.max_rows
                 and (left := deadline - time.monotonic()) > 0
             ):
                 self._cond.wait(left)
-            batch: list[tuple[SampleRequest, Future[CandidateBatch]]] = []
+            batch: list[_Queued] = []
             rows = 0
             while self._queue and (not batch or rows + self._queue[0][0].n <= self.max_rows):
                 item = self._queue.pop(0)
-                batch.append(item)
-                rows += item[0].n
+                if item[1].set_running_or_notify_cancel():  # a cancelled draw is dropped
+                    batch.append(item)
+                    rows += item[0].n
             return batch
 
     def _run(self) -> None:
-        while batch := self._next_batch():
-            self.batches += 1
-            self.draws += len(batch)
-            self.largest = max(self.largest, len(batch))
-            try:
-                results = self.engine.sample_many([r for r, _ in batch])
-            except Exception as exc:
-                if len(batch) == 1:
-                    batch[0][1].set_exception(exc)
+        try:
+            while True:
+                batch = self._next_batch()
+                if not batch:
+                    with self._cond:
+                        if self._closed and not self._queue:
+                            return
                     continue
-                for request, future in batch:  # one bad draw must not fail the others
-                    try:
-                        future.set_result(self.engine.sample_many([request])[0])
-                    except Exception as alone:
-                        future.set_exception(alone)
-                continue
-            for (_, future), result in zip(batch, results, strict=True):
-                future.set_result(result)
+                self.batches += 1
+                self.draws += len(batch)
+                self.largest = max(self.largest, len(batch))
+                try:
+                    self._draw(batch)
+                except BaseException as exc:  # never leave a caller waiting
+                    for _, future, _ in batch:
+                        if not future.done():
+                            future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+        finally:
+            with self._cond:
+                self._worker = None
+                # draws queued after a fatal error start a new worker at their next submit
+                if self._queue and not self._closed:
+                    self._worker = threading.Thread(
+                        target=self._run, name="samark-batch-engine", daemon=True
+                    )
+                    self._worker.start()
+
+    def _draw(self, batch: list[_Queued]) -> None:
+        """Run one batch and hand each caller its candidates (or its own error: where
+        the batch fails, each draw is retried alone, so one bad draw fails only its
+        caller)."""
+        try:
+            results = self.engine.sample_many([r for r, _, _ in batch])
+        except Exception as exc:
+            if len(batch) == 1:
+                batch[0][1].set_exception(exc)
+                return
+            for request, future, _ in batch:
+                try:
+                    future.set_result(self.engine.sample_many([request])[0])
+                except Exception as alone:
+                    future.set_exception(alone)
+            return
+        for (_, future, _), result in zip(batch, results, strict=True):
+            future.set_result(result)

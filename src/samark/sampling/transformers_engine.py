@@ -254,9 +254,10 @@ class TransformersSampler:
         if eos is None:
             eos = self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-        # one decode at a time: decoding switches the model's attention implementation, so
-        # threads that share an engine take turns (a BatchingSampler batches them instead)
-        self._lock = threading.Lock()
+        #: held by every use of ``model``: decoding switches the model's attention
+        #: implementation (shared_prefix.decoding), so threads that share an engine take
+        #: turns (a BatchingSampler batches their draws instead)
+        self.model_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"TransformersSampler(model={self.name!r})"
@@ -291,17 +292,18 @@ class TransformersSampler:
     @torch.inference_mode()
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
         """Several draws in one batch, each as :meth:`sample` would make it: its own prefix,
-        settings, token layer, pruning and random stream (seeded, a draw's candidates are
-        those it gets alone, up to the float rounding of a larger batch). Where one of
-        the prefixes cannot use shared-prefix attention, the draws run one after another.
-        Each batch reports the seconds the whole batch took (what its caller waited)."""
+        settings, token layer, pruning and random stream. Seeded, a draw's candidates are
+        those it gets alone unless the larger batch's float rounding (logits within about
+        1e-5) flips one of its draws, which changes the rest of that draw. Where the
+        model cannot use shared-prefix attention at these lengths, the draws run one after
+        another. Each batch's ``seconds`` is its decoding time: in one batch, the whole
+        batch's."""
         if not requests:
             return []
-        with self._lock:
+        with self.model_lock:
             return self._sample_many(requests)
 
     def _sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
-        start = time.perf_counter()
         draws = [
             _Draw(
                 r,
@@ -313,16 +315,24 @@ class TransformersSampler:
             for r in requests
         ]
         longest = max(r.params.max_sentence_tokens for r in requests)
+        if len(draws) > 1 and not (
+            self.share_prefix
+            and all(shared_prefix.supports(self.model, len(d.ids) + longest) for d in draws)
+        ):  # these prefixes cannot share one batch here: one draw after another
+            return [self._decode_batch([d])[0] for d in draws]
+        return self._decode_batch(draws)
+
+    def _decode_batch(self, draws: list[_Draw]) -> list[CandidateBatch]:
+        """Decode ``draws`` in one batch (one draw: the single-prefix decoder, which falls
+        back to the expanded cache where shared-prefix attention is not exact)."""
+        start = time.perf_counter()
+        longest = max(d.request.params.max_sentence_tokens for d in draws)
         if len(draws) == 1:
             d = draws[0]
             decoder = self.decoder(d.ids, d.request.n, longest)
-        elif self.share_prefix and all(
-            shared_prefix.supports(self.model, len(d.ids) + longest) for d in draws
-        ):
+        else:
             rows = [d.request.n for d in draws]
             decoder = BatchDecoder.for_prefixes(self.model, [d.ids for d in draws], rows, longest)
-        else:
-            return [self._sample_many([r])[0] for r in requests]
         logits = decoder.logits
         for step in range(longest):
             keep: list[int] = []
@@ -400,7 +410,7 @@ class TransformersSampler:
     ) -> torch.Tensor:
         """``steps`` raw tokens for each of ``n`` rows (no sentence stopping, EOS included):
         the same prefill, cache sharing and sampling as :meth:`sample`, for testing its law."""
-        with self._lock:
+        with self.model_lock:
             return self._sample_tokens(prefix, n, params, steps, seed, token_layer)
 
     def _sample_tokens(

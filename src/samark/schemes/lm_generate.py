@@ -129,7 +129,8 @@ class LMGenerateScheme(Watermark):
         )
         start = time.perf_counter()
         model: Any = lm.model
-        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+        with lm.model_lock:  # not beside a shared-prefix decode of the same model
+            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         seconds = (time.perf_counter() - start) / len(prompts)
         results = []
         for prompt, row in zip(prompts, out[:, width:], strict=True):
