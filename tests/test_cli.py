@@ -463,3 +463,13 @@ def test_messages_keep_their_brackets(capsys) -> None:
     exit_ = fail("needs the server extra: pip install 'samark[server]'")
     assert exit_.exit_code == 2
     assert "pip install 'samark[server]'" in capsys.readouterr().err
+
+
+def test_serve_refuses_what_it_cannot_serve(runner, key_file) -> None:
+    """Any scheme with a key is served; one without, or a token scheme with an upstream
+    (which only draws SAMark's candidates), is a clear error before anything loads."""
+    common = ["serve", "--key", str(key_file), "--no-auth"]
+    out = runner.invoke(app, [*common, "--scheme", "kgw", "--upstream", "http://127.0.0.1:9/v1#m"])
+    assert out.exit_code == 2 and "writes with the local generator" in out.output, out.output
+    out = runner.invoke(app, [*common, "--scheme", "unwatermarked"])
+    assert out.exit_code == 2 and "no key" in out.output, out.output

@@ -304,6 +304,29 @@ def test_concurrent_generation_clients_share_the_engines_batches(local, mpnet_ke
     assert engine.largest >= 2 and draws > batches  # draws of several clients in one batch
 
 
+def test_a_token_scheme_is_served_through_the_same_interface(mpnet_key, smollm2, free_port):
+    """``samark serve --scheme kgw``: any scheme with a key writes, streams one event per
+    sentence, names its key and detects, through the one Watermark interface."""
+    from samark.schemes import create_scheme
+
+    kgw = create_scheme("kgw", key=mpnet_key)
+    settings = ServeSettings(tokens=frozenset({USER}), default_sentences=2, max_sentences=3)
+    with _served(create_app(kgw, settings), free_port()) as base:
+        client = _client(base)
+        prompt = "The city council met on Monday to discuss the budget."
+        done = client.completions.create(model="samark", prompt=prompt, seed=5)
+        chunks = list(client.completions.create(model="samark", prompt=prompt, seed=5, stream=True))
+        status, found = _post(base, "/v1/detect", {"text": done.choices[0].text})
+        health = json.loads(urllib.request.urlopen(f"{base}/healthz", timeout=30).read())
+    SEEN.extend([done.model_dump_json(), *(c.model_dump_json() for c in chunks)])
+    assert done.choices[0].text.strip() and done.model_extra["samark"]["key_id"] == mpnet_key.key_id
+    streamed = "".join(c.choices[0].text for c in chunks)
+    assert streamed.strip() == done.choices[0].text  # the same seed, sentence by sentence
+    assert len([c for c in chunks if c.choices[0].text]) == 2
+    assert status == 200 and found["unit"] == "token" and 0 < found["p_value"] <= 1
+    assert health["scheme"] == "kgw" and health["embedder"] is None
+
+
 def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
     mpnet, mpnet_key, free_port
 ) -> None:

@@ -16,6 +16,7 @@ from samark.cli.common import (
 from samark.cli.loading import (
     SAMARK_SCHEMES,
     SchemeOption,
+    load_other_scheme,
     load_ring_detector,
     load_scheme,
     ring_key_file,
@@ -86,11 +87,13 @@ def serve(
         str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
     ] = None,
 ) -> None:
-    """Serve an OpenAI-compatible watermarking endpoint and a detection API."""
-    if scheme_name not in SAMARK_SCHEMES:
+    """Serve an OpenAI-compatible watermarking endpoint and a detection API, for any scheme
+    with a key (--scheme; --candidates, --statistic and --upstream are SAMark's family's)."""
+    samark_family = scheme_name in SAMARK_SCHEMES
+    if not samark_family and upstream:
         raise fail(
-            f"`samark serve` serves SAMark's family ({', '.join(SAMARK_SCHEMES)}); "
-            f"{scheme_name} is not one of them"
+            f"--upstream draws SAMark's candidates ({', '.join(SAMARK_SCHEMES)}); "
+            f"{scheme_name} writes with the local generator"
         )
     try:
         import uvicorn
@@ -122,7 +125,7 @@ def serve(
     elif label is not None:
         raise fail("--label chooses a key of a --keyring")
     engine = None
-    if upstream is None and concurrency > 1:  # concurrent requests share the model's batches
+    if samark_family and upstream is None and concurrency > 1:  # requests share batches
         from samark.sampling.batching import BatchingSampler
         from samark.sampling.transformers_engine import load_transformers_sampler
 
@@ -131,17 +134,20 @@ def serve(
             engine = BatchingSampler(load_transformers_sampler(generator))
         except (SamarkError, ValueError, OSError) as exc:
             raise fail(str(exc)) from None
-    scheme = load_scheme(
-        key,
-        scheme_name,
-        generator,
-        upstream,
-        statistic,
-        engine=engine,
-        candidates=candidates,
-        max_new_sentences=sentences,
-        alpha=alpha,
-    )
+    if samark_family:
+        scheme = load_scheme(
+            key,
+            scheme_name,
+            generator,
+            upstream,
+            statistic,
+            engine=engine,
+            candidates=candidates,
+            max_new_sentences=sentences,
+            alpha=alpha,
+        )
+    else:  # any other scheme with a key and a detector, at its own defaults
+        scheme = load_other_scheme(scheme_name, key, generator=generator)
     if engine is None:
         err.print(f"loading {generator} ...")
     try:
@@ -150,8 +156,9 @@ def serve(
         from samark.models import resolve_generator
         from samark.openai_client import async_openai_client
 
-        # the local engine loads now (not in the first request) and lends its tokenizer
-        sampler = scheme.sampler
+        # the local generator loads now (not in the first request) and lends its tokenizer:
+        # a sentence-level scheme's candidate engine, a token-level scheme's model
+        sampler = getattr(scheme, "sampler", None) or scheme.lm
         tokenizer = (
             AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
             if upstream
@@ -195,19 +202,15 @@ def _serve_keys(
 
     opened = Keyring.load(ring)
     payloads: dict[int, tuple[str, Any]] = {}
+    shared: dict[str, Any] = {"generator": generator}
+    if scheme.name in SAMARK_SCHEMES:
+        shared |= {"config": scheme.config, "sampler": scheme.sampler, "embedder": scheme.embedder}
     if opened.payload_bits:
         for position, entry in enumerate(opened.entries):
             if entry.active:
                 payloads[position] = (
                     entry.label,
-                    create_scheme(
-                        scheme.name,
-                        key=opened.key(entry.label),
-                        config=scheme.config,
-                        generator=generator,
-                        sampler=scheme.sampler,
-                        embedder=scheme.embedder,
-                    ),
+                    create_scheme(scheme.name, key=opened.key(entry.label), **shared),
                 )
     detector = load_ring_detector(
         ring, scheme.name, statistic=statistic, alpha=alpha, generator=generator

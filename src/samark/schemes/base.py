@@ -71,7 +71,12 @@ class Watermark(abc.ABC):
         max_new_sentences: int | None = None,
         seed: int | None = None,
         progress: ProgressCallback | None = None,
-    ) -> Generation: ...
+        on_sentence: SentenceCallback | None = None,
+    ) -> Generation:
+        """Continue ``prompt`` with up to ``max_new_sentences`` sentences. ``on_sentence``
+        sees each sentence in order (a server streams it: a sentence-level scheme calls it
+        as each is chosen, a token-level one once its text is written); when it returns
+        True the text ends with that sentence (a token budget)."""
 
     def generate_batch(
         self, prompts: list[str], *, max_new_sentences: int | None = None, seed: int | None = None

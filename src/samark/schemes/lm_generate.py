@@ -15,6 +15,7 @@ was empty. ``stop_at_eos=True`` restores that.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +36,7 @@ from samark.sampling.transformers_engine import (
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
+    SentenceCallback,
     SharedResources,
     Watermark,
     register_scheme,
@@ -91,8 +93,18 @@ class LMGenerateScheme(Watermark):
         max_new_sentences: int | None = None,
         seed: int | None = None,
         progress: ProgressCallback | None = None,
+        on_sentence: SentenceCallback | None = None,
     ) -> Generation:
         out = self.generate_batch([prompt], max_new_sentences=max_new_sentences, seed=seed)[0]
+        if on_sentence is not None:
+            for i, sentence in enumerate(out.sentences):
+                if on_sentence(sentence, {"index": i}):  # the text ends with this sentence
+                    kept = out.sentences[: i + 1]
+                    text = " ".join(kept)
+                    out = dataclasses.replace(
+                        out, text=text, sentences=kept, output_tokens=self.lm.count_tokens(text)
+                    )
+                    break
         if progress:
             progress(len(out.sentences), max_new_sentences or self.max_new_sentences)
         return out

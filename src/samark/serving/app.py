@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from samark.errors import EmptyTextError, SamarkError
 from samark.ring_detection import RingDetector
 from samark.sampling.openai_server import ServerError
-from samark.schemes.samark import SAMark
+from samark.schemes.base import Watermark
 from samark.serving.metrics import MetricsMiddleware, ServeMetrics
 from samark.serving.schema import (
     ChatCompletionRequest,
@@ -180,12 +180,12 @@ class Keys:
     ring's detector for ``/v1/detect``. Responses name keys by id and label only."""
 
     label: str | None = None
-    payloads: Mapping[int, tuple[str, SAMark]] = field(default_factory=dict)
+    payloads: Mapping[int, tuple[str, Watermark]] = field(default_factory=dict)
     ring: RingDetector | None = None
 
 
 def create_app(
-    scheme: SAMark,
+    scheme: Watermark,
     settings: ServeSettings,
     *,
     render_chat: ChatRenderer | None = None,
@@ -203,15 +203,14 @@ def create_app(
     marked it in its ``samark`` field, never the key.
     """
     keys = keys or Keys()
+    _key_id(scheme)  # a scheme without a key has nothing to serve
     metrics = ServeMetrics()
     generation_pool = ThreadPoolExecutor(
         settings.concurrent_generations, thread_name_prefix="samark-generate"
     )
     detection_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-detect")
     if count_tokens is None:
-        count_tokens = getattr(scheme.sampler, "count_tokens", None) or (
-            lambda text: len(text.split())
-        )
+        count_tokens = _token_counter(scheme) or (lambda text: len(text.split()))
     counter: Callable[[str], int] = count_tokens
 
     @contextlib.asynccontextmanager
@@ -222,7 +221,7 @@ def create_app(
 
     app = FastAPI(
         title="samark",
-        summary="SAMark watermarking (OpenAI-compatible) and detection",
+        summary="Watermarked text (OpenAI-compatible) and detection",
         lifespan=lifespan,
     )
     app.state.metrics = metrics
@@ -285,11 +284,11 @@ def create_app(
             raise timed_out() from None
 
     # ---- generation ----
-    def marking(req: GenerationRequest) -> tuple[SAMark, dict[str, Any]]:
+    def marking(req: GenerationRequest) -> tuple[Watermark, dict[str, Any]]:
         """The scheme that marks this request's text, and what its response says of the
         key (id, label, payload)."""
         if req.payload is None:
-            return scheme, {"key_id": scheme.key.key_id, "key_label": keys.label}
+            return scheme, {"key_id": _key_id(scheme), "key_label": keys.label}
         if not keys.payloads:
             raise ApiError(
                 400,
@@ -306,7 +305,7 @@ def create_app(
                 "payload",
             )
         label, chosen = keys.payloads[req.payload]
-        return chosen, {"key_id": chosen.key.key_id, "key_label": label, "payload": req.payload}
+        return chosen, {"key_id": _key_id(chosen), "key_label": label, "payload": req.payload}
 
     def generation_work(
         prompt: str,
@@ -314,7 +313,7 @@ def create_app(
         budget: int | None,
         emit: Callable[[str], None],
         cancelled: threading.Event,
-        marker: SAMark,
+        marker: Watermark,
     ) -> str:
         """Generate, emitting each sentence within the token budget; the finish reason."""
         if cancelled.is_set():  # timed out while queued
@@ -334,7 +333,8 @@ def create_app(
             metrics.sentences.inc()
             return False
 
-        announce = getattr(marker.sampler, "caller", None)  # a batching engine's
+        # a batching engine's (sentence-level schemes draw candidates through one)
+        announce = getattr(getattr(marker, "sampler", None), "caller", None)
         try:
             with announce() if announce is not None else contextlib.nullcontext():
                 gen = marker.generate(
@@ -346,7 +346,7 @@ def create_app(
         return "stop" if gen.fallbacks.get("exhausted") else "length"
 
     async def generate_blocking(
-        prompt: str, req: GenerationRequest, budget: int | None, marker: SAMark
+        prompt: str, req: GenerationRequest, budget: int | None, marker: Watermark
     ) -> tuple[list[str], str]:
         pieces: list[str] = []
         cancelled = threading.Event()
@@ -361,7 +361,7 @@ def create_app(
             len(pieces),
             time.perf_counter() - start,
             finish,
-            marker.key.key_id,
+            _key_id(marker),
         )
         return pieces, finish
 
@@ -371,7 +371,7 @@ def create_app(
         budget: int | None,
         event: Callable[[str, bool], dict[str, Any]],
         final: Callable[[str], dict[str, Any]],
-        marker: SAMark,
+        marker: Watermark,
     ) -> StreamingResponse:
         """SSE: one event per sentence. The first sentence (or the error) is awaited before
         the response starts, so an upstream failure is still a 502, not a broken stream."""
@@ -386,7 +386,7 @@ def create_app(
         def work() -> None:
             try:
                 finish = generation_work(prompt, req, budget, emit, cancelled, marker)
-                log.info("streamed a completion (finish %s, key %s)", finish, marker.key.key_id)
+                log.info("streamed a completion (finish %s, key %s)", finish, _key_id(marker))
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", finish))
             except ApiError as exc:
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
@@ -432,7 +432,8 @@ def create_app(
     # ---- routes ----
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "scheme": scheme.name, "embedder": scheme.embedder.name}
+        embedder = getattr(scheme, "embedder", None)  # sentence-level schemes
+        return {"status": "ok", "scheme": scheme.name, "embedder": getattr(embedder, "name", None)}
 
     @app.get("/metrics")
     async def metrics_route() -> Response:
@@ -566,7 +567,25 @@ def create_app(
     return app
 
 
-def _detect_one(scheme: SAMark, text: str, details: bool) -> dict[str, Any]:
+def _key_id(scheme: Watermark) -> str:
+    """The public id of the key that ``scheme`` marks with (never the key)."""
+    key = getattr(scheme, "key", None)
+    if key is None:
+        raise SamarkError(f"{scheme.name} marks with no key: nothing to serve")
+    return str(key.key_id)
+
+
+def _token_counter(scheme: Watermark) -> Callable[[str], int] | None:
+    """The scheme's generator's token count: its candidate engine's (sentence-level
+    schemes) or its language model's (token-level ones)."""
+    for holder in ("sampler", "lm"):
+        counter = getattr(getattr(scheme, holder, None), "count_tokens", None)
+        if counter is not None:
+            return counter
+    return None
+
+
+def _detect_one(scheme: Watermark, text: str, details: bool) -> dict[str, Any]:
     try:
         d = scheme.detect(text)
     except EmptyTextError as exc:
