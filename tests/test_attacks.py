@@ -105,6 +105,7 @@ def test_human_mix_reaches_the_ratio_and_keeps_order() -> None:
     assert human == split_sentences(HUMAN)[: len(human)]
 
 
+@pytest.mark.slow
 def test_back_translation_is_sentence_wise_and_never_truncates(paragraphs, minilm) -> None:
     a = create_attack("doc-t", via="pt")
     out = a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
@@ -132,6 +133,7 @@ WORD_LEVEL = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "params", "overlap", "aligned"), WORD_LEVEL)
 def test_word_level_attacks_on_human_paragraphs(
     paragraphs, minilm, name, params, overlap, aligned
@@ -153,6 +155,7 @@ def test_word_level_attacks_on_human_paragraphs(
     assert a.apply(paragraphs[7], seed=_seeds(paragraphs, 0)[7]) == out[7]
 
 
+@pytest.mark.slow
 def test_shuffle_and_mix_on_human_paragraphs(paragraphs, minilm) -> None:
     shuffled = create_attack("shuffle").apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
     fid = measure(minilm, paragraphs, shuffled)
@@ -179,6 +182,7 @@ def test_round_trip_guard_catches_the_translator_truncating(paragraphs) -> None:
         assert len(words(rt.sentence(p))) >= 0.65 * len(words(p))
 
 
+@pytest.mark.slow
 def test_local_paraphrase_keeps_meaning_and_changes_the_text(paragraphs, minilm) -> None:
     a = create_attack("doc-p-local")
     out = a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
@@ -223,6 +227,7 @@ def test_local_paraphrase_operations_do_the_asked_amount(paragraphs) -> None:
     assert merge_sentences("The vote passed.", "Obama left.") == "The vote passed; Obama left."
 
 
+@pytest.mark.slow
 def test_paraphrase_with_the_local_instruct_model(smollm2) -> None:
     a = create_attack("doc-p", prompt="II", max_tokens=48)
     out = a.apply_batch([TEXT, HUMAN], seeds=[5, 6])
@@ -246,6 +251,7 @@ def test_bad_parameters_are_clear_errors() -> None:
         create_attack("shuffle").apply_batch([TEXT, HUMAN], seeds=[1])
 
 
+@pytest.mark.slow
 def test_token_rewrite_keeps_sentences_and_meaning_and_rewrites_tokens(paragraphs, minilm) -> None:
     """Sentence-wise back-translation twice, then 10% WordNet synonyms: every sentence kept
     in place, most 4-grams gone. On SAMark and KGW texts of the paper run it measured 0.84

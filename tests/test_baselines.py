@@ -21,6 +21,7 @@ HUMAN = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["kgw", "synthid"])
 def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> None:
     scheme = create_scheme(name, key=mpnet_key)
@@ -42,6 +43,7 @@ def test_token_watermark_detects_its_own_text_only(name, mpnet_key, smollm2) -> 
 NEW_ROWS = ["unigram", "exp", "morphmark"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NEW_ROWS)
 def test_our_token_rows_detect_their_own_text_and_not_another_keys(
     name, mpnet_key, smollm2
@@ -71,6 +73,7 @@ def test_our_token_rows_detect_their_own_text_and_not_another_keys(
         scheme.detect("")
 
 
+@pytest.mark.slow
 def test_token_detectors_hold_their_false_positive_rate_on_human_text(mpnet_key, smollm2) -> None:
     """200 human news windows. With one key, the share with p < 0.05 stays within the
     binomial bound for every detector. The exact p-values (Unigram's hypergeometric, EXP's
@@ -101,6 +104,7 @@ def test_token_detectors_hold_their_false_positive_rate_on_human_text(mpnet_key,
         assert kstest(p, "uniform", alternative="greater").pvalue > 1e-3, name
 
 
+@pytest.mark.slow
 def test_upv_network_is_the_keys_and_reads_the_previous_token() -> None:
     """UPV's green network is trained from the key's seed alone: the same seed gives the
     same network, another seed other colours; a token's colour depends on the token
@@ -120,6 +124,7 @@ def test_upv_network_is_the_keys_and_reads_the_previous_token() -> None:
     assert (a(one) > 0.5).ne(a(two) > 0.5).any()
 
 
+@pytest.mark.slow
 def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> None:
     """UPV at its defaults (gamma 0.5, delta 2 on the top 20 of what nucleus sampling
     keeps) marks this 135M model's text weakly, as MorphMark's gamma 0.5 does: two 6-sentence
@@ -145,6 +150,7 @@ def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> No
         scheme.detect("one")
 
 
+@pytest.mark.slow
 def test_upv_threshold_centres_reference_text(mpnet_key, smollm2) -> None:
     """The key's threshold puts the green share of the reference pairs at gamma."""
     from samark.schemes.upv import reference_pairs
@@ -155,6 +161,7 @@ def test_upv_threshold_centres_reference_text(mpnet_key, smollm2) -> None:
     assert abs(share - 0.25) < 0.01
 
 
+@pytest.mark.slow
 def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key, smollm2) -> None:
     scheme = create_scheme("unwatermarked", key=mpnet_key)
     tok = smollm2.tokenizer
@@ -171,6 +178,7 @@ def test_unwatermarked_row_has_no_detector_and_works_without_pad_token(mpnet_key
         scheme.detect(gens[0].text)
 
 
+@pytest.mark.slow
 def test_reference_rows_write_past_the_models_own_end(smollm2) -> None:
     """A finished chat turn: the model's next token is its end of turn. Stopping there would
     leave the row with no text (a miss for the length alone); the protocol writes on."""

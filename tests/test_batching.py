@@ -50,6 +50,7 @@ def _concurrently(sampler: BatchingSampler, work) -> list:
     return results
 
 
+@pytest.mark.slow
 def test_concurrent_callers_decode_in_one_batch_and_get_their_own_candidates(smollm2) -> None:
     sampler = BatchingSampler(smollm2, linger_s=60)
     assert sampler.supports_token_layer and sampler.name == smollm2.name  # the engine's

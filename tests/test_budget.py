@@ -52,6 +52,7 @@ def test_summed_bias_adds_the_layers_each_on_its_own_context() -> None:
     )
 
 
+@pytest.mark.slow
 def test_steering_shifts_the_generator_toward_leaning_words(
     smollm2, mpnet, mpnet_key, tmp_path, monkeypatch
 ) -> None:
@@ -125,6 +126,7 @@ def test_engine_prunes_to_the_best_rows_after_at_tokens(smollm2) -> None:
     assert cut.tokens_sampled < full.tokens_sampled
 
 
+@pytest.mark.slow
 def test_samark_with_pruning_samples_fewer_tokens_and_still_matches(mpnet, mpnet_key) -> None:
     from samark.schemes import create_scheme
 

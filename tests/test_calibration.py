@@ -136,6 +136,7 @@ def _keys(mpnet, domains: tuple[str, ...] | None = None):
     return [WatermarkKey(bytes([i]) * 32, mpnet.identity, avoid) for i in range(N_KEYS)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("corpus", "statistic"), _cases(["alignment", "z", "scan"], {"scan"}))
 def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str) -> None:
     _check_per_key(_keys(mpnet), mpnet, _corpus(human_embeddings, corpus), statistic)
@@ -150,6 +151,7 @@ def test_fpr_holds_per_key_on_fiction_for_keys_without_its_direction(
     _check_per_key(keys, mpnet, _corpus(human_embeddings, "jane_austen"), statistic)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("corpus", "statistic"), _cases(["z", "scan"], {"z", "scan"}))
 def test_fpr_holds_per_key_in_a_pivot_space(
     mpnet, human_embeddings, corpus: str, statistic: str
@@ -180,6 +182,7 @@ def _check_per_key(
     assert np.mean(pooled_arr < 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / pooled_arr.size)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("corpus", CORPORA)
 def test_sentence_p_values_hold_per_key(mpnet, human_embeddings, corpus: str) -> None:
     # Localisation on human text: a sentence gets p < 0.05 about 5% of the time, per key.
@@ -200,6 +203,7 @@ def test_paper_z_is_not_calibrated(mpnet, human_embeddings) -> None:
     assert np.mean(z > 2.33) > 0.2
 
 
+@pytest.mark.slow
 def test_ring_fpr_is_family_wise(mpnet, human_embeddings) -> None:
     """A ring of 8 keygen keys flags at most 1% of human texts at p < 0.01 (the max
     statistic over the ring, exact by exchangeability), where asking each key alone at

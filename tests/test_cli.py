@@ -167,6 +167,7 @@ def test_wrong_key_files(runner, tmp_path, minilm) -> None:
     assert missing.exit_code == 2 and "does not exist" in missing.output
 
 
+@pytest.mark.slow
 def test_generate_json_then_detect(key_file, runner, smollm2, tmp_path) -> None:
     result = runner.invoke(
         app,
@@ -317,6 +318,7 @@ def test_attack_list_and_usage(runner) -> None:
     assert unknown.exit_code == 2 and "unknown attack" in unknown.output
 
 
+@pytest.mark.slow
 def test_demo_streams_sentences_and_says_what_it_used(runner, smollm2, mpnet) -> None:
     result = runner.invoke(app, ["demo", "--candidates", "4", "--sentences", "2", "--seed", "3"])
     assert result.exit_code == 0, result.output
@@ -333,6 +335,7 @@ def test_demo_streams_sentences_and_says_what_it_used(runner, smollm2, mpnet) ->
     assert len(line.split("Watermarked continuation:")[1].strip()) > 10
 
 
+@pytest.mark.slow
 def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
     runner, tmp_path, smollm2, mpnet_key
 ) -> None:
@@ -382,6 +385,7 @@ def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
         assert refused.exit_code == 2 and message in refused.output, refused.output
 
 
+@pytest.mark.slow
 def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
     import numpy as np
     from scipy import stats

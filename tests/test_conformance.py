@@ -28,6 +28,7 @@ DETECTABLE = [n for n in scheme_names() if scheme_info(n).detectable]
     "name",
     [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_DETECTORS else n for n in DETECTABLE],
 )
+@pytest.mark.slow
 def test_every_scheme_keeps_the_detection_contract(name: str, minilm) -> None:
     key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
     other = WatermarkKey(b"conformance-key-000000000000000b", minilm.identity)

@@ -81,6 +81,7 @@ def test_detector_gives_a_result_or_a_clear_error(detector, text: str) -> None:
     assert _valid(result)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(texts=st.lists(TEXTS, max_size=6))
 @example(texts=["000000000000000000. ", "?. . "])  # found by the 10,000-input run: a tie
@@ -162,6 +163,7 @@ BODIES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(body=BODIES)
 def test_detect_endpoint_answers_every_body(endpoint, body: bytes) -> None:

@@ -31,6 +31,7 @@ def generation(mpnet, smollm2):
     return scheme, scheme.generate(PROMPT, max_new_sentences=6, seed=7)
 
 
+@pytest.mark.slow
 def test_generation_record(generation) -> None:
     _, gen = generation
     assert 1 <= len(gen.sentences) <= 6
@@ -45,6 +46,7 @@ def test_generation_record(generation) -> None:
     )
 
 
+@pytest.mark.slow
 def test_detected_with_right_key_only(generation, mpnet) -> None:
     scheme, gen = generation
     # 6 sentences of one topic leave the test little room (README: power at 6 sentences),
@@ -61,6 +63,7 @@ def test_detected_with_right_key_only(generation, mpnet) -> None:
     assert np.mean(np.array(wrong) < 0.01) <= 0.15
 
 
+@pytest.mark.slow
 def test_detection_survives_sentence_shuffle(generation) -> None:
     scheme, gen = generation
     sents = list(gen.sentences)
@@ -68,6 +71,7 @@ def test_detection_survives_sentence_shuffle(generation) -> None:
     assert scheme.detect(" ".join(sents)).p_value == scheme.detect(gen.text).p_value
 
 
+@pytest.mark.slow
 def test_seed_makes_generation_reproducible(mpnet, smollm2) -> None:
     scheme = SAMark(new_key(mpnet), config=SAMarkConfig(candidates=6), sampler=smollm2)
     a = scheme.generate(PROMPT, max_new_sentences=1, seed=3)
@@ -76,6 +80,7 @@ def test_seed_makes_generation_reproducible(mpnet, smollm2) -> None:
     assert not any(k.startswith("signal_") for k in a.steps[0])  # off by default
 
 
+@pytest.mark.slow
 def test_signal_records_change_nothing_and_add_up(mpnet, smollm2) -> None:
     key = new_key(mpnet)
     plain = SAMark(key, config=SAMarkConfig(candidates=6), sampler=smollm2)
@@ -94,6 +99,7 @@ def test_signal_records_change_nothing_and_add_up(mpnet, smollm2) -> None:
     assert second["signal_topic"] == pytest.approx(first["signal_chosen"], abs=1e-4)
 
 
+@pytest.mark.slow
 def test_generation_kappa_sets_the_selection_score_only(mpnet, smollm2) -> None:
     # A tiny selection kappa makes S_wm linear in the margin; with no diversity terms and a
     # sharp softmax the pick is the matched candidate with the largest margin, whose S_wm
@@ -118,6 +124,7 @@ def test_generation_kappa_sets_the_selection_score_only(mpnet, smollm2) -> None:
     assert SAMarkConfig().selection_kappa == 30.0
 
 
+@pytest.mark.slow
 def test_pool_margin_picks_the_largest_margin_over_the_pool_mean(mpnet, smollm2) -> None:
     # As above, with each channel's margin measured from the pool's mean signed cosine: the
     # pick is the matched candidate furthest above its own pool, and its recorded S_wm is
@@ -204,6 +211,7 @@ def test_config_validation(kwargs) -> None:
         SAMarkConfig(**kwargs)
 
 
+@pytest.mark.slow
 def test_adaptive_budget_draws_in_chunks_and_stops_early(mpnet, smollm2) -> None:
     # level 0: any match is "saturated", so a step stops at the first chunk with a match
     config = SAMarkConfig(candidates=24, adaptive=True, adaptive_chunk=4, adaptive_saturation=0.0)

@@ -91,6 +91,7 @@ def test_cli_reads_parquet_like_jsonl(key_file, tmp_path) -> None:
     assert bad.exit_code == 2 and "Parquet" in bad.stderr
 
 
+@pytest.mark.slow
 def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
     pytest.importorskip("ray.data", reason="samark[scale] installs ray[data]")
     pa = pytest.importorskip("pyarrow")

@@ -64,6 +64,7 @@ def test_second_token_law_through_the_shared_cache(smollm2) -> None:
     assert _gof(counts, law) > 1e-3
 
 
+@pytest.mark.slow
 def test_first_tokens_match_model_generate(smollm2) -> None:
     """Two-sample test against transformers' own ``generate`` with the same settings
     (a short prompt: ``generate`` prefills every row)."""
@@ -90,6 +91,7 @@ def test_first_tokens_match_model_generate(smollm2) -> None:
     assert chi2_contingency(table).pvalue > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("context", [12, 300])
 def test_shared_prefix_logits_equal_full_recompute(smollm2, context) -> None:
     """Decoding three tokens per row through shared-prefix attention gives the logits of a
@@ -126,6 +128,7 @@ def test_shared_prefix_falls_back_beyond_a_sliding_window(smollm2) -> None:
         cfg.sliding_window = old
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::FutureWarning")
 def test_engine_is_the_same_with_and_without_shared_prefix(smollm2) -> None:
     """Same seed, same candidates: the fast path changes the cost, not the samples. Both
@@ -187,6 +190,7 @@ class _ShortestFirst:
         return -np.array([len(t) for t in partial_texts], dtype=float)
 
 
+@pytest.mark.slow
 def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
     """Three requests in one batch, with their own prefixes, sizes, caps and seeds, one
     with a token layer and one pruned: each gets exactly the candidates it gets alone.

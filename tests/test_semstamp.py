@@ -30,6 +30,7 @@ def test_subset_sum_distribution_matches_enumeration() -> None:
     ("name", "params"),
     [("semstamp", {}), ("k-semstamp", {"clusters": 4, "fit_sentences": 300})],
 )
+@pytest.mark.slow
 def test_every_accepted_sentence_lands_in_a_valid_region(name, params, mpnet, mpnet_key) -> None:
     scheme = create_scheme(
         name, key=mpnet_key, embedder=mpnet, max_trials=32, max_sentence_tokens=40, **params
@@ -80,6 +81,7 @@ def test_semstamp_p_value_is_exact_over_keys(mpnet, mpnet_key, news_leads) -> No
     assert z_flags >= sum(x < 0.1 for x in p)  # the z rule flags at least as often
 
 
+@pytest.mark.slow
 def test_pmark_halves_towards_the_key_bits_and_replays_them(mpnet, mpnet_key) -> None:
     """PMark online: each channel keeps the side of its median that the step's bit names,
     so a survivor agrees with every bit against its own pool; detection re-samples."""

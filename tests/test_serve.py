@@ -164,6 +164,7 @@ def _get(base: str, path: str) -> tuple[int, str]:
         return response.status, response.read().decode()
 
 
+@pytest.mark.slow
 def test_chat_completion_with_the_openai_client_streamed_and_not(local) -> None:
     client = _client(local)
     messages = [{"role": "user", "content": "Tell me about the city council's new budget."}]
@@ -279,6 +280,7 @@ def test_concurrent_detection_clients(local) -> None:
     assert results == [200] * 24
 
 
+@pytest.mark.slow
 def test_concurrent_generation_clients_share_the_engines_batches(local, mpnet_key) -> None:
     """Three clients at once: every one answered with its own marked text, and their
     candidate draws decoded together (the engine's largest batch held several)."""
@@ -350,6 +352,7 @@ def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
     silent.close()
 
 
+@pytest.mark.slow
 def test_through_a_real_upstream_watermarked_and_passed_through(
     transformers_server, mpnet, mpnet_key, smollm2, free_port
 ) -> None:
@@ -382,6 +385,7 @@ def test_through_a_real_upstream_watermarked_and_passed_through(
         SEEN.extend([marked.model_dump_json(), plain.model_dump_json()])
 
 
+@pytest.mark.slow
 def test_a_keyring_server_writes_payloads_and_detects_against_every_key(ringed) -> None:
     base, ring = ringed
     client = _client(base)

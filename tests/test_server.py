@@ -16,6 +16,7 @@ pytest.importorskip("openai", reason="the server engine needs openai (samark[ser
 from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
 
 
+@pytest.mark.slow
 def test_server_candidates_are_topped_up_to_n(transformers_server) -> None:
     url, model = transformers_server
     sampler = OpenAICompletionsSampler(url, model, max_retries=0)
@@ -32,6 +33,7 @@ def test_server_candidates_are_topped_up_to_n(transformers_server) -> None:
     assert complete and all(t.strip() and t.strip()[-1] in '.!?"' for t in complete)
 
 
+@pytest.mark.slow
 def test_samark_generates_and_detects_through_the_server(
     transformers_server, mpnet, mpnet_key
 ) -> None:
