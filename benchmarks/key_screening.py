@@ -27,6 +27,7 @@ from scipy import stats
 
 from samark.config import SAMarkConfig
 from samark.embed import load_embedder
+from samark.key_check import KeyCheck
 from samark.keys import WatermarkKey
 from samark.schemes.samark import SAMark
 
@@ -39,9 +40,7 @@ CONFIDENCE = 0.999
 
 def holds(p: np.ndarray) -> bool:
     """``check-key``'s rule on the p-values of one corpus."""
-    bound = stats.binom.ppf(CONFIDENCE, len(p), ALPHA)
-    ks = stats.kstest(p, "uniform", alternative="greater").pvalue
-    return bool((p < ALPHA).sum() <= bound and ks > 1 - CONFIDENCE)
+    return KeyCheck.of(p, ALPHA, CONFIDENCE).holds
 
 
 def main() -> None:

@@ -47,6 +47,19 @@ class KeyCheck:
         """Within the bound, and no sign that p is smaller than uniform (at 1 - confidence)."""
         return self.flagged <= self.bound and self.ks_pvalue > 1.0 - self.confidence
 
+    @classmethod
+    def of(cls, p_values: np.ndarray, alpha: float = 0.01, confidence: float = 0.999) -> KeyCheck:
+        """The check of one key's p-values on human texts (one per text)."""
+        p = np.asarray(p_values, dtype=float)
+        return cls(
+            texts=len(p),
+            flagged=int(np.sum(p < alpha)),
+            alpha=alpha,
+            confidence=confidence,
+            bound=int(stats.binom.ppf(confidence, len(p), alpha)),
+            ks_pvalue=float(stats.kstest(p, "uniform", alternative="greater").pvalue),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "texts": self.texts,
@@ -79,15 +92,7 @@ def check_key(
             f"a key check needs at least {MIN_TEXTS} human texts with a sentence, "
             f"got {len(results)}"
         )
-    p = np.array([r.p_value for r in results])
-    return KeyCheck(
-        texts=len(results),
-        flagged=int(np.sum(p < alpha)),
-        alpha=alpha,
-        confidence=confidence,
-        bound=int(stats.binom.ppf(confidence, len(results), alpha)),
-        ks_pvalue=float(stats.kstest(p, "uniform", alternative="greater").pvalue),
-    )
+    return KeyCheck.of(np.array([r.p_value for r in results]), alpha, confidence)
 
 
 def screen_key(
