@@ -6,6 +6,7 @@ SAMark and any other sentence-level scheme draw candidates through this interfac
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -109,6 +110,32 @@ class SampleRequest:
     def __post_init__(self) -> None:
         if self.n < 1:
             raise ValueError("n must be >= 1")
+
+
+class BatchSampler(abc.ABC):
+    """An engine that draws several requests' candidates in one batch (``sample_many``);
+    ``sample`` is one such draw."""
+
+    name: str
+
+    @abc.abstractmethod
+    def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
+        """One candidate batch per request, in order."""
+
+    def sample(
+        self,
+        prefix: str,
+        n: int,
+        params: SamplingParams,
+        *,
+        seed: int | None = None,
+        token_layer: LogitsBias | None = None,
+        prune: RowPruner | None = None,
+    ) -> CandidateBatch:
+        """``n`` candidate next sentences of ``prefix``; with ``token_layer``, every row
+        is sampled under that token watermark; with ``prune``, only its best ``keep`` live
+        rows decode past its ``at`` tokens (engines that cannot say so)."""
+        return self.sample_many([SampleRequest(prefix, n, params, seed, token_layer, prune)])[0]
 
 
 @runtime_checkable

@@ -20,29 +20,19 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any, Protocol
+from typing import Any
 
 from samark.sampling.base import (
+    BatchSampler,
     CandidateBatch,
-    LogitsBias,
-    RowPruner,
     SampleRequest,
-    SamplingParams,
 )
 
 #: a queued draw: the request, its caller's future, the caller's thread id
 _Queued = tuple[SampleRequest, "Future[CandidateBatch]", int]
 
 
-class BatchEngine(Protocol):
-    """An engine that draws several requests in one batch."""
-
-    name: str
-
-    def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]: ...
-
-
-class BatchingSampler:
+class BatchingSampler(BatchSampler):
     """A thread-safe candidate sampler over ``engine`` that batches concurrent draws.
 
     ``max_rows`` bounds the candidate rows of one batch (memory: the engine keeps every
@@ -52,12 +42,13 @@ class BatchingSampler:
     ``count_tokens``, what the engine supports) are the engine's.
     """
 
-    def __init__(self, engine: BatchEngine, *, max_rows: int = 512, linger_s: float = 0.5):
+    def __init__(self, engine: BatchSampler, *, max_rows: int = 512, linger_s: float = 0.5):
         if not callable(getattr(engine, "sample_many", None)):
             raise TypeError(f"{engine!r} cannot draw several requests in one batch")
         if max_rows < 1 or linger_s < 0:
             raise ValueError("need max_rows >= 1 and linger_s >= 0")
         self.engine = engine
+        self.name = engine.name
         self.max_rows = max_rows
         self.linger_s = linger_s
         self._queue: list[_Queued] = []
@@ -69,10 +60,6 @@ class BatchingSampler:
         self.batches = 0
         self.draws = 0
         self.largest = 0
-
-    @property
-    def name(self) -> str:
-        return self.engine.name
 
     def __getattr__(self, name: str) -> Any:
         if name == "engine":  # not set yet (a half-built object): no recursion
@@ -94,20 +81,8 @@ class BatchingSampler:
                 self._callers -= 1
                 self._cond.notify_all()
 
-    def sample(
-        self,
-        prefix: str,
-        n: int,
-        params: SamplingParams,
-        *,
-        seed: int | None = None,
-        token_layer: LogitsBias | None = None,
-        prune: RowPruner | None = None,
-    ) -> CandidateBatch:
-        """As the engine's ``sample``, run in the engine's next batch."""
-        return self.submit(SampleRequest(prefix, n, params, seed, token_layer, prune)).result()
-
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
+        """As the engine's, run in the engine's next batch (``sample``: one draw)."""
         return [f.result() for f in self._submit(requests)]
 
     def submit(self, request: SampleRequest) -> Future[CandidateBatch]:

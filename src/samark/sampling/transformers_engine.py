@@ -25,10 +25,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from samark.models import DEFAULT_GENERATOR, resolve_generator
 from samark.sampling import shared_prefix
 from samark.sampling.base import (
+    BatchSampler,
     Candidate,
     CandidateBatch,
     LogitsBias,
-    RowPruner,
     SampleRequest,
     SamplingParams,
 )
@@ -149,7 +149,8 @@ class BatchDecoder:
         cls, model: Any, prefixes: Sequence[list[int]], rows: Sequence[int], max_new_tokens: int
     ) -> BatchDecoder:
         """``rows[g]`` continuations of ``prefixes[g]``, the groups in that order in the
-        batch. Needs shared-prefix attention for every prefix (:func:`can_group`)."""
+        batch. Needs shared-prefix attention at every prefix's length
+        (:func:`samark.sampling.shared_prefix.supports`)."""
         decoder = cls.__new__(cls)
         decoder._prefill(model, prefixes, rows, max_new_tokens, True)
         if not decoder.shared:
@@ -228,7 +229,7 @@ class _Draw:
         self.texts = [None] * n
 
 
-class TransformersSampler:
+class TransformersSampler(BatchSampler):
     """Samples candidates from a transformers causal LM (a preset name or local folder)."""
 
     def __init__(
@@ -272,22 +273,6 @@ class TransformersSampler:
     supports_token_layer = True
     #: and any additive logit bias of the ``LogitsBias`` protocol (SAMark's steering)
     supports_steering = True
-
-    def sample(
-        self,
-        prefix: str,
-        n: int,
-        params: SamplingParams,
-        *,
-        seed: int | None = None,
-        token_layer: LogitsBias | None = None,
-        prune: RowPruner | None = None,
-    ) -> CandidateBatch:
-        """``n`` candidate next sentences of ``prefix``; with ``token_layer``, every row
-        is sampled under that token watermark; with ``prune``, only its best ``keep`` live
-        rows decode past its ``at`` tokens."""
-        request = SampleRequest(prefix, n, params, seed, token_layer, prune)
-        return self.sample_many([request])[0]
 
     @torch.inference_mode()
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from samark.errors import SamarkError
-from samark.sampling.base import Candidate, CandidateBatch, SampleRequest, SamplingParams
+from samark.sampling.base import BatchSampler, Candidate, CandidateBatch, SampleRequest
 
 
-class VLLMSampler:
+class VLLMSampler(BatchSampler):
     def __init__(self, model: str, *, stop: tuple[str, ...] = ("\n",), **engine_args: Any) -> None:
         try:
             from vllm import LLM
@@ -39,19 +39,6 @@ class VLLMSampler:
 
     def __repr__(self) -> str:
         return f"VLLMSampler({self.name!r})"
-
-    def sample(
-        self,
-        prefix: str,
-        n: int,
-        params: SamplingParams,
-        *,
-        seed: int | None = None,
-        token_layer: Any = None,
-    ) -> CandidateBatch:
-        """``n`` candidates; with ``token_layer`` (a
-        :class:`~samark.token_layer.GreenListLayer`), every row is sampled under it."""
-        return self.sample_many([SampleRequest(prefix, n, params, seed, token_layer)])[0]
 
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
         """Several draws in one ``generate`` call (one sampling setting per prompt):
