@@ -39,7 +39,7 @@ def main() -> None:
     for g in gens:
         texts[NO_ATTACK][g["item"]] = g["text"]
         for a in run.experiment.attacks:
-            rec = run.attacks.get(run.attack_key(spec, g["item"], a))
+            rec = run.attacks.get(run.keys.attack(spec, g["item"], a))
             if rec is not None:
                 texts[a.label][g["item"]] = rec["text"]
     others: dict[tuple[str, str, str], float] = {}

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from samark.evaluation.store import Stage
+from samark.evaluation.store import RecordStore
 
 
 def load_steps(run: Path, rows: list[str]) -> dict[str, list[list[dict[str, list[float]]]]]:
     """Each row's texts as lists of steps that carry research records."""
     out: dict[str, list[list[dict[str, list[float]]]]] = defaultdict(list)
-    for rec in Stage(run / "generations.jsonl").records():  # live or compacted
+    for rec in RecordStore(run / "generations.jsonl").records():  # live or compacted
         if rec["scheme"] not in rows:
             continue
         steps = [s for s in rec.get("steps") or [] if "signal_pool_mean" in s]

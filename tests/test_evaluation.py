@@ -21,7 +21,7 @@ import pytest
 
 from samark.errors import SamarkError
 from samark.evaluation.experiment import Experiment, ExperimentError
-from samark.evaluation.store import FolderLock, Stage, compact_folder
+from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 
 TINY = """
 name = "tiny"
@@ -138,8 +138,8 @@ def test_experiment_errors_are_clear() -> None:
 
 WRITER = """
 import sys
-from samark.evaluation.store import Stage
-s = Stage(sys.argv[1])
+from samark.evaluation.store import RecordStore
+s = RecordStore(sys.argv[1])
 i = len(s)
 while True:
     s.append(("k", str(i)), {"payload": "x" * 2000, "i": i})
@@ -161,7 +161,7 @@ def test_store_survives_sigkill_without_duplicates(tmp_path) -> None:
     # simulate a torn last line too
     with path.open("ab") as f:
         f.write(b'{"key": ["k", "torn')
-    stage = Stage(path)
+    stage = RecordStore(path)
     n = len(stage)
     assert n > 10
     assert sorted(int(r["i"]) for r in stage.records()) == list(range(n))  # no gap, no dup
@@ -175,12 +175,12 @@ def test_store_survives_sigkill_without_duplicates(tmp_path) -> None:
 
 def test_compaction_seals_every_record_once_and_appends_go_on(tmp_path) -> None:
     path = tmp_path / "detections.jsonl"
-    writer = Stage(path)
+    writer = RecordStore(path)
     writer.append(("det", "a"), {"p": 0.5})
     writer.append(("det", "b"), {"p": 0.25})
     with path.open("ab") as f:
         f.write(b'{"key": ["det", "torn')  # a killed writer's last line
-    reader = Stage(path)
+    reader = RecordStore(path)
     assert len(reader) == 2
     lines = path.read_bytes().splitlines()[:2]
     done = compact_folder(tmp_path, ["detections.jsonl", "quality.jsonl"])
@@ -189,7 +189,7 @@ def test_compaction_seals_every_record_once_and_appends_go_on(tmp_path) -> None:
     sealed = tmp_path / "detections.jsonl.gz"
     assert gzip.decompress(sealed.read_bytes()).splitlines() == lines  # the same bytes
     # a new store reads the sealed records and appends to a new live file
-    after = Stage(path)
+    after = RecordStore(path)
     assert [r["p"] for r in after.records()] == [0.5, 0.25]
     after.append(("det", "c"), {"p": 0.125})
     assert len(path.read_bytes().splitlines()) == 1
@@ -202,7 +202,7 @@ def test_compaction_seals_every_record_once_and_appends_go_on(tmp_path) -> None:
     # copy wins, and the next compaction keeps it once
     with path.open("ab") as f:
         f.write(b'{"key": ["det", "a"], "p": 0.9}\n')
-    assert Stage(path).get(("det", "a"))["p"] == 0.5
+    assert RecordStore(path).get(("det", "a"))["p"] == 0.5
     compact_folder(tmp_path, ["detections.jsonl"])
     assert [json.loads(x)["p"] for x in gzip.decompress(sealed.read_bytes()).splitlines()] == [
         0.5,
@@ -217,9 +217,9 @@ def test_compaction_seals_every_record_once_and_appends_go_on(tmp_path) -> None:
     assert (copy / "detections.jsonl.gz").read_bytes() == sealed.read_bytes()
     assert compact_folder(tmp_path, ["detections.jsonl"]) == []
     # a reader that found no live file sees a record appended and sealed since
-    late = Stage(path)
+    late = RecordStore(path)
     assert len(late) == 3 and not path.exists()
-    Stage(path).append(("det", "d"), {"p": 0.0625})
+    RecordStore(path).append(("det", "d"), {"p": 0.0625})
     compact_folder(tmp_path, ["detections.jsonl"])
     late.refresh()
     assert late.get(("det", "d"))["p"] == 0.0625
@@ -520,7 +520,7 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     for e, text in ((empty, ""), (written, e_text := written.human)):
         sentences = split_sentences(text)  # the human continuation: as many as asked
         run.generations.append(
-            run.gen_key(spec, e),
+            run.keys.generation(spec, e),
             {"scheme": "kgw", "item": e.id, "prompt": e.prompt, "text": text,
              "sentences": sentences, "tokens_sampled": len(text.split()),
              "output_tokens": len(text.split()), "seconds": 0.0},
@@ -619,7 +619,7 @@ def test_committed_runs_keep_their_public_keys(mpnet, toml: str, key_id: str) ->
 def test_store_refresh_sees_another_writer_without_rereading(tmp_path) -> None:
     # two processes on one folder: each sees the other's records before scoring an item
     path = tmp_path / "detections.jsonl"
-    mine, theirs = Stage(path), Stage(path)
+    mine, theirs = RecordStore(path), RecordStore(path)
     mine.append(("det", "a"), {"p": 0.5})
     assert ("det", "a") in theirs  # first read: the whole file
     theirs.append(("det", "b"), {"p": 0.1})

@@ -15,7 +15,7 @@ from samark.evaluation.records import (
     RecordError,
     parse_record,
 )
-from samark.evaluation.store import Stage
+from samark.evaluation.store import RecordStore
 from samark.schemes.base import Generation
 
 RUNS = Path(__file__).resolve().parents[1] / "experiments" / "runs"
@@ -26,7 +26,7 @@ STORES = ["generations", "attacks", "detections", "lengths", "quality"]
 def test_committed_records_parse_and_round_trip(run: str) -> None:
     seen = 0
     for store in STORES:  # live or compacted (``samark eval compact``)
-        for stored in Stage(RUNS / run / f"{store}.jsonl").records():
+        for stored in RecordStore(RUNS / run / f"{store}.jsonl").records():
             stored = dict(stored)
             record = parse_record(store, stored)
             stored.pop("key")

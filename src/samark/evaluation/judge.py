@@ -15,15 +15,13 @@ from __future__ import annotations
 import json
 import random
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from samark.evaluation.chat import ChatModel, LocalChatModel, chat_model
 from samark.evaluation.records import JudgeRecord, RankRecord
-
-if TYPE_CHECKING:
-    from samark.evaluation.runner import Run
+from samark.evaluation.stage import RunContext
 
 PAIRWISE_SYSTEM = {
     "booksum": "Compare Summary A/B by accuracy, completeness, coherence, writing quality, and "
@@ -141,7 +139,7 @@ def _outcome(winner: str | None, *, mine: str) -> str | None:
     return "tie" if winner == "tie" else ("win" if winner == mine else "lose")
 
 
-def run_judge(run: Run) -> None:
+def run_judge(run: RunContext) -> None:
     """Pairwise judgements vs. the unwatermarked row, and one blind ranking per item."""
     exp = run.experiment
     reference = exp.reference_row()
@@ -155,7 +153,7 @@ def run_judge(run: Run) -> None:
         if spec is reference:
             continue
         for g in run.row_generations(spec, written=True):
-            key = ("judge", spec.label, spec.fingerprint, g["item"], model.name)
+            key = run.keys.judge(spec, g["item"], model.name)
             if g["item"] not in ref or key in run.quality:
                 continue
             rec = (
@@ -181,7 +179,7 @@ def run_judge(run: Run) -> None:
             by_item.setdefault(g["item"], {})[spec.label] = g
     for item, outs in by_item.items():
         labels = sorted(outs)
-        rank_key = ("rank", item, ",".join(labels), model.name)
+        rank_key = run.keys.ranking(item, labels, model.name)
         if len(labels) < 2 or len(labels) > len(LABELS) or rank_key in run.quality:
             continue
         order = labels[:]

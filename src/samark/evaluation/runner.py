@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,12 +35,22 @@ from samark.evaluation import (
 )
 from samark.evaluation.attacks import Attack, create_attack
 from samark.evaluation.experiment import NO_ATTACK, AttackSpec, Experiment, SchemeSpec
-from samark.evaluation.store import FolderLock, Stage, compact_folder
+from samark.evaluation.record_keys import RecordKeys
+from samark.evaluation.stage import Stage
+from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
 
-STAGES = ("generate", "attack", "detect", "length", "quality")
+#: the stages in the order they run (each one owns its keys, work and status)
+STAGE_OBJECTS: tuple[Stage, ...] = (
+    stage_generate.STAGE,
+    stage_attack.STAGE,
+    stage_detect.STAGE,
+    stage_length.STAGE,
+    stage_quality.STAGE,
+)
+STAGES = tuple(s.name for s in STAGE_OBJECTS)
 #: the stage stores of a run folder, in stage order
 STAGE_FILES = (
     "generations.jsonl",
@@ -73,6 +83,7 @@ class Run:
         read_only: bool = False,
     ):
         self.experiment = experiment
+        self.keys = RecordKeys(experiment)
         self.dir = Path(run_dir)
         #: a run opened for reading (reports, status) writes nothing: no experiment.toml,
         #: no key file, no record
@@ -86,7 +97,7 @@ class Run:
         #: take items last-first: a second process on the same folder then meets the first
         #: in the middle instead of repeating its work
         self.reverse = reverse
-        stores = [Stage(self.dir / name) for name in STAGE_FILES]
+        stores = [RecordStore(self.dir / name) for name in STAGE_FILES]
         self.generations, self.attacks, self.detections, self.lengths, self.quality = stores
         self._schemes: dict[str, Watermark] = {}
         self._attackers: dict[str, Attack] = {}
@@ -258,68 +269,32 @@ class Run:
 
     # ---------- stages ----------
     def run(self, stages: Iterable[str] = STAGES) -> None:
+        by_name = {s.name: s for s in STAGE_OBJECTS}
         for stage in stages:
-            if stage not in STAGES:
+            if stage not in by_name:
                 raise SamarkError(f"unknown stage {stage!r}; stages: {STAGES}")
-            STAGE_RUNNERS[stage](self)
+            by_name[stage].run(self)
 
     def status(self) -> list[dict[str, Any]]:
-        """Per scheme row: records done and records the experiment asks for, per stage.
-        Attacks, detections and quality follow the generations done so far; a stage's
-        count can grow as earlier stages fill in."""
-        exp = self.experiment
+        """Per scheme row: records done and records the experiment asks for, per stage
+        column. Attacks, detections and quality follow the generations done so far; a
+        stage's count can grow as earlier stages fill in."""
         rows = []
-        for spec in exp.schemes:
-            negatives = self.row_negatives(spec)
-            items = self.examples()[: spec.prompts or None]
-            gens = self.row_generations(spec)
-            detectable = self.detectable(spec)
-            det = self.scheme(spec).detector_id() if detectable and self.has_key() else None
-            attacked = sum(
-                self.attack_key(spec, g["item"], a) in self.attacks
-                for g in gens
-                for a in exp.attacks
-            )
-            detected = sum(
-                self.det_key(spec, g["item"], label) in self.detections
-                for g in gens
-                for label in (NO_ATTACK, *(a.label for a in exp.attacks))
-            )
-            lengths = exp.metrics.lengths if detectable else ()
-            length_attacks = (NO_ATTACK, *exp.metrics.length_attacks)
-            rows.append(
-                {
-                    "scheme": spec.label,
-                    "generate": (
-                        sum(self.gen_key(spec, e) in self.generations for e in items),
-                        len(items),
-                    ),
-                    "attack": (attacked, len(gens) * len(exp.attacks) if detectable else 0),
-                    "detect": (detected, len(gens) * (1 + len(exp.attacks)) if detectable else 0),
-                    "human": (
-                        sum((det, "human", d.id) in self.detections for d in negatives)
-                        if det
-                        else 0,
-                        len(negatives) if detectable else 0,
-                    ),
-                    "length": (
-                        sum(
-                            self.length_key(spec, g["item"], attack, k) in self.lengths
-                            for g in gens
-                            for attack in length_attacks
-                            for k in lengths
-                        ),
-                        len(gens) * len(length_attacks) * len(lengths),
-                    ),
-                    "quality": (
-                        sum(self.quality_key(spec, g["item"]) in self.quality for g in gens),
-                        len(self.row_generations(spec, written=True)) if spec.writes else 0,
-                    ),
-                }
-            )
+        for spec in self.experiment.schemes:
+            row: dict[str, Any] = {"scheme": spec.label}
+            for stage in STAGE_OBJECTS:
+                row |= stage.status(self, spec)
+            rows.append(row)
         return rows
 
-    def current_records(self, stage: Stage) -> list[dict[str, Any]]:
+    def detector_id(self, spec: SchemeSpec) -> str | None:
+        """The row's detector id, or None: the row detects nothing, or the run has no key
+        yet (read-only)."""
+        if not self.detectable(spec) or not self.has_key():
+            return None
+        return self.scheme(spec).detector_id()
+
+    def current_records(self, stage: RecordStore) -> list[dict[str, Any]]:
         """The records of ``stage`` that the experiment as it now stands asks for. A row or
         attack whose parameters (or scheme revision) changed keeps its label but not its
         fingerprint: its old records stay in the file, and a report must not mix them in.
@@ -330,7 +305,7 @@ class Run:
         rows = {(s.label, s.fingerprint) for s in self.experiment.schemes}
 
         def current(key: tuple[str, ...]) -> bool:
-            if key[0] in ("gen", "attack", "detect", "quality") or self._row_length_key(key):
+            if RecordKeys.is_row_key(key):
                 return key in asked
             if key[0] == "judge":
                 return (key[1], key[2]) in rows
@@ -338,29 +313,11 @@ class Run:
 
         return [r for r in stage.records() if current(tuple(r["key"]))]
 
-    @staticmethod
-    def _row_length_key(key: tuple[str, ...]) -> bool:
-        return key[0] == "length" and len(key) == 7
-
     @functools.cached_property
     def _asked_keys(self) -> set[tuple[str, ...]]:
-        """Every generation, attack, detection, length and quality key of the experiment
-        (fixed for the run: built once, however many tables filter by it)."""
-        exp = self.experiment
-        metrics = exp.metrics
-        out: set[tuple[str, ...]] = set()
-        for spec in exp.schemes:
-            for e in self.examples()[: spec.prompts or None]:
-                out.add(self.gen_key(spec, e))
-                out.add(self.quality_key(spec, e.id))
-                for a in exp.attacks:
-                    out.add(self.attack_key(spec, e.id, a))
-                for attack in (NO_ATTACK, *(a.label for a in exp.attacks)):
-                    out.add(self.det_key(spec, e.id, attack))
-                for attack in (NO_ATTACK, *metrics.length_attacks):
-                    for k in metrics.lengths:
-                        out.add(self.length_key(spec, e.id, attack, k))
-        return out
+        """Every key the experiment asks for (fixed for the run: built once, however many
+        tables filter by it)."""
+        return self.keys.asked(self.examples())
 
     # ---------- helpers ----------
     def detectable(self, spec: SchemeSpec) -> bool:
@@ -372,7 +329,7 @@ class Run:
         detection (p = 1) counts as a miss rather than leaving the table."""
         out = []
         for e in self.examples()[: spec.prompts or None]:
-            g = self.generations.get(self.gen_key(spec, e))
+            g = self.generations.get(self.keys.generation(spec, e))
             if g is not None and (not written or g["text"].strip()):
                 out.append(g)
         return out
@@ -386,42 +343,10 @@ class Run:
         out = [(g["item"], NO_ATTACK, g["text"]) for g in gens]
         for aspec in attacks:
             for g in gens:
-                a = self.attacks.get(self.attack_key(spec, g["item"], aspec))
+                a = self.attacks.get(self.keys.attack(spec, g["item"], aspec))
                 if a is not None:
                     out.append((g["item"], aspec.label, a["text"]))
         return out
-
-    def gen_key(self, spec: SchemeSpec, e: Example) -> tuple[str, ...]:
-        label, fp = spec.texts_owner
-        return ("gen", label, fp, e.id, str(self.experiment.dataset.sentences))
-
-    def attack_key(self, spec: SchemeSpec, item: str, a: AttackSpec) -> tuple[str, ...]:
-        label, fp = spec.texts_owner
-        return ("attack", label, fp, item, a.label, a.fingerprint)
-
-    def det_key(self, spec: SchemeSpec, item: str, attack: str) -> tuple[str, ...]:
-        fp = next((a.fingerprint for a in self.experiment.attacks if a.label == attack), "")
-        return ("detect", spec.label, spec.fingerprint, item, attack, fp)
-
-    def length_key(
-        self, spec: SchemeSpec, item: str, attack: str, sentences: int
-    ) -> tuple[str, ...]:
-        """The length stage's key of a row's text's first ``sentences`` sentences."""
-        return ("length", *self.det_key(spec, item, attack)[1:], str(sentences))
-
-    @staticmethod
-    def human_length_key(detector: str, item: str, sentences: int) -> tuple[str, ...]:
-        """The length stage's key of a human negative's first ``sentences`` sentences."""
-        return ("length", detector, "human", item, str(sentences))
-
-    def quality_key(self, spec: SchemeSpec, item: str) -> tuple[str, ...]:
-        return (
-            "quality",
-            spec.label,
-            spec.fingerprint,
-            item,
-            ",".join(self.experiment.metrics.quality),
-        )
 
 
 def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
@@ -433,12 +358,3 @@ def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
         embedder.identity,
         embedder.reference_directions(experiment.avoided_domains),
     )
-
-
-STAGE_RUNNERS: dict[str, Callable[[Run], None]] = {
-    "generate": stage_generate.run_stage,
-    "attack": stage_attack.run_stage,
-    "detect": stage_detect.run_stage,
-    "length": stage_length.run_stage,
-    "quality": stage_quality.run_stage,
-}

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from samark.embed import Embedder, load_embedder
 from samark.evaluation import fidelity
-from samark.evaluation.experiment import item_seed
+from samark.evaluation.experiment import SchemeSpec, item_seed
 from samark.evaluation.records import AttackRecord
-
-if TYPE_CHECKING:
-    from samark.evaluation.runner import Run
+from samark.evaluation.stage import RunContext
 
 
-def run_stage(run: Run) -> None:
+def run_stage(run: RunContext) -> None:
     exp = run.experiment
     humans = {e.id: e.human for e in run.examples()}
     strength_embedder: Embedder | None = None
@@ -25,7 +22,7 @@ def run_stage(run: Run) -> None:
             gens = run.row_generations(spec)
             # in prompt order whatever --reverse says (each text has its own seed, so the
             # order only decides which texts share a batch)
-            todo = [g for g in gens if run.attack_key(spec, g["item"], aspec) not in run.attacks]
+            todo = [g for g in gens if run.keys.attack(spec, g["item"], aspec) not in run.attacks]
             if not todo:
                 continue
             attacker = run.attacker(aspec)
@@ -43,7 +40,7 @@ def run_stage(run: Run) -> None:
                     source_empty=True,
                     seconds=0.0,
                 )
-                run.attacks.append(run.attack_key(spec, g["item"], aspec), empty.to_json())
+                run.attacks.append(run.keys.attack(spec, g["item"], aspec), empty.to_json())
                 bar.update(1)
             todo = [g for g in todo if g["text"].strip()]
             for batch in [todo[i : i + 8] for i in range(0, len(todo), 8)]:
@@ -66,6 +63,24 @@ def run_stage(run: Run) -> None:
                         strength_embedder=strength_embedder.name,
                         extra=fid.to_dict(),
                     )
-                    run.attacks.append(run.attack_key(spec, g["item"], aspec), record.to_json())
+                    run.attacks.append(run.keys.attack(spec, g["item"], aspec), record.to_json())
                 bar.update(len(batch))
             bar.close()
+
+
+class AttackStage:
+    name = "attack"
+
+    def run(self, run: RunContext) -> None:
+        run_stage(run)
+
+    def status(self, run: RunContext, spec: SchemeSpec) -> dict[str, tuple[int, int]]:
+        attacks = run.experiment.attacks
+        gens = run.row_generations(spec)
+        done = sum(
+            run.keys.attack(spec, g["item"], a) in run.attacks for g in gens for a in attacks
+        )
+        return {"attack": (done, len(gens) * len(attacks) if run.detectable(spec) else 0)}
+
+
+STAGE = AttackStage()

@@ -4,26 +4,24 @@ attacked."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from samark.errors import EmptyTextError
-from samark.evaluation.experiment import NO_ATTACK
+from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
 from samark.evaluation.records import DetectionRecord
-from samark.evaluation.store import Stage
+from samark.evaluation.stage import RunContext
+from samark.evaluation.store import RecordStore
 from samark.schemes import Watermark
 
-if TYPE_CHECKING:
-    from samark.evaluation.runner import Run
 
-
-def run_stage(run: Run) -> None:
+def run_stage(run: RunContext) -> None:
     # rows that score the same texts (another statistic, ``texts_from``) and every
     # detector's human negatives embed each sentence once
     with run.embedder.remembering():
         _detect_all(run)
 
 
-def _detect_all(run: Run) -> None:
+def _detect_all(run: RunContext) -> None:
     exp = run.experiment
     for spec in exp.schemes:
         if not run.detectable(spec):
@@ -40,12 +38,12 @@ def _detect_all(run: Run) -> None:
                 detect_into(
                     run.detections,
                     scheme,
-                    (det, "human", doc.id),
+                    run.keys.human_detection(det, doc.id),
                     doc.text,
                     {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
                 )
         texts = [
-            (run.det_key(spec, item, attack), text, {"item": item, "attack": attack})
+            (run.keys.detection(spec, item, attack), text, {"item": item, "attack": attack})
             for item, attack, text in run.row_texts(spec, exp.attacks)
         ]
         todo_t = run.in_order([t for t in texts if t[0] not in run.detections])
@@ -56,14 +54,14 @@ def _detect_all(run: Run) -> None:
             )
 
 
-def share_work(store: Stage) -> None:
+def share_work(store: RecordStore) -> None:
     """Before each item, read what was appended to the store: another process on the same
     folder (``--reverse``, or an overlapping ``--schemes``) may have scored it meanwhile."""
     store.refresh()
 
 
 def detect_into(
-    store: Stage, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
+    store: RecordStore, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
 ) -> None:
     """Score ``text`` and append the record under ``key`` (nothing to score: p = 1)."""
     if key in store:
@@ -86,3 +84,34 @@ def detect_into(
             **meta,
         )
     store.append(key, record.to_json())
+
+
+class DetectStage:
+    name = "detect"
+
+    def run(self, run: RunContext) -> None:
+        run_stage(run)
+
+    def status(self, run: RunContext, spec: SchemeSpec) -> dict[str, tuple[int, int]]:
+        """The row's texts as written and attacked ("detect"), and its detector's human
+        negatives ("human")."""
+        if not run.detectable(spec):
+            return {"detect": (0, 0), "human": (0, 0)}
+        labels = (NO_ATTACK, *(a.label for a in run.experiment.attacks))
+        gens = run.row_generations(spec)
+        done = sum(
+            run.keys.detection(spec, g["item"], label) in run.detections
+            for g in gens
+            for label in labels
+        )
+        negatives = run.row_negatives(spec)
+        det = run.detector_id(spec)
+        human = (
+            sum(run.keys.human_detection(det, d.id) in run.detections for d in negatives)
+            if det
+            else 0
+        )
+        return {"detect": (done, len(gens) * len(labels)), "human": (human, len(negatives))}
+
+
+STAGE = DetectStage()

@@ -12,14 +12,12 @@ across sentences.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from samark.evaluation.experiment import NO_ATTACK
+from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
+from samark.evaluation.stage import RunContext
 from samark.evaluation.stage_detect import detect_into, share_work
 from samark.segment import split_sentences
-
-if TYPE_CHECKING:
-    from samark.evaluation.runner import Run
 
 
 def prefix(text: str, sentences: int) -> str:
@@ -27,7 +25,7 @@ def prefix(text: str, sentences: int) -> str:
     return " ".join(split_sentences(text)[:sentences])
 
 
-def run_stage(run: Run) -> None:
+def run_stage(run: RunContext) -> None:
     exp = run.experiment
     lengths = exp.metrics.lengths
     if not lengths:
@@ -43,7 +41,7 @@ def run_stage(run: Run) -> None:
             # rows that share a detector share its negatives' records
             todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
                 (
-                    run.human_length_key(det, doc.id, k),
+                    run.keys.human_length(det, doc.id, k),
                     doc.text,
                     {"scheme": "human", "item": doc.id, "attack": NO_ATTACK, "sentences": k},
                 )
@@ -52,7 +50,7 @@ def run_stage(run: Run) -> None:
             ]
             todo += [
                 (
-                    run.length_key(spec, item, attack, k),
+                    run.keys.length(spec, item, attack, k),
                     text,
                     {"scheme": spec.label, "item": item, "attack": attack, "sentences": k},
                 )
@@ -65,3 +63,26 @@ def run_stage(run: Run) -> None:
                 # segmented here, for the work left only
                 text = prefix(text, meta["sentences"])
                 detect_into(run.lengths, scheme, key, text, {"detector": det, **meta})
+
+
+class LengthStage:
+    name = "length"
+
+    def run(self, run: RunContext) -> None:
+        run_stage(run)
+
+    def status(self, run: RunContext, spec: SchemeSpec) -> dict[str, tuple[int, int]]:
+        metrics = run.experiment.metrics
+        lengths = metrics.lengths if run.detectable(spec) else ()
+        attacks = (NO_ATTACK, *metrics.length_attacks)
+        gens = run.row_generations(spec)
+        done = sum(
+            run.keys.length(spec, g["item"], attack, k) in run.lengths
+            for g in gens
+            for attack in attacks
+            for k in lengths
+        )
+        return {"length": (done, len(gens) * len(attacks) * len(lengths))}
+
+
+STAGE = LengthStage()

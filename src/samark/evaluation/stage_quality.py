@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from samark.errors import SamarkError
+from samark.evaluation.experiment import SchemeSpec
 from samark.evaluation.records import QualityRecord
+from samark.evaluation.stage import RunContext
 from samark.evaluation.text_metrics import TEXT_METRICS
 
-if TYPE_CHECKING:
-    from samark.evaluation.runner import Run
 
-
-def run_stage(run: Run) -> None:
+def run_stage(run: RunContext) -> None:
     exp = run.experiment
     names = [m for m in exp.metrics.quality if m in TEXT_METRICS.names()]
     oracle = None
@@ -29,15 +28,31 @@ def run_stage(run: Run) -> None:
         todo = [  # the quality of no text is not a figure
             g
             for g in run.row_generations(spec, written=True)
-            if run.quality_key(spec, g["item"]) not in run.quality
+            if run.keys.quality(spec, g["item"]) not in run.quality
         ]
         for g in run.bar(todo, f"quality {spec.label}"):
             scores: dict[str, Any] = {name: TEXT_METRICS.get(name)(g["text"]) for name in names}
             if oracle is not None:
                 scores["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
             record = QualityRecord(scheme=spec.label, item=g["item"], extra=scores)
-            run.quality.append(run.quality_key(spec, g["item"]), record.to_json())
+            run.quality.append(run.keys.quality(spec, g["item"]), record.to_json())
     if "judge" in exp.metrics.quality:
         from samark.evaluation.judge import run_judge
 
         run_judge(run)
+
+
+class QualityStage:
+    name = "quality"
+
+    def run(self, run: RunContext) -> None:
+        run_stage(run)
+
+    def status(self, run: RunContext, spec: SchemeSpec) -> dict[str, tuple[int, int]]:
+        gens = run.row_generations(spec)
+        done = sum(run.keys.quality(spec, g["item"]) in run.quality for g in gens)
+        asked = len(run.row_generations(spec, written=True)) if spec.writes else 0
+        return {"quality": (done, asked)}
+
+
+STAGE = QualityStage()

@@ -34,7 +34,7 @@ Key = tuple[str, ...]
 FileId = tuple[int, int]
 
 
-class Stage:
+class RecordStore:
     """One stage's records, e.g. ``generations.jsonl`` (and its sealed
     ``generations.jsonl.gz`` once the folder was compacted)."""
 
