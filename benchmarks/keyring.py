@@ -26,6 +26,7 @@ import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ from samark.datasets import Document
 from samark.embed import Embedder, load_embedder
 from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import Run, public_key
-from samark.keyring import RingEntry
+from samark.keyring import RingEntry, flag_value
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.ring_detection import RingDetector
@@ -57,9 +58,11 @@ def ring(
     seed: int,
     true: WatermarkKey | None,
     scheme: str = "samark",
+    flag_bits: int = 0,
+    channels: int = 2,
 ) -> tuple[RingDetector, int]:
-    """A ring of ``size`` keys of one law; with ``true``, that key at a random position
-    (returned) among fresh ones."""
+    """A ring of ``size`` keys of one law (and ``flag_bits`` payload bits in the flags);
+    with ``true``, that key at a random position (returned) among fresh ones."""
     rng = np.random.default_rng(seed)
     keys = [
         WatermarkKey(
@@ -78,6 +81,9 @@ def ring(
         shared=SharedResources(DEFAULT_GENERATOR, embedder),
         alpha=ALPHA,
         statistic="scan",
+        payload_bits=int(np.log2(size)) + flag_bits or None,
+        flag_bits=flag_bits,
+        **({"channels": channels} if channels != 2 else {}),
     )
     return detector, position
 
@@ -180,20 +186,37 @@ def keys(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def run_records(run_dir: Path, name: str) -> Iterator[dict[str, Any]]:
+    """The records of ``name`` (generations, attacks) in a run folder, compacted or not."""
+    for path in (run_dir / f"{name}.jsonl.gz", run_dir / f"{name}.jsonl"):
+        if path.exists():
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt", encoding="utf-8") as f:
+                yield from map(json.loads, f)
+
+
 def run_texts(run_dir: Path, scheme: str) -> dict[str, dict[str, str]]:
     """``{attack: {item: text}}`` of row ``scheme`` ("none": the generations)."""
     out: dict[str, dict[str, str]] = defaultdict(dict)
     for name, attack in (("generations", None), ("attacks", True)):
-        for path in (run_dir / f"{name}.jsonl.gz", run_dir / f"{name}.jsonl"):
-            if not path.exists():
-                continue
-            opener = gzip.open if path.suffix == ".gz" else open
-            with opener(path, "rt", encoding="utf-8") as f:
-                for line in f:
-                    r = json.loads(line)
-                    if r.get("scheme") == scheme and isinstance(r.get("text"), str):
-                        out[r["attack"] if attack else "none"][r["item"]] = r["text"]
+        for r in run_records(run_dir, name):
+            if r.get("scheme") == scheme and isinstance(r.get("text"), str):
+                out[r["attack"] if attack else "none"][r["item"]] = r["text"]
     return out
+
+
+def run_flags(run_dir: Path, scheme: str, channels: int) -> dict[str, tuple[int, ...]]:
+    """``{item: flags}``: the flag pattern each of row ``scheme``'s texts was written with,
+    drawn again from its generation's seed as SAMark's ``begin`` draws it (first, from the
+    seed's generator). Random flags are distributed as a uniform flag payload's, so these
+    texts are a flag payload's texts."""
+    return {
+        r["item"]: tuple(
+            int(f) for f in np.random.default_rng(r["seed"]).choice([-1.0, 1.0], size=channels)
+        )
+        for r in run_records(run_dir, "generations")
+        if r.get("scheme") == scheme
+    }
 
 
 def attribution(args: argparse.Namespace) -> dict[str, Any]:
@@ -203,52 +226,79 @@ def attribution(args: argparse.Namespace) -> dict[str, Any]:
     embedder = load_embedder(experiment.embedder)
     true = public_key(experiment, embedder)
     texts = run_texts(args.run, args.scheme)
-    cells: dict[str, list[str]] = {}
+    flags = run_flags(args.run, args.scheme, args.channels) if args.flag_bits else {}
+    cells: dict[str, list[tuple[str, str]]] = {}  # cell: [(item, text)]
     for attack in ["none", *args.attacks]:
         if attack not in texts:
             raise SystemExit(f"{args.run} has no {attack!r} texts of {args.scheme}")
-        cells[attack] = [texts[attack][i] for i in sorted(texts[attack])]
+        cells[attack] = sorted(texts[attack].items())
     for length in args.lengths:  # the first sentences of each unattacked text
         cells[f"{length} sentences"] = [
-            " ".join(split_sentences(t)[:length]) for t in cells["none"]
+            (item, " ".join(split_sentences(t)[:length])) for item, t in cells["none"]
         ]
     print(f"{args.scheme} of {args.run}: {', '.join(f'{c} ({len(v)})' for c, v in cells.items())}")
+    if args.flag_bits:
+        print(f"{args.flag_bits} payload bits in the flags (each text's own, from its seed)")
     print(
         f"{'keys':>4} {'bits':>4} {'cell':28} {'detected':>8} {'right|det':>9} {'wrong':>6} "
-        f"{'key alone':>9}"
+        f"{'key|det':>7} {'key alone':>9}"
     )
     out: dict[str, Any] = {
         "run": str(args.run),
         "scheme": args.scheme,
         "name": args.name,
         "alpha": ALPHA,
+        "flag_bits": args.flag_bits,
         "cells": [],
     }
     with embedder.remembering():  # every text is embedded once, whatever the rings
         for size in args.sizes:
             rings = [
-                ring(embedder, true.avoid, size, 7000 * size + r, true, args.name)
+                ring(
+                    embedder,
+                    true.avoid,
+                    size,
+                    7000 * size + r,
+                    true,
+                    args.name,
+                    args.flag_bits,
+                    args.channels,
+                )
                 for r in range(args.rings)
             ]
             for cell, items in cells.items():
-                detected = right = wrong = alone = total = 0
+                detected = right = wrong = key_right = alone = total = 0
                 for detector, position in rings:
-                    for result in detector.detect_many(items):
+                    found = detector.detect_many([t for _, t in items])
+                    for (item, _), result in zip(items, found, strict=True):
                         if result is None:
                             continue
                         total += 1
                         alone += result.key_p_values[position] < ALPHA
                         if result.is_watermarked:
+                            written = position << args.flag_bits
+                            if args.flag_bits:
+                                written |= flag_value(flags[item], args.flag_bits)
                             detected += 1
-                            right += result.position == position
-                            wrong += result.position != position
+                            key_right += result.position == position
+                            right += (
+                                result.payload == written
+                                if args.flag_bits
+                                else (result.position == position)
+                            )
+                            wrong += (
+                                result.payload != written
+                                if args.flag_bits
+                                else (result.position != position)
+                            )
                 row = {
                     "keys": size,
-                    "bits": int(np.log2(size)),
+                    "bits": int(np.log2(size)) + args.flag_bits,
                     "cell": cell,
                     "scored": total,
                     "detected": detected / total,
                     "right_among_detected": right / detected if detected else float("nan"),
+                    "key_right_among_detected": key_right / detected if detected else float("nan"),
                     "wrong_of_all": wrong / total,
                     "true_key_alone": alone / total,
                 }
@@ -256,6 +306,7 @@ def attribution(args: argparse.Namespace) -> dict[str, Any]:
                 print(
                     f"{size:>4} {row['bits']:>4} {cell:28} {100 * row['detected']:7.1f}% "
                     f"{100 * row['right_among_detected']:8.1f}% {100 * row['wrong_of_all']:5.1f}% "
+                    f"{100 * row['key_right_among_detected']:6.1f}% "
                     f"{100 * row['true_key_alone']:8.1f}%",
                     flush=True,
                 )
@@ -316,6 +367,15 @@ def main() -> None:
     )
     ap.add_argument("--lengths", default="3,6", help="attribution: prefix lengths")
     ap.add_argument("--sizes", default="2,4,16,64", help="attribution: ring sizes")
+    ap.add_argument(
+        "--flag-bits",
+        type=int,
+        default=0,
+        help="attribution: payload bits in the flags too (each text's own flags)",
+    )
+    ap.add_argument(
+        "--channels", type=int, default=2, help="attribution: the row's channels (pivots)"
+    )
     ap.add_argument("--repeats", type=int, default=3, help="cost: best of")
     ap.add_argument("--size", type=int, default=4, help="keys: the rings' size")
     ap.add_argument("--out", type=Path, default=None, help="write the figures as JSON")

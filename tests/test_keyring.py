@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from samark.cli import app
 from samark.errors import EmbedderMismatchError, SamarkError
-from samark.keyring import INDEX, Keyring, KeyringError
+from samark.keyring import INDEX, Keyring, KeyringError, flag_signs, flag_value
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.ring_detection import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
 from samark.statistics import exchangeable_p_value, ring_max_p_value
@@ -147,6 +147,56 @@ def test_ring_refuses_bad_keys_labels_and_files(tmp_path) -> None:
         Keyring.load(tmp_path)
 
 
+def test_flag_bits_add_payload_bits_in_the_flags(tmp_path) -> None:
+    ring = Keyring.create(tmp_path / "ring", IDENTITY, flag_bits=2)
+    ring.add(_key(0), "k0")
+    assert ring.payload_bits == 2  # one key: the flags alone carry the payload
+    ring.add(_key(1), "k1")
+    assert ring.payload_bits == 3
+    for value in range(8):
+        flags = ring.payload_flags(value)
+        assert ring.payload_entry(value).label == f"k{value >> 2}" and len(flags) == 2
+        assert flag_value(flags, 2) == value & 3 and set(flags) <= {-1, 1}
+    assert ring.payload_flags(6) == (1, -1)  # 6 = 0b110: key 1, flag bits 0 then 1
+    with pytest.raises(KeyringError, match=r"0\.\.7"):
+        ring.payload_flags(8)
+    again = Keyring.load(tmp_path / "ring")
+    assert again.flag_bits == 2 and again.payload_bits == 3
+    index = json.loads((tmp_path / "ring" / INDEX).read_text())
+    assert index["flag_bits"] == 2
+    plain = Keyring.create(tmp_path / "plain", IDENTITY)
+    assert "flag_bits" not in (tmp_path / "plain" / INDEX).read_text()  # older rings' bytes
+    assert plain.flag_bits == 0 and plain.payload_bits is None
+    with pytest.raises(KeyringError, match="flag_bits"):
+        Keyring.create(tmp_path / "bad", IDENTITY, flag_bits=-1)
+    assert not (tmp_path / "bad").exists()  # refused before any file
+    index["flag_bits"] = "two"
+    (tmp_path / "ring" / INDEX).write_text(json.dumps(index))
+    with pytest.raises(KeyringError, match="damaged"):
+        Keyring.load(tmp_path / "ring")
+    with pytest.raises(KeyringError, match="flags"):
+        flag_value((1,), 2)
+
+
+def test_payload_flags_fix_the_first_flags_and_no_other_draw(minilm) -> None:
+    from samark.config import SAMarkConfig
+    from samark.schemes.samark import SAMark
+
+    with pytest.raises(ValueError, match="signs"):
+        SAMarkConfig(payload_flags=(1, 0))
+    with pytest.raises(ValueError, match="at most channels"):
+        SAMarkConfig(payload_flags=(1, -1, 1))
+    assert SAMarkConfig(payload_flags=[-1]).payload_flags == (-1,)  # a TOML list
+    key = _key(7, minilm.identity)
+    plain = SAMark(key, config=SAMarkConfig(channels=3), embedder=minilm)
+    fixed = SAMark(key, config=SAMarkConfig(channels=3, payload_flags=(-1, 1)), embedder=minilm)
+    for seed in range(8):
+        a = plain.begin("A prompt.", np.random.default_rng(seed))
+        b = fixed.begin("A prompt.", np.random.default_rng(seed))
+        assert tuple(b.flags[:2]) == (-1, 1) and b.flags[2] == a.flags[2]
+        assert a.rng.integers(2**62) == b.rng.integers(2**62)  # the same candidate draws
+
+
 # -- detection against a ring (real embedder) ----------------------------------------------
 @pytest.fixture(scope="module")
 def pool(minilm):
@@ -160,10 +210,15 @@ def pool(minilm):
     return sentences, minilm.encode(sentences)
 
 
-def _marked_text(pool, key: WatermarkKey, dim: int, seed: int, n: int = 10) -> str:
-    """``n`` pool sentences on the key's flag side of both channels, the most aligned."""
+def _marked_text(
+    pool, key: WatermarkKey, dim: int, seed: int, n: int = 10, flags: tuple[int, ...] = ()
+) -> str:
+    """``n`` pool sentences on the key's flag side of both channels, the most aligned (the
+    flags drawn from ``seed``, the first ones given by ``flags``)."""
     sentences, emb = pool
-    flags = np.random.default_rng(seed).choice([-1.0, 1.0], size=2)
+    flags_drawn = np.random.default_rng(seed).choice([-1.0, 1.0], size=2)
+    flags_drawn[: len(flags)] = flags
+    flags = flags_drawn
     signed = (emb @ key.pivots(dim, 2).T) * flags
     best = np.argsort(-signed.min(axis=1))[:n]
     return " ".join(sentences[i] for i in best)
@@ -208,6 +263,32 @@ def test_ring_attributes_a_marked_text_and_decodes_its_payload(minilm, minilm_ri
     assert unmarked is not None
     if not unmarked.is_watermarked:  # unmarked: no key and no payload are attributed
         assert unmarked.label is None and unmarked.payload is None and unmarked.key_id is None
+
+
+def test_ring_decodes_payload_bits_from_the_flags(minilm, pool, tmp_path) -> None:
+    ring = Keyring.create(tmp_path / "ring", minilm.identity, flag_bits=2)
+    avoid = minilm.reference_directions()
+    for i in range(2):
+        ring.add(WatermarkKey(bytes([60 + i]) * 32, minilm.identity, avoid), f"t{i}")
+    detector = RingDetector.from_ring(ring, "samark", statistic="scan")
+    assert detector.payload_bits == 3 and detector.flag_bits == 2
+    values = [0, 3, 5, 6]
+    texts = [
+        _marked_text(
+            pool, ring.key(ring.payload_entry(v).label), minilm.dim, v, flags=flag_signs(v & 3, 2)
+        )
+        for v in values
+    ]
+    for value, r in zip(values, detector.detect_many(texts), strict=True):
+        assert r is not None and r.is_watermarked, r
+        assert r.payload == value and r.position == value >> 2
+        assert r.to_dict()["flag_bits"] == 2
+    with pytest.raises(SamarkError, match="flag pattern"):
+        RingDetector.from_ring(ring, "kgw")
+    one = Keyring.create(tmp_path / "one", minilm.identity, flag_bits=3)
+    one.add(ring.key("t0"), "t0")
+    with pytest.raises(SamarkError, match="2 channels"):
+        RingDetector.from_ring(one, "samark")
 
 
 def test_a_dated_text_is_tested_against_the_keys_in_use_then(minilm, pool, tmp_path) -> None:
@@ -318,7 +399,8 @@ def test_keyring_commands(tmp_path, pool, minilm) -> None:
 def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
     runner = CliRunner()
     ring = tmp_path / "ring"
-    assert runner.invoke(app, ["keyring", "new", str(ring), "--keys", "2"]).exit_code == 0
+    made = runner.invoke(app, ["keyring", "new", str(ring), "--keys", "2", "--flag-bits", "1"])
+    assert made.exit_code == 0 and "2-bit payload" in made.output, made.output
     out = runner.invoke(
         app,
         [
@@ -327,7 +409,7 @@ def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
             "--keyring",
             str(ring),
             "--payload",
-            "1",
+            "3",  # key 1, flag bit 1
             "--sentences",
             "1",
             "--candidates",
@@ -339,7 +421,7 @@ def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
     )
     assert out.exit_code == 0, out.output
     record = json.loads(out.stdout.splitlines()[0])
-    assert record["key_label"] == "key-01" and record["payload"] == 1
+    assert record["key_label"] == "key-01" and record["payload"] == 3
     assert record["key_id"] == Keyring.load(ring).entry("key-01").key_id
     assert "secret" not in out.stdout
 
@@ -375,3 +457,14 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
         assert scheme.sampler is served.sampler and scheme.embedder is served.embedder
     assert keys.ring.method == HOLM and len(keys.ring.entries) == 2
     assert all(s.generator_name == served.generator_name for s in keys.ring.schemes)
+    # a ring with a flag bit: one scheme per value, its key and its flag fixed
+    flagged = Keyring.create(tmp_path / "flagged", minilm.identity, flag_bits=1)
+    for label in ("k0", "k1"):
+        flagged.add(ring.key(label), label)
+    keys = _serve_keys(flagged.path, "k1", served, folder, None, 0.05)
+    assert sorted(keys.payloads) == [0, 1, 2, 3] and keys.ring.flag_bits == 1
+    for value, (label, scheme) in keys.payloads.items():
+        assert label == f"k{value >> 1}" and scheme.config.payload_flags == (
+            (-1,) if value & 1 else (1,)
+        )
+        assert scheme.config.replace(payload_flags=()) == served.config

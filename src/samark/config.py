@@ -77,6 +77,12 @@ class SAMarkConfig:
     # derive from the secret pivots and flags, so only experiments turn this on; it changes
     # no choice
     record_signal: bool = False
+    # a payload in the flag pattern (docs/operators.md, "Payload"): the first
+    # len(payload_flags) channels' flags are these signs (+1 / -1) instead of drawn per
+    # generation; the rest are drawn (Alg. 1). Detection infers the flags by majority vote,
+    # so its p-value is the same; but every text of one payload leans the same way, which
+    # averaging many of them reveals (the operators' page measures how fast)
+    payload_flags: tuple[int, ...] = ()
     # detection
     tanh_detection: bool = True
     statistic: Statistic = "z"  # the paper's z, calibrated; chosen by measured power (README)
@@ -111,6 +117,15 @@ class SAMarkConfig:
         _check(self.steer_words >= 16, "steer_words must be >= 16")
         _check(self.prune_at >= 0, "prune_at must be >= 0 (0: no pruning)")
         _check(self.prune_keep >= 1, "prune_keep must be >= 1")
+        object.__setattr__(self, "payload_flags", tuple(self.payload_flags))
+        _check(
+            all(f in (-1, 1) for f in self.payload_flags),
+            "payload_flags must be signs, +1 or -1",
+        )
+        _check(
+            len(self.payload_flags) <= self.channels,
+            f"payload_flags fixes at most channels ({self.channels}) flags",
+        )
         _check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         _check(self.n_null >= 19, "n_null must be >= 19")
         _check(0 < self.alpha < 1, "alpha must be in (0, 1)")

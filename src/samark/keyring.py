@@ -11,7 +11,12 @@ id, its file and its created and retired dates. Nothing in the index is secret.
   text, with a family-wise error guarantee.
 - **Payload.** A ring of ``2**b`` keys carries ``b`` bits: generating with the key at
   position ``v`` writes the value ``v``, and detection decodes it. Positions are the order
-  in which keys were added and never change (retiring a key keeps its place).
+  in which keys were added and never change (retiring a key keeps its place). A ring made
+  with ``flag_bits = f`` carries ``f`` more bits in SAMark's flag pattern: value ``v`` is
+  written by the key at position ``v >> f`` with its first ``f`` flags set from the low
+  bits of ``v`` (:func:`flag_signs`), and detection reads them back from the flags it
+  infers. They cost no detection power, but every text of one value leans the same way
+  (docs/operators.md says how fast averaging reveals it).
 
 Every key of a ring is bound to the ring's embedder: a key made for another embedder is
 refused with a clear error, because its detection would be meaningless.
@@ -23,6 +28,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +40,8 @@ from samark.keys import EmbedderIdentity, WatermarkKey
 RING_FORMAT = "samark-keyring"
 RING_VERSION = 1
 INDEX = "ring.json"
+#: at most this many payload bits in the flag pattern (SAMark's channels: 2 by default)
+MAX_FLAG_BITS = 8
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -83,6 +91,21 @@ def _instant(value: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def flag_signs(value: int, bits: int) -> tuple[int, ...]:
+    """The first ``bits`` flags that write ``value`` (bit i, least significant first:
+    0 -> +1, 1 -> -1)."""
+    if not 0 <= value < 2**bits:
+        raise KeyringError(f"{value} does not fit in {bits} flag bits")
+    return tuple(-1 if value >> i & 1 else 1 for i in range(bits))
+
+
+def flag_value(flags: Sequence[int], bits: int) -> int:
+    """The value that the first ``bits`` of ``flags`` write (:func:`flag_signs`' inverse)."""
+    if len(flags) < bits:
+        raise KeyringError(f"{bits} flag bits need {bits} flags; the detection has {len(flags)}")
+    return sum(1 << i for i, f in enumerate(flags[:bits]) if f < 0)
+
+
 def check_label(label: str) -> str:
     """``label`` if it is a valid key label (it names a file): letters, digits, ``._-``,
     at most 64 characters, starting with a letter or digit."""
@@ -98,22 +121,35 @@ class Keyring:
     """A folder of labelled keys bound to one embedder. Build one with :meth:`create`,
     open one with :meth:`load`; every change is written to disk at once (atomically)."""
 
-    def __init__(self, path: Path, embedder: EmbedderIdentity, entries: list[RingEntry]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        embedder: EmbedderIdentity,
+        entries: list[RingEntry],
+        *,
+        flag_bits: int = 0,
+    ) -> None:
+        if not 0 <= flag_bits <= MAX_FLAG_BITS:
+            raise KeyringError(f"flag_bits must be in 0..{MAX_FLAG_BITS}, got {flag_bits}")
         self.path = path
         self.embedder = embedder
         self._entries = list(entries)
+        #: payload bits written in SAMark's flag pattern, beside the key's position
+        self.flag_bits = flag_bits
 
     # -- files ----------------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | os.PathLike[str], embedder: EmbedderIdentity) -> Keyring:
+    def create(
+        cls, path: str | os.PathLike[str], embedder: EmbedderIdentity, *, flag_bits: int = 0
+    ) -> Keyring:
         """A new, empty ring in folder ``path`` (created with mode 0700; an existing folder
-        must be empty)."""
+        must be empty); ``flag_bits`` payload bits go in SAMark's flag pattern."""
         path = Path(path)
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             raise KeyringError(f"{path} exists and is not an empty folder; refusing to use it")
+        ring = cls(path, embedder, [], flag_bits=flag_bits)  # validated before any file
         path.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(path, 0o700)
-        ring = cls(path, embedder, [])
         ring._write_index()
         return ring
 
@@ -151,7 +187,10 @@ class Keyring:
             raise KeyringError(f"{index} is a damaged keyring index ({exc})") from None
         if len({e.label for e in entries}) != len(entries):
             raise KeyringError(f"{index} is a damaged keyring index (a label repeats)")
-        return cls(path, embedder, entries)
+        flag_bits = record.get("flag_bits", 0)
+        if not isinstance(flag_bits, int) or not 0 <= flag_bits <= MAX_FLAG_BITS:
+            raise KeyringError(f"{index} is a damaged keyring index (flag_bits {flag_bits!r})")
+        return cls(path, embedder, entries, flag_bits=flag_bits)
 
     def _write_index(self) -> None:
         record = {
@@ -160,6 +199,8 @@ class Keyring:
             "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
             "keys": [e.to_dict() for e in self._entries],
         }
+        if self.flag_bits:  # older rings have none: they stay byte-identical
+            record["flag_bits"] = self.flag_bits
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".ring-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -233,27 +274,43 @@ class Keyring:
         ]
 
     @property
-    def payload_bits(self) -> int | None:
-        """``b`` when the ring holds ``2**b >= 2`` keys (it can carry a ``b``-bit value),
-        else None."""
+    def key_bits(self) -> int | None:
+        """``b`` when the ring holds ``2**b`` keys (its position can carry ``b`` bits)."""
         n = len(self._entries)
-        return n.bit_length() - 1 if n >= 2 and n & (n - 1) == 0 else None
+        return n.bit_length() - 1 if n >= 1 and n & (n - 1) == 0 else None
+
+    @property
+    def payload_bits(self) -> int | None:
+        """The bits a payload value carries: the key's position (a ring of ``2**b`` keys)
+        and the flag bits; None when the ring carries none (its size is not a power of two,
+        or it is one key without flag bits)."""
+        bits = self.key_bits
+        if bits is None or bits + self.flag_bits == 0:
+            return None
+        return bits + self.flag_bits
 
     def payload_entry(self, value: int) -> RingEntry:
-        """The key that writes payload ``value`` (its position in the ring)."""
+        """The key that writes payload ``value`` (its position is ``value``'s high bits)."""
         bits = self.payload_bits
         if bits is None:
             raise KeyringError(
-                f"a payload needs a ring of 2, 4, 8, ... keys; {self.path} has {len(self)}"
+                f"a payload needs a ring of 2, 4, 8, ... keys (or flag bits); {self.path} "
+                f"has {len(self)} keys"
             )
         if not 0 <= value < 2**bits:
             raise KeyringError(
                 f"this ring carries {bits} bits: payload must be in 0..{2**bits - 1}"
             )
-        entry = self._entries[value]
+        entry = self._entries[value >> self.flag_bits]
         if not entry.active:
             raise KeyringError(f"payload {value}'s key {entry.label!r} is retired")
         return entry
+
+    def payload_flags(self, value: int) -> tuple[int, ...]:
+        """The flags that write payload ``value``'s low ``flag_bits`` bits (empty when the
+        ring has no flag bits)."""
+        self.payload_entry(value)  # validates the value
+        return flag_signs(value & ((1 << self.flag_bits) - 1), self.flag_bits)
 
     # -- changes --------------------------------------------------------------------------
     def add(self, key: WatermarkKey, label: str, *, created: str | None = None) -> RingEntry:

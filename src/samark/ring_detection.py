@@ -23,8 +23,9 @@ probability at most ``alpha``, whatever K. Two ways, chosen per ring:
 
 The attributed key is the one with the largest statistic (max-statistic) or the smallest
 p-value (Holm); its label, id and own p-value are reported. When the ring carries a payload
-(2**b keys), the attributed key's position is the decoded value. A text the ring does not
-flag is "unmarked": no key and no payload are attributed to it.
+(2**b keys), the attributed key's position is the decoded value; a ring with flag bits
+appends the attributed key's inferred flags as its low bits. A text the ring does not flag
+is "unmarked": no key and no payload are attributed to it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import numpy as np
 from samark.detection import Detection
 from samark.detector import RingPass, SAMarkDetector, embed_sentences
 from samark.errors import EmptyTextError, SamarkError
-from samark.keyring import Keyring, RingEntry
+from samark.keyring import Keyring, RingEntry, flag_value
 from samark.keys import WatermarkKey
 from samark.schemes.base import SharedResources, Watermark, create_scheme
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
@@ -94,6 +95,8 @@ class RingDetection:
     adjusted_p_values: tuple[float, ...] = field(repr=False)
     labels: tuple[str, ...] = field(repr=False)
     payload_bits: int | None = None
+    #: the payload's low bits read from the attributed key's inferred flags
+    flag_bits: int = 0
 
     @property
     def is_watermarked(self) -> bool:
@@ -113,9 +116,12 @@ class RingDetection:
 
     @property
     def payload(self) -> int | None:
-        """The decoded payload (the attributed key's position), or None: unmarked, or the
-        ring carries none."""
-        return self.position if self.is_watermarked and self.payload_bits else None
+        """The decoded payload (the attributed key's position, then its flag bits), or
+        None: unmarked, or the ring carries none."""
+        if not (self.is_watermarked and self.payload_bits):
+            return None
+        flags = self.detection.details.get("flags", ())
+        return self.position << self.flag_bits | flag_value(flags, self.flag_bits)
 
     @property
     def ring_size(self) -> int:
@@ -145,6 +151,7 @@ class RingDetection:
             "key_p_value": self.key_p_value,
             "payload": self.payload,
             "payload_bits": self.payload_bits,
+            "flag_bits": self.flag_bits,
             "statistic": self.statistic,
             "n_units": self.n_units,
             "unit": self.detection.unit,
@@ -172,6 +179,7 @@ class RingDetector:
         alpha: float = 0.01,
         payload_bits: int | None = None,
         positions: Sequence[int] | None = None,
+        flag_bits: int = 0,
     ) -> None:
         if not entries or len(entries) != len(schemes):
             raise ValueError("a ring detector needs one scheme per key, and at least one key")
@@ -185,6 +193,9 @@ class RingDetector:
         self.schemes = tuple(schemes)
         self.alpha = alpha
         self.payload_bits = payload_bits
+        self.flag_bits = flag_bits
+        if flag_bits:
+            _check_flag_payload(self.schemes, flag_bits)
         self._detectors = _shared_null_detectors(self.schemes)
         self._layered = _layered_ring(self.schemes)
         self.method = MAX_STATISTIC if self._detectors is not None else HOLM
@@ -220,6 +231,7 @@ class RingDetector:
             alpha=alpha,
             payload_bits=ring.payload_bits,
             positions=positions,
+            flag_bits=ring.flag_bits,
             **params,
         )
 
@@ -233,6 +245,7 @@ class RingDetector:
         alpha: float = 0.01,
         payload_bits: int | None = None,
         positions: Sequence[int] | None = None,
+        flag_bits: int = 0,
         **params: Any,
     ) -> RingDetector:
         """One ``scheme`` per labelled key (at ``positions`` of its ring; default
@@ -262,6 +275,7 @@ class RingDetector:
             alpha=alpha,
             payload_bits=payload_bits,
             positions=positions,
+            flag_bits=flag_bits,
         )
 
     @property
@@ -378,7 +392,27 @@ class RingDetector:
             adjusted_p_values=tuple(holm_adjusted(key_p)),
             labels=tuple(e.label for e in self.entries),
             payload_bits=self.payload_bits,
+            flag_bits=self.flag_bits,
         )
+
+
+def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
+    """A ring whose payload has flag bits needs schemes with a flag pattern (SAMark's
+    family) of at least ``flag_bits`` channels."""
+    from samark.config import SAMarkConfig
+
+    for scheme in schemes:
+        config = getattr(scheme, "config", None)
+        if not isinstance(config, SAMarkConfig):
+            raise SamarkError(
+                f"this ring writes {flag_bits} payload bits in SAMark's flag pattern; "
+                f"{scheme.name} has none: detect it with samark, samark-dagger or samark-layered"
+            )
+        if config.channels < flag_bits:
+            raise SamarkError(
+                f"this ring writes {flag_bits} payload bits in the flags; the scheme has "
+                f"{config.channels} channels"
+            )
 
 
 def _layered_ring(schemes: Sequence[Watermark]) -> list[SAMarkLayered] | None:

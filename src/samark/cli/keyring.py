@@ -71,22 +71,32 @@ def keyring_new(
     prefix: Annotated[str, typer.Option(help="Label prefix of the keys made now.")] = "key",
     screen: ScreenOption = None,
     screen_texts: ScreenTextsOption = 300,
+    flag_bits: Annotated[
+        int,
+        typer.Option(
+            help="Payload bits in SAMark's flag pattern, beside the key's position (at most "
+            "the channels, 2 by default). Free in detection power, but every text of one "
+            "value leans the same way: read docs/operators.md first."
+        ),
+    ] = 0,
 ) -> None:
     """Create a keyring folder (mode 0700) and make its first keys (mode 0600). With
     --screen, every key is audited on human text first (docs/operators.md)."""
     from samark.embed import load_embedder
     from samark.keyring import Keyring, check_label
+    from samark.keys import EmbedderIdentity
 
     if keys < 0:
         raise fail("--keys must be >= 0")
     width = max(2, len(str(keys - 1)))
     try:
         check_label(f"{prefix}-0")
+        Keyring(ring, EmbedderIdentity("", ""), [], flag_bits=flag_bits)  # fails early
         emb = load_embedder(embedder)
         with emb.remembering():  # the screening texts are embedded once for every key
             make = _key_maker(emb, screen, screen_texts)
             drawn = [make() for _ in range(keys)]  # all keys before the folder exists
-        made = Keyring.create(ring, emb.identity)
+        made = Keyring.create(ring, emb.identity, flag_bits=flag_bits)
         for i, (key, _) in enumerate(drawn):
             made.add(key, f"{prefix}-{i:0{width}d}")
     except (SamarkError, ValueError) as exc:
@@ -150,6 +160,7 @@ def keyring_list(
         record = {
             "embedder": opened.embedder.name,
             "payload_bits": opened.payload_bits,
+            "flag_bits": opened.flag_bits,
             "current": current,
             "keys": [e.to_dict() for e in opened.entries],
         }
@@ -163,7 +174,8 @@ def keyring_list(
         table.add_row(str(i), e.label, e.key_id, e.created, e.retired or "", mark)
     out.print(table)
     if opened.payload_bits:
-        out.print(f"payload: {opened.payload_bits} bits (the key's position)")
+        flags = f", then {opened.flag_bits} in the flags" if opened.flag_bits else ""
+        out.print(f"payload: {opened.payload_bits} bits (the key's position{flags})")
 
 
 @keyring_app.command("retire")

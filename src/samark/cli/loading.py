@@ -127,17 +127,20 @@ def load_ring_detector(
 
 def ring_key_file(
     ring: Path, label: str | None, payload: int | None
-) -> tuple[Path, dict[str, Any]]:
+) -> tuple[Path, dict[str, Any], tuple[int, ...]]:
     """The key file of ``ring`` that marks text: the key ``label``, the one that writes
-    ``payload``, or the current key; and what the output says of it (never the secret)."""
+    ``payload``, or the current key; what the output says of it (never the secret); and
+    the flags that write the payload's flag bits (empty: none)."""
     from samark.keyring import Keyring, KeyringError
 
     if label is not None and payload is not None:
         raise fail("give --label or --payload, not both")
+    flags: tuple[int, ...] = ()
     try:
         opened = Keyring.load(ring)
         if payload is not None:
             entry = opened.payload_entry(payload)
+            flags = opened.payload_flags(payload)
         elif label is not None:
             entry = opened.entry(label)
             if not entry.active:
@@ -149,7 +152,7 @@ def ring_key_file(
     said: dict[str, Any] = {"key_label": entry.label}
     if payload is not None:
         said["payload"] = payload
-    return opened.path / entry.file, said
+    return opened.path / entry.file, said, flags
 
 
 def human_heads(source: str, field: str, sentences: int, limit: int) -> list[str]:

@@ -98,10 +98,13 @@ def generate(
     if not text.strip():
         raise fail("the prompt is empty")
     marked_by: dict[str, str] = {}
+    flags: tuple[int, ...] = ()
     if keyring is not None:
-        key, marked_by = ring_key_file(keyring, label, payload)
+        key, marked_by, flags = ring_key_file(keyring, label, payload)
     elif label is not None or payload is not None:
         raise fail("--label and --payload choose a key of a --keyring")
+    if flags and scheme_name not in SAMARK_SCHEMES:
+        raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
     if scheme_name not in SAMARK_SCHEMES:
         other = load_other_scheme(scheme_name, key, generator=generator)
         with progress() as bar:
@@ -124,6 +127,7 @@ def generate(
         candidates=candidates,
         max_new_sentences=sentences,
         adaptive=adaptive,
+        payload_flags=flags,
     )
     with progress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)

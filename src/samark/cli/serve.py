@@ -121,7 +121,7 @@ def serve(
         raise fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
     marked_by: dict[str, Any] = {}
     if keyring is not None:
-        key, marked_by = ring_key_file(keyring, label, None)
+        key, marked_by, _ = ring_key_file(keyring, label, None)
     elif label is not None:
         raise fail("--label chooses a key of a --keyring")
     engine = None
@@ -205,13 +205,20 @@ def _serve_keys(
     shared: dict[str, Any] = {"generator": generator}
     if scheme.name in SAMARK_SCHEMES:
         shared |= {"config": scheme.config, "sampler": scheme.sampler, "embedder": scheme.embedder}
+    if opened.flag_bits and scheme.name not in SAMARK_SCHEMES:
+        raise fail(f"this ring writes payload bits in SAMark's flags; {scheme.name} has none")
     if opened.payload_bits:
-        for position, entry in enumerate(opened.entries):
-            if entry.active:
-                payloads[position] = (
-                    entry.label,
-                    create_scheme(scheme.name, key=opened.key(entry.label), **shared),
-                )
+        for value in range(2**opened.payload_bits):
+            entry = opened.entries[value >> opened.flag_bits]
+            if not entry.active:
+                continue
+            params = dict(shared)
+            if opened.flag_bits:
+                params["config"] = scheme.config.replace(payload_flags=opened.payload_flags(value))
+            payloads[value] = (
+                entry.label,
+                create_scheme(scheme.name, key=opened.key(entry.label), **params),
+            )
     detector = load_ring_detector(
         ring, scheme.name, statistic=statistic, alpha=alpha, generator=generator
     )

@@ -88,9 +88,12 @@ class SAMark(SentenceLevelWatermark):
     # ---------- the sentence loop's hooks (Alg. 1) ----------
     def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
         """The flag pattern R (from ``seeder``: OS randomness unless the caller seeded it;
-        never stored) and the context the diversity terms compare against."""
+        never stored; its first flags are the config's ``payload_flags``, if any) and the
+        context the diversity terms compare against."""
         c = self.config
+        # drawn even where a payload fixes them, so that a payload changes no other draw
         flags = seeder.choice([-1.0, 1.0], size=c.channels)
+        flags[: len(c.payload_flags)] = c.payload_flags
         rng = np.random.default_rng(seeder.integers(2**63))
         context_words = words(prompt)
         steer = self._steering(flags) if c.steer > 0 else None

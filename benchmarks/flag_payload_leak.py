@@ -1,0 +1,160 @@
+"""What a flag payload gives away: how many marked texts of one payload value let a forger
+write human text that the key detects.
+
+With random flags (Alg. 1) a key's texts lean toward a different orthant of its pivot
+space each; with a flag payload every text of one value leans the same way, so their mean
+sentence embedding points toward the pivots. This measures that first-moment leak against
+the second-moment one that random flags already leave, on a run's own SAMark texts:
+
+- **fixed flags (a flag payload):** ``n`` texts written with the same flag pattern (the
+  run's texts grouped by the flags drawn from their seeds; random flags are distributed as
+  a uniform payload's). The forger's direction is their mean sentence embedding minus the
+  human mean.
+- **random flags (no flag payload):** ``n`` texts of any flags. The flags cancel in the
+  mean, so the forger takes the top eigenvector of the texts' mean-embedding scatter minus
+  human texts' (directions where marked texts spread more than human ones).
+- **no marked text:** a random direction (the control).
+
+Either way the forger joins the ``--sentences`` human sentences closest to the direction
+(from the calibration corpora: 1,000 texts that never saw the key) and the key's own
+detector scores the result; "forged" is p < 0.01. The share of the direction inside the
+key's pivot span (|cos| to the span) says how much of the key leaked (a truth the forger
+never sees; a random direction has about sqrt(c / dim)).
+
+    python benchmarks/flag_payload_leak.py experiments/runs/paper --draws 60 --out FILE.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from samark.detector import embed_sentences
+from samark.embed import load_embedder
+from samark.evaluation.experiment import Experiment
+from samark.evaluation.runner import public_key
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from human_texts import stored_test_corpora
+from keyring import ring, run_flags, run_texts
+
+ALPHA = 0.01
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path, help="a run folder with SAMark texts")
+    ap.add_argument("--scheme", default="SAMark", help="the run's row label")
+    ap.add_argument("--channels", type=int, default=2)
+    ap.add_argument("--counts", default="1,2,4,8", help="marked texts the forger holds")
+    ap.add_argument("--random-counts", default="1,2,4,8,16,32", help="the same, random flags")
+    ap.add_argument("--draws", type=int, default=60, help="forgeries per count")
+    ap.add_argument("--sentences", type=int, default=12, help="sentences per forged text")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    experiment = Experiment.load(args.run / "experiment.toml")
+    embedder = load_embedder(experiment.embedder)
+    key = public_key(experiment, embedder)
+    detector, _ = ring(embedder, key.avoid, 1, 1, key)
+    pivots = key.pivots(embedder.dim, args.channels)
+    texts = run_texts(args.run, args.scheme)["none"]
+    flags = run_flags(args.run, args.scheme, args.channels)
+    items = sorted(i for i in texts if texts[i].strip())
+    embedded = embed_sentences(embedder, [texts[i] for i in items])
+    marked = {i: e for i, (_, e) in zip(items, embedded, strict=True)}
+    by_flags: dict[tuple[int, ...], list[str]] = defaultdict(list)
+    for i in items:
+        by_flags[flags[i]].append(i)
+
+    _, sentences, vectors = stored_test_corpora(embedder)
+    pool = [s for ss in sentences for s in ss]
+    human_mean = vectors.mean(axis=0)
+    bounds = np.cumsum([0, *map(len, sentences)])
+    text_means = np.stack([vectors[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds)])
+    human_scatter = np.cov(text_means.T)
+    print(
+        f"{len(items)} {args.scheme} texts of {args.run} (flag groups: "
+        f"{', '.join(f'{f}: {len(v)}' for f, v in sorted(by_flags.items()))}); "
+        f"forging from {len(pool)} human sentences",
+        flush=True,
+    )
+
+    def forge(direction: np.ndarray) -> float:
+        chosen = np.argsort(-(vectors @ direction))[: args.sentences]
+        return detector.detect(" ".join(pool[j] for j in chosen)).p_value
+
+    def leaked(direction: np.ndarray) -> float:
+        """The share of the direction inside the key's pivot span (|cos| to the span)."""
+        return float(np.linalg.norm(pivots @ (direction / np.linalg.norm(direction))))
+
+    rng = np.random.default_rng(args.seed)
+    rows: list[dict[str, Any]] = []
+
+    def report(setting: str, n: int, p: list[float], cos: list[float]) -> None:
+        row = {
+            "setting": setting,
+            "texts": n,
+            "draws": len(p),
+            "forged": float(np.mean(np.asarray(p) < ALPHA)),
+            "median_p": float(np.median(p)),
+            "cosine_to_key": float(np.mean(cos)),
+        }
+        rows.append(row)
+        print(
+            f"{setting:14} {n:>3} texts: forged {100 * row['forged']:5.1f}% of {len(p)}, "
+            f"median p {row['median_p']:.3f}, cosine to the key {row['cosine_to_key']:.3f}",
+            flush=True,
+        )
+
+    p0, c0 = [], []
+    for _ in range(args.draws):
+        d = rng.standard_normal(embedder.dim)
+        p0.append(forge(d))
+        c0.append(leaked(d))
+    report("no marked text", 0, p0, c0)
+
+    groups = [g for g in by_flags.values() if g]
+    for n in [int(x) for x in args.counts.split(",")]:
+        p, cos = [], []
+        usable = [g for g in groups if len(g) >= n]
+        if not usable:
+            continue
+        for _ in range(args.draws):
+            group = usable[rng.integers(len(usable))]
+            chosen = rng.choice(group, size=n, replace=False)
+            d = np.concatenate([marked[i] for i in chosen]).mean(axis=0) - human_mean
+            p.append(forge(d))
+            cos.append(leaked(d))
+        report("fixed flags", n, p, cos)
+
+    for n in [int(x) for x in args.random_counts.split(",")]:
+        if n > len(items):
+            continue
+        p, cos = [], []
+        for _ in range(args.draws):
+            chosen = rng.choice(items, size=n, replace=False)
+            dev = np.stack([marked[i].mean(axis=0) for i in chosen]) - human_mean
+            scatter = dev.T @ dev / n - human_scatter
+            d = np.linalg.eigh(scatter)[1][:, -1]
+            p.append(forge(d))
+            cos.append(leaked(d))
+        report("random flags", n, p, cos)
+
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(
+            json.dumps({"run": str(args.run), "alpha": ALPHA, "rows": rows}, indent=1) + "\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
