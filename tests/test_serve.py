@@ -29,8 +29,7 @@ from samark import SAMark, SAMarkConfig
 from samark.errors import SamarkError
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler
-from samark.serving import ServeSettings, create_app
-from samark.serving.app import Upstream, tokenizer_chat_renderer
+from samark.serving import ServeSettings, Upstream, create_app, tokenizer_chat_renderer
 
 USER = "user-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"

@@ -98,8 +98,13 @@ def serve(
     try:
         import uvicorn
 
-        from samark.serving import ServeSettings, create_app, load_tokens
-        from samark.serving.app import Upstream, tokenizer_chat_renderer
+        from samark.serving import (
+            ServeSettings,
+            Upstream,
+            create_app,
+            load_tokens,
+            tokenizer_chat_renderer,
+        )
     except ImportError as exc:
         raise fail(
             f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"

@@ -6,7 +6,17 @@ CLI adds uvicorn. Nothing here reads or logs the watermark key: the scheme holds
 
 from __future__ import annotations
 
-from samark.serving.app import Keys, create_app
+from samark.serving.app import create_app, tokenizer_chat_renderer
 from samark.serving.settings import ServeSettings, load_tokens
+from samark.serving.upstream import Upstream
+from samark.serving.worker import Keys, Worker
 
-__all__ = ["Keys", "ServeSettings", "create_app", "load_tokens"]
+__all__ = [
+    "Keys",
+    "ServeSettings",
+    "Upstream",
+    "Worker",
+    "create_app",
+    "load_tokens",
+    "tokenizer_chat_renderer",
+]

@@ -1,0 +1,177 @@
+"""The served routes, as routers over a :class:`~samark.serving.worker.Worker`:
+completions (OpenAI's chat and text shapes, SSE streaming one sentence per event),
+detection, and operations (health, metrics, models)."""
+
+# no ``from __future__ import annotations``: FastAPI reads the routes' annotations at run
+# time, and the ``Authorized`` dependency is local to each router.
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response, StreamingResponse
+
+from samark.serving.access import Caller
+from samark.serving.errors import ApiError
+from samark.serving.schema import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    DetectRequest,
+    chat_chunk,
+    chat_completion,
+    completion_id,
+    text_completion,
+)
+from samark.serving.upstream import Upstream, pass_through
+from samark.serving.worker import Worker
+
+ChatRenderer = Callable[[list[dict[str, str]]], str]
+CallerDependency = Callable[[Request], Caller]
+
+
+def completions_router(
+    worker: Worker,
+    caller: CallerDependency,
+    *,
+    render_chat: ChatRenderer | None = None,
+    upstream: Upstream | None = None,
+) -> APIRouter:
+    """``POST /v1/chat/completions`` and ``POST /v1/completions``: marked text, or with
+    ``"watermark": false`` the upstream's unmarked answer."""
+    router = APIRouter()
+    Authorized = Annotated[Caller, Depends(caller)]
+    settings = worker.settings
+
+    @router.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(
+        req: ChatCompletionRequest, _: Authorized
+    ) -> dict[str, Any] | Response:
+        if not req.watermark:
+            return await pass_through(upstream, "messages", req)
+        if render_chat is None:
+            raise ApiError(
+                400,
+                "this server has no chat template; use /v1/completions",
+                "invalid_request_error",
+                "no_chat_template",
+            )
+        try:
+            messages = [{"role": m.role, "content": m.text()} for m in req.messages]
+        except ValueError as exc:
+            raise ApiError(400, str(exc), "invalid_request_error", "content") from None
+        prompt = render_chat(messages)
+        budget = req.token_budget()
+        cid = completion_id("chatcmpl")
+        model = req.model or settings.model_name
+        marker, mark = worker.marking(req)
+        if req.stream:
+            events = await worker.stream(
+                prompt,
+                req,
+                budget,
+                lambda s, first: chat_chunk(
+                    cid,
+                    model,
+                    {"role": "assistant", "content": s.lstrip()} if first else {"content": s},
+                ),
+                lambda finish: {**chat_chunk(cid, model, {}, finish), "samark": mark},
+                marker,
+            )
+            return StreamingResponse(events, media_type="text/event-stream")
+        pieces, finish = await worker.generate(prompt, req, budget, marker)
+        text = "".join(pieces).strip()
+        out = chat_completion(cid, model, text, finish, worker.usage(prompt, pieces))
+        return {**out, "samark": mark}
+
+    @router.post("/v1/completions", response_model=None)
+    async def completions(req: CompletionRequest, _: Authorized) -> dict[str, Any] | Response:
+        if not req.watermark:
+            return await pass_through(upstream, "prompt", req)
+        try:
+            prompt = req.prompt_text()
+        except ValueError as exc:
+            raise ApiError(400, str(exc), "invalid_request_error", "prompt") from None
+        if not prompt.strip():
+            raise ApiError(400, "the prompt is empty", "invalid_request_error", "empty_prompt")
+        budget = req.max_tokens
+        cid = completion_id("cmpl")
+        model = req.model or settings.model_name
+        marker, mark = worker.marking(req)
+        if req.stream:
+            events = await worker.stream(
+                prompt,
+                req,
+                budget,
+                lambda s, _first: text_completion(cid, model, s, None, None),
+                lambda finish: {**text_completion(cid, model, "", finish, None), "samark": mark},
+                marker,
+            )
+            return StreamingResponse(events, media_type="text/event-stream")
+        pieces, finish = await worker.generate(prompt, req, budget, marker)
+        use = worker.usage(prompt, pieces)
+        return {**text_completion(cid, model, "".join(pieces), finish, use), "samark": mark}
+
+    return router
+
+
+def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
+    """``POST /v1/detect``: one text or a batch, against the served key or the ring;
+    localisation (``details``) for admin tokens only."""
+    router = APIRouter()
+    Authorized = Annotated[Caller, Depends(caller)]
+    settings = worker.settings
+
+    @router.post("/v1/detect")
+    async def detect(req: DetectRequest, who: Authorized) -> dict[str, Any]:
+        if req.details and not who.admin:
+            raise ApiError(
+                403, "localisation (details) needs an admin token", "permission_error", "admin"
+            )
+        texts = [req.text] if req.text is not None else list(req.texts or [])
+        if len(texts) > settings.max_batch:
+            raise ApiError(
+                413,
+                f"{len(texts)} texts in one request; at most {settings.max_batch}",
+                "invalid_request_error",
+                "too_many_texts",
+            )
+        for text in texts:
+            if len(text) > settings.max_text_chars:
+                raise ApiError(
+                    413,
+                    f"a text of {len(text)} characters; at most {settings.max_text_chars}",
+                    "invalid_request_error",
+                    "text_too_long",
+                )
+        results = await worker.detect(texts, req.details)
+        if req.text is not None:
+            if "error" in results[0]:
+                raise ApiError(400, results[0]["error"], "invalid_request_error", "empty_text")
+            return results[0]
+        return {"object": "list", "data": results}
+
+    return router
+
+
+def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
+    """``GET /healthz`` and ``GET /metrics`` (open), ``GET /v1/models`` (authorized)."""
+    router = APIRouter()
+    Authorized = Annotated[Caller, Depends(caller)]
+    scheme = worker.scheme
+    metrics = worker.metrics
+
+    @router.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        embedder = getattr(scheme, "embedder", None)  # sentence-level schemes
+        return {"status": "ok", "scheme": scheme.name, "embedder": getattr(embedder, "name", None)}
+
+    @router.get("/metrics")
+    async def metrics_route() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    @router.get("/v1/models")
+    async def models(_: Authorized) -> dict[str, Any]:
+        name = worker.settings.model_name
+        entry = {"id": name, "object": "model", "created": 0, "owned_by": "samark"}
+        return {"object": "list", "data": [entry]}
+
+    return router

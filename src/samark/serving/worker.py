@@ -1,0 +1,326 @@
+"""The server's work, apart from HTTP: which key marks a request, generation (blocking or
+sentence by sentence) in a pool of ``concurrent_generations`` threads, detection in one
+thread, each within the request time limit.
+
+A request that waits or runs past the limit gets 504 and its work is dropped (a running
+generation stops at its next sentence). With a batching engine
+(:class:`~samark.sampling.batching.BatchingSampler`) the running generations' candidate
+draws decode in one batch: each generation announces itself to it.
+"""
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from samark.errors import EmptyTextError, SamarkError
+from samark.ring_detection import RingDetector
+from samark.sampling.openai_server import ServerError
+from samark.schemes.base import Watermark
+from samark.serving.errors import ApiError, timeout_error
+from samark.serving.metrics import ServeMetrics
+from samark.serving.schema import GenerationRequest, error_body, sse, usage
+from samark.serving.settings import ServeSettings
+
+log = logging.getLogger("samark.serve")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """What a server marks and detects with, beyond its one scheme: the marking key's
+    label in its keyring, one scheme per payload value (a ring of 2**b keys), and the
+    ring's detector for ``/v1/detect``. Responses name keys by id and label only."""
+
+    label: str | None = None
+    payloads: Mapping[int, tuple[str, Watermark]] = field(default_factory=dict)
+    ring: RingDetector | None = None
+
+
+class Worker:
+    """Generation and detection for one served scheme (its key stays inside it)."""
+
+    def __init__(
+        self,
+        scheme: Watermark,
+        settings: ServeSettings,
+        *,
+        keys: Keys | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+        metrics: ServeMetrics | None = None,
+    ) -> None:
+        key_id(scheme)  # a scheme without a key has nothing to serve
+        self.scheme = scheme
+        self.settings = settings
+        self.keys = keys or Keys()
+        self.metrics = metrics or ServeMetrics()
+        self.count_tokens = count_tokens or token_counter(scheme) or (lambda t: len(t.split()))
+        self._generation_pool = ThreadPoolExecutor(
+            settings.concurrent_generations, thread_name_prefix="samark-generate"
+        )
+        self._detection_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-detect")
+
+    def close(self) -> None:
+        """Drop queued work (running work ends at its next check)."""
+        self._generation_pool.shutdown(wait=False, cancel_futures=True)
+        self._detection_pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- marking ----
+    def marking(self, req: GenerationRequest) -> tuple[Watermark, dict[str, Any]]:
+        """The scheme that marks this request's text, and what its response says of the
+        key (id, label, payload)."""
+        keys = self.keys
+        if req.payload is None:
+            return self.scheme, {"key_id": key_id(self.scheme), "key_label": keys.label}
+        if not keys.payloads:
+            raise ApiError(
+                400,
+                "this server carries no payload (serve a keyring of 2, 4, 8, ... keys)",
+                "invalid_request_error",
+                "payload",
+            )
+        if req.payload not in keys.payloads:
+            raise ApiError(
+                400,
+                f"payload must be in 0..{max(keys.payloads)}"
+                + ("" if len(keys.payloads) > max(keys.payloads) else " (a retired key's is not)"),
+                "invalid_request_error",
+                "payload",
+            )
+        label, chosen = keys.payloads[req.payload]
+        return chosen, {"key_id": key_id(chosen), "key_label": label, "payload": req.payload}
+
+    def usage(self, prompt: str, pieces: list[str]) -> dict[str, int]:
+        return usage(self.count_tokens(prompt), sum(self.count_tokens(p) for p in pieces))
+
+    # ---- generation ----
+    async def generate(
+        self, prompt: str, req: GenerationRequest, budget: int | None, marker: Watermark
+    ) -> tuple[list[str], str]:
+        """The sentences of one completion within the token ``budget``, and its finish
+        reason."""
+        pieces: list[str] = []
+        cancelled = threading.Event()
+        start = time.perf_counter()
+        finish = await self._limited(
+            self._generation_pool,
+            lambda: self._generate(prompt, req, budget, pieces.append, cancelled, marker),
+            cancelled,
+        )
+        log.info(
+            "generated %d sentences in %.1f s (finish %s, key %s)",
+            len(pieces),
+            time.perf_counter() - start,
+            finish,
+            key_id(marker),
+        )
+        return pieces, finish
+
+    async def stream(
+        self,
+        prompt: str,
+        req: GenerationRequest,
+        budget: int | None,
+        event: Callable[[str, bool], dict[str, Any]],
+        final: Callable[[str], dict[str, Any]],
+        marker: Watermark,
+    ) -> AsyncIterator[str]:
+        """Server-sent events, one per sentence (``event(sentence, first)``), then
+        ``final(finish)`` and ``[DONE]``. The first sentence (or the error) is awaited
+        before this returns, so that an upstream failure is still an HTTP error, not a
+        broken stream."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        cancelled = threading.Event()
+        deadline = loop.time() + self.settings.request_timeout_s
+
+        def emit(sentence: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, ("sentence", sentence))
+
+        def work() -> None:
+            try:
+                finish = self._generate(prompt, req, budget, emit, cancelled, marker)
+                log.info("streamed a completion (finish %s, key %s)", finish, key_id(marker))
+                loop.call_soon_threadsafe(queue.put_nowait, ("done", finish))
+            except ApiError as exc:
+                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+            except Exception as exc:
+                log.error("generation failed: %s", type(exc).__name__)
+                failure = ApiError(500, "internal server error", "server_error")
+                loop.call_soon_threadsafe(queue.put_nowait, ("error", failure))
+
+        async def next_item() -> tuple[str, Any]:
+            try:
+                return await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
+            except TimeoutError:
+                cancelled.set()
+                return "error", timeout_error(self.settings.request_timeout_s)
+
+        self._generation_pool.submit(work)
+        first = await next_item()
+        if first[0] == "error":
+            raise first[1]
+
+        async def events() -> AsyncIterator[str]:
+            item = first
+            at_start = True
+            try:
+                while True:
+                    kind, value = item
+                    if kind == "sentence":
+                        yield sse(event(value, at_start))
+                        at_start = False
+                    elif kind == "done":
+                        yield sse(final(value))
+                        break
+                    else:
+                        yield sse(error_body(value.message, value.kind, value.code))
+                        break
+                    item = await next_item()
+                yield "data: [DONE]\n\n"
+            finally:  # the client left or the stream ended: stop generating
+                cancelled.set()
+
+        return events()
+
+    def _generate(
+        self,
+        prompt: str,
+        req: GenerationRequest,
+        budget: int | None,
+        emit: Callable[[str], None],
+        cancelled: threading.Event,
+        marker: Watermark,
+    ) -> str:
+        """Generate, emitting each sentence within the token budget; the finish reason."""
+        if cancelled.is_set():  # timed out while queued
+            return "cancelled"
+        settings = self.settings
+        sentences = min(req.max_sentences or settings.default_sentences, settings.max_sentences)
+        used = 0
+
+        def on_sentence(sentence: str, _step: Mapping[str, Any]) -> bool:
+            nonlocal used
+            if cancelled.is_set():
+                return True
+            n = self.count_tokens(sentence)
+            if budget is not None and used + n > budget:
+                return True
+            used += n
+            emit(sentence)
+            self.metrics.sentences.inc()
+            return False
+
+        # a batching engine's (sentence-level schemes draw candidates through one)
+        announce = getattr(getattr(marker, "sampler", None), "caller", None)
+        try:
+            with announce() if announce is not None else contextlib.nullcontext():
+                gen = marker.generate(
+                    prompt, max_new_sentences=sentences, seed=req.seed, on_sentence=on_sentence
+                )
+        except ServerError as exc:
+            raise ApiError(502, f"upstream: {exc}", "upstream_error", "upstream") from None
+        # "stop": the model ended its answer; else a sentence or token limit ended it
+        return "stop" if gen.fallbacks.get("exhausted") else "length"
+
+    # ---- detection ----
+    async def detect(self, texts: list[str], details: bool) -> list[dict[str, Any]]:
+        """Each text's detection (against the ring, if the server has one), or its error;
+        counted in the metrics."""
+        cancelled = threading.Event()
+        ring = self.keys.ring
+
+        def work() -> list[dict[str, Any]]:
+            out = []
+            for text in texts:
+                if cancelled.is_set():
+                    break
+                if ring is not None:
+                    out.append(_detect_ring(ring, text, details))
+                else:
+                    out.append(_detect_one(self.scheme, text, details))
+            return out
+
+        results = await self._limited(self._detection_pool, work, cancelled)
+        for result in results:
+            outcome = (
+                "error"
+                if "error" in result
+                else "watermarked"
+                if result["is_watermarked"]
+                else "not_watermarked"
+            )
+            self.metrics.detections.labels(outcome).inc()
+        return results
+
+    async def _limited(
+        self, pool: ThreadPoolExecutor, work: Callable[[], T], cancelled: threading.Event
+    ) -> T:
+        """``work`` in ``pool`` within the request time limit (queueing included)."""
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(pool, work)
+        try:
+            return await asyncio.wait_for(future, self.settings.request_timeout_s)
+        except TimeoutError:
+            cancelled.set()
+            raise timeout_error(self.settings.request_timeout_s) from None
+
+
+def key_id(scheme: Watermark) -> str:
+    """The public id of the key that ``scheme`` marks with (never the key)."""
+    key = getattr(scheme, "key", None)
+    if key is None:
+        raise SamarkError(f"{scheme.name} marks with no key: nothing to serve")
+    return str(key.key_id)
+
+
+def token_counter(scheme: Watermark) -> Callable[[str], int] | None:
+    """The scheme's generator's token count: its candidate engine's (sentence-level
+    schemes) or its language model's (token-level ones)."""
+    for holder in ("sampler", "lm"):
+        counter = getattr(getattr(scheme, holder, None), "count_tokens", None)
+        if counter is not None:
+            return counter
+    return None
+
+
+def _detect_one(scheme: Watermark, text: str, details: bool) -> dict[str, Any]:
+    try:
+        d = scheme.detect(text)
+    except EmptyTextError as exc:
+        return {"error": str(exc)}
+    out: dict[str, Any] = {
+        "scheme": d.scheme,
+        "p_value": d.p_value,
+        "is_watermarked": d.is_watermarked,
+        "alpha": d.alpha,
+        "statistic": d.statistic,
+        "n_units": d.n_units,
+        "unit": d.unit,
+    }
+    if details:
+        out["sentences"] = list(d.sentences)
+        out["sentence_p_values"] = list(d.sentence_p_values)
+        out["marked_sentences"] = list(d.marked_sentences())
+    return out
+
+
+def _detect_ring(ring: RingDetector, text: str, details: bool) -> dict[str, Any]:
+    """A keyring's answer: the family-wise p-value, and the key (label, id, its own p) and
+    payload when the text is flagged."""
+    try:
+        r = ring.detect(text)
+    except EmptyTextError as exc:
+        return {"error": str(exc)}
+    out = {k: v for k, v in r.to_dict().items() if k not in ("payload_bits", "flag_bits")}
+    if details:
+        d = r.detection
+        out["sentences"] = list(d.sentences)
+        out["sentence_p_values"] = list(d.sentence_p_values)
+        out["marked_sentences"] = list(d.marked_sentences())
+    return out
