@@ -37,8 +37,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from samark.config import SAMarkConfig
-from samark.selection import softmax_weights, watermark_score
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.selection import softmax_weights, watermark_score
 
 PREFIX_TOKENS = (2, 4, 6, 8, 12, 16)
 
@@ -50,7 +50,11 @@ def record(args: argparse.Namespace) -> None:
     from samark.embed import load_embedder, new_key
     from samark.sampling.transformers_engine import load_transformers_sampler
     from samark.schemes.samark import SAMark
-    from samark.selection import ngram_overlap, semantic_similarity, vocabulary_novelty
+    from samark.schemes.samark.selection import (
+        ngram_overlap,
+        semantic_similarity,
+        vocabulary_novelty,
+    )
 
     torch.set_num_threads(1)
     embedder = load_embedder("all-mpnet-base-v2")

@@ -18,10 +18,10 @@ import numpy as np
 from scipy import stats
 
 from samark.datasets import leading_sentences, load_dataset
-from samark.detector import SAMarkDetector
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
-from samark.statistics import STATISTICS
+from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.statistics import STATISTICS
 
 
 def main() -> None:

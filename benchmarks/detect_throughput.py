@@ -34,9 +34,9 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     from samark.datasets import human_windows, load_dataset
-    from samark.detector import SAMarkDetector
     from samark.embed import load_embedder, new_key
     from samark.models import DEFAULT_EMBEDDER
+    from samark.schemes.samark.detector import SAMarkDetector
     from samark.segment import split_sentences
 
     docs = load_dataset("cnn_dailymail")

@@ -27,8 +27,7 @@ import numpy as np
 from samark.embed import Embedder
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
-from samark.segment import split_sentences
-from samark.statistics import (
+from samark.schemes.samark.statistics import (
     STATISTICS,
     alignment,
     channel_responses,
@@ -39,6 +38,7 @@ from samark.statistics import (
     sentence_p_values,
     statistic_values,
 )
+from samark.segment import split_sentences
 
 StatFn = Callable[[np.ndarray], np.ndarray]
 KAPPA = 30.0  # the detection kappa of the run's SAMark rows (the paper's)

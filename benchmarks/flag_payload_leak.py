@@ -10,6 +10,10 @@ the second-moment one that random flags already leave, on a run's own SAMark tex
   run's texts grouped by the flags drawn from their seeds; random flags are distributed as
   a uniform payload's). The forger's direction is their mean sentence embedding minus the
   human mean.
+- **relative flags (a relative flag payload):** ``n`` texts whose flags agree relative to
+  the first flag (``c - 1`` bits), the first drawn per text: the texts of one value lean to
+  two opposite orthants, so their mean cancels, and the forger takes the scatter's top
+  direction (as below).
 - **random flags (no flag payload):** ``n`` texts of any flags. The flags cancel in the
   mean, so the forger takes the top eigenvector of the texts' mean-embedding scatter minus
   human texts' (directions where marked texts spread more than human ones).
@@ -31,15 +35,16 @@ import itertools
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from samark.detector import embed_sentences
 from samark.embed import load_embedder
 from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import public_key
+from samark.schemes.samark.detector import embed_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import stored_test_corpora
@@ -53,11 +58,12 @@ def main() -> None:
     ap.add_argument("run", type=Path, help="a run folder with SAMark texts")
     ap.add_argument("--scheme", default="SAMark", help="the run's row label")
     ap.add_argument("--channels", type=int, default=2)
-    ap.add_argument("--counts", default="1,2,4,8", help="marked texts the forger holds")
+    ap.add_argument("--counts", default="1,2,4,8,16", help="marked texts the forger holds")
     ap.add_argument("--random-counts", default="1,2,4,8,16,32", help="the same, random flags")
     ap.add_argument("--draws", type=int, default=60, help="forgeries per count")
     ap.add_argument("--sentences", type=int, default=12, help="sentences per forged text")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--settings", default="control,fixed,relative,random", help="what to measure")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
@@ -115,39 +121,51 @@ def main() -> None:
             flush=True,
         )
 
-    p0, c0 = [], []
-    for _ in range(args.draws):
-        d = rng.standard_normal(embedder.dim)
-        p0.append(forge(d))
-        c0.append(leaked(d))
-    report("no marked text", 0, p0, c0)
-
-    groups = [g for g in by_flags.values() if g]
-    for n in [int(x) for x in args.counts.split(",")]:
-        p, cos = [], []
-        usable = [g for g in groups if len(g) >= n]
-        if not usable:
-            continue
+    if "control" in args.settings:
+        p0, c0 = [], []
         for _ in range(args.draws):
-            group = usable[rng.integers(len(usable))]
-            chosen = rng.choice(group, size=n, replace=False)
-            d = np.concatenate([marked[i] for i in chosen]).mean(axis=0) - human_mean
-            p.append(forge(d))
-            cos.append(leaked(d))
-        report("fixed flags", n, p, cos)
+            d = rng.standard_normal(embedder.dim)
+            p0.append(forge(d))
+            c0.append(leaked(d))
+        report("no marked text", 0, p0, c0)
 
-    for n in [int(x) for x in args.random_counts.split(",")]:
-        if n > len(items):
-            continue
-        p, cos = [], []
-        for _ in range(args.draws):
-            chosen = rng.choice(items, size=n, replace=False)
-            dev = np.stack([marked[i].mean(axis=0) for i in chosen]) - human_mean
-            scatter = dev.T @ dev / n - human_scatter
-            d = np.linalg.eigh(scatter)[1][:, -1]
-            p.append(forge(d))
-            cos.append(leaked(d))
-        report("random flags", n, p, cos)
+    def mean_direction(chosen: np.ndarray) -> np.ndarray:
+        return np.concatenate([marked[i] for i in chosen]).mean(axis=0) - human_mean
+
+    def scatter_direction(chosen: np.ndarray) -> np.ndarray:
+        dev = np.stack([marked[i].mean(axis=0) for i in chosen]) - human_mean
+        return np.linalg.eigh(dev.T @ dev / len(chosen) - human_scatter)[1][:, -1]
+
+    def attack(
+        setting: str,
+        groups: list[list[str]],
+        counts: str,
+        direction: Callable[[np.ndarray], np.ndarray],
+    ) -> None:
+        for n in [int(x) for x in counts.split(",")]:
+            usable = [g for g in groups if len(g) >= n]
+            if not usable:
+                continue
+            p, cos = [], []
+            for _ in range(args.draws):
+                group = usable[rng.integers(len(usable))]
+                d = direction(rng.choice(group, size=n, replace=False))
+                p.append(forge(d))
+                cos.append(leaked(d))
+            report(setting, n, p, cos)
+
+    if "fixed" in args.settings:  # a flag payload: every text of one value, one pattern
+        attack("fixed flags", list(by_flags.values()), args.counts, mean_direction)
+    if "relative" in args.settings:
+        # a relative flag payload: the flags relative to the first one (c - 1 bits), the
+        # first drawn per text, so the texts of one value lean to two opposite orthants
+        # and their mean cancels; the forger takes the scatter's top direction
+        by_relative: dict[tuple[int, ...], list[str]] = defaultdict(list)
+        for i in items:
+            by_relative[tuple(f * flags[i][0] for f in flags[i][1:])].append(i)
+        attack("relative flags", list(by_relative.values()), args.counts, scatter_direction)
+    if "random" in args.settings:  # no flag payload (Alg. 1): any flags
+        attack("random flags", [items], args.random_counts, scatter_direction)
 
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -20,12 +20,12 @@ import time
 
 import torch
 
-from samark.config import SAMarkConfig
 from samark.datasets import load_dataset
 from samark.embed import load_embedder, new_key
 from samark.evaluation.text_metrics import TEXT_METRICS
 from samark.models import DEFAULT_GENERATOR
 from samark.schemes.samark import SAMark
+from samark.schemes.samark.config import SAMarkConfig
 from samark.segment import split_sentences
 from samark.text import ngrams, words
 

@@ -25,11 +25,11 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from samark.config import SAMarkConfig
 from samark.embed import load_embedder
 from samark.key_check import KeyCheck
 from samark.keys import WatermarkKey
 from samark.schemes.samark import SAMark
+from samark.schemes.samark.config import SAMarkConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import corpus_of, stored_test_corpora

@@ -34,11 +34,11 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from samark.detector import SAMarkDetector
 from samark.embed import load_embedder
 from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.schemes import create_scheme
+from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

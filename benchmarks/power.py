@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from samark.config import SAMarkConfig
 from samark.datasets import load_dataset
-from samark.detector import SAMarkDetector
 from samark.embed import load_embedder, new_key
 from samark.keys import WatermarkKey
 from samark.schemes.samark import SAMark
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.detector import SAMarkDetector
 from samark.segment import split_sentences
 
 

@@ -26,13 +26,13 @@ import time
 
 import torch
 
-from samark.config import SAMarkConfig
 from samark.datasets import load_dataset
 from samark.embed import load_embedder, new_key
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import SamplingParams
 from samark.sampling.transformers_engine import BatchDecoder, load_transformers_sampler
 from samark.schemes.samark import SAMark
+from samark.schemes.samark.config import SAMarkConfig
 from samark.segment import split_sentences
 
 

@@ -28,9 +28,9 @@ import numpy as np
 from scipy import stats
 
 from samark.datasets import leading_sentences, load_dataset
-from samark.detector import SAMarkDetector
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.schemes.samark.detector import SAMarkDetector
 
 
 def _heads(name: str, limit: int, lo: int, hi: int, skip: int = 0) -> list[list[str]]:

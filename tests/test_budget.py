@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from samark.config import SAMarkConfig
 from samark.errors import SamarkError
 from samark.sampling.base import SamplingParams
-from samark.steering import SemanticSteer, SummedBias, word_embeddings, word_tokens
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.steering import SemanticSteer, SummedBias, word_embeddings, word_tokens
 from samark.token_layer import GreenListLayer
 
 
@@ -148,7 +148,7 @@ def test_samark_hands_the_engine_its_steering_and_pruning(
     smollm2, mpnet, mpnet_key, tmp_path, monkeypatch
 ) -> None:
     from samark.schemes import create_scheme
-    from samark.selection import PartialScore
+    from samark.schemes.samark.selection import PartialScore
 
     monkeypatch.setenv("SAMARK_CACHE_DIR", str(tmp_path))
     scheme = create_scheme(

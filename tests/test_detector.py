@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from samark.detector import SAMarkDetector
 from samark.errors import EmbedderMismatchError, EmptyTextError
 from samark.keys import WatermarkKey
+from samark.schemes.samark.detector import SAMarkDetector
 
 TEXT = (
     "The council met on Monday to discuss the budget. Several members asked for more money "

@@ -26,10 +26,10 @@ pytest.importorskip("hypothesis", reason="fuzzing needs hypothesis (samark[test]
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from samark.detector import SAMarkDetector
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.record_detection import detect_records, read_jsonl
+from samark.schemes.samark.detector import SAMarkDetector
 
 P_STEPS = 2.5 / 1000  # two steps of an exchangeable p-value with 999 null sets
 EXAMPLES = int(os.environ.get("SAMARK_FUZZ_EXAMPLES", "150"))

@@ -7,12 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from samark.config import SAMarkConfig
 from samark.embed import new_key
 from samark.keys import WatermarkKey
 from samark.sampling import SamplingParams
 from samark.schemes import create_scheme
 from samark.schemes.samark import SAMark
+from samark.schemes.samark.config import SAMarkConfig
 from samark.segment import first_sentence, split_sentences
 
 PROMPT = (

@@ -15,7 +15,7 @@ from samark.errors import EmbedderMismatchError, SamarkError
 from samark.keyring import INDEX, Keyring, KeyringError, flag_signs, flag_value
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.ring_detection import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
-from samark.statistics import exchangeable_p_value, ring_max_p_value
+from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
 
 IDENTITY = EmbedderIdentity("an-embedder", "f" * 64)
 
@@ -179,8 +179,8 @@ def test_flag_bits_add_payload_bits_in_the_flags(tmp_path) -> None:
 
 
 def test_payload_flags_fix_the_first_flags_and_no_other_draw(minilm) -> None:
-    from samark.config import SAMarkConfig
     from samark.schemes.samark import SAMark
+    from samark.schemes.samark.config import SAMarkConfig
 
     with pytest.raises(ValueError, match="signs"):
         SAMarkConfig(payload_flags=(1, 0))

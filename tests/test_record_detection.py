@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
-from samark.detector import SAMarkDetector
 from samark.record_detection import detect_records, read_jsonl
+from samark.schemes.samark.detector import SAMarkDetector
 
 TEXTS = [
     "The council approved the budget on Tuesday. Residents asked for more parks. The vote "

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samark.selection import (
+from samark.schemes.samark.selection import (
     MATCHED,
     UNFILTERED,
     UNMATCHED,
@@ -204,7 +204,7 @@ def test_select_needs_candidates() -> None:
 def test_saturated_matches_by_hand() -> None:
     import numpy as np
 
-    from samark.selection import saturated_matches
+    from samark.schemes.samark.selection import saturated_matches
 
     flags = np.array([1.0, -1.0])
     cos = np.array([[0.05, -0.05], [0.05, -0.001], [0.02, -0.02]])

@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from samark.pivots import null_pivots
-from samark.statistics import (
+from samark.schemes.samark.statistics import (
     alignment,
     channel_responses,
     exchangeable_p_value,

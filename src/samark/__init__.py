@@ -8,9 +8,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-from samark.config import SAMarkConfig
 from samark.detection import Detection
-from samark.detector import SAMarkDetector
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import (
     EmbedderMismatchError,
@@ -21,6 +19,8 @@ from samark.errors import (
 )
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.schemes import Generation, SAMark, Watermark, create_scheme, scheme_names
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.detector import SAMarkDetector
 
 __version__ = "0.1.0"
 

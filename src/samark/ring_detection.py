@@ -9,7 +9,7 @@ probability at most ``alpha``, whatever K. Two ways, chosen per ring:
   detection settings). Under H0 the K keys' pivots and the detector's M public null pivot
   sets are i.i.d. from one law, so the K + M statistics are exchangeable, and the rank of
   the ring's largest among them gives an exact p-value
-  (:func:`samark.statistics.ring_max_p_value`). It costs one text embedding and
+  (:func:`samark.schemes.samark.statistics.ring_max_p_value`). It costs one text embedding and
   K + M projections, and pays for K keys only through the ranks: nearly the power of one
   key when one key marked the text.
 - **Holm** (every other scheme, and rings whose keys differ in law). Each key's own p-value
@@ -39,13 +39,13 @@ from typing import Any
 import numpy as np
 
 from samark.detection import Detection
-from samark.detector import RingPass, SAMarkDetector, embed_sentences
 from samark.errors import EmptyTextError, SamarkError
 from samark.keyring import Keyring, RingEntry, flag_value
 from samark.keys import WatermarkKey
 from samark.schemes.base import SharedResources, Watermark, create_scheme
+from samark.schemes.samark.detector import RingPass, SAMarkDetector, embed_sentences
+from samark.schemes.samark.statistics import ring_max_p_value
 from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
-from samark.statistics import ring_max_p_value
 
 MAX_STATISTIC = "max-statistic"
 HOLM = "holm"
@@ -251,9 +251,9 @@ class RingDetector:
         """One ``scheme`` per labelled key (at ``positions`` of its ring; default
         0..K-1), sharing one embedder (the first key's, unless ``shared`` holds one);
         SAMark's family gets :func:`ring_null_count` null sets."""
-        from samark.config import SAMarkConfig
         from samark.embed import load_embedder
         from samark.models import DEFAULT_GENERATOR
+        from samark.schemes.samark.config import SAMarkConfig
 
         if shared is None:
             shared = SharedResources(
@@ -399,7 +399,7 @@ class RingDetector:
 def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
     """A ring whose payload has flag bits needs schemes with a flag pattern (SAMark's
     family) of at least ``flag_bits`` channels."""
-    from samark.config import SAMarkConfig
+    from samark.schemes.samark.config import SAMarkConfig
 
     for scheme in schemes:
         config = getattr(scheme, "config", None)

@@ -41,7 +41,6 @@ from typing import Any, Literal
 
 from scipy.stats import norm
 
-from samark.config import SAMarkConfig
 from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
@@ -49,7 +48,8 @@ from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR, resolve_generator
 from samark.sampling.base import CandidateSampler
 from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.samark import SAMark, _with_shared
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.scheme import SAMark, _with_shared
 from samark.token_layer import GreenListLayer, TokenLayerConfig
 
 Combine = Literal["fisher", "cauchy", "both"]

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from samark.sampling.base import SamplingParams
-from samark.selection import MARGIN_REFERENCES, MarginReference
-from samark.statistics import STATISTICS, Statistic
+from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference
+from samark.schemes.samark.statistics import STATISTICS, Statistic
 
 
 @dataclass(frozen=True)

@@ -10,17 +10,17 @@ from typing import Any
 
 import numpy as np
 
-from samark.config import SAMarkConfig
 from samark.detection import Detection
-from samark.detector import SAMarkDetector
 from samark.embed import Embedder
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler
 from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.selection import PartialScore, pool_reference, select
 from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
-from samark.selection import PartialScore, pool_reference, select
 from samark.text import ngrams, words
 
 
@@ -111,7 +111,7 @@ class SAMark(SentenceLevelWatermark):
     def _steer_words(self) -> tuple[np.ndarray, np.ndarray]:
         """The generator's whole-word tokens and their embeddings (read once per scheme,
         not once per generation)."""
-        from samark.steering import word_embeddings
+        from samark.schemes.samark.steering import word_embeddings
 
         sampler = self.sampler
         _check_engine(sampler, self.config)
@@ -121,7 +121,7 @@ class SAMark(SentenceLevelWatermark):
     def _steering(self, flags: np.ndarray) -> Any:
         """This generation's steering bias (``SAMarkConfig.steer``), combined with the
         scheme's token watermark if it has one."""
-        from samark.steering import SemanticSteer, SummedBias
+        from samark.schemes.samark.steering import SemanticSteer, SummedBias
 
         ids, emb = self._steer_words
         steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.steer)

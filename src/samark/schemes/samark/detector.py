@@ -2,7 +2,7 @@
 
 segment -> embed -> channel cosines -> majority-vote flags -> tanh alignment -> statistic,
 and the same statistic under ``n_null`` public Haar pivot sets for an exact p-value (see
-:mod:`samark.statistics`).
+:mod:`samark.schemes.samark.statistics`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.pivots import PivotLaw
-from samark.segment import split_sentences
-from samark.statistics import (
+from samark.schemes.samark.statistics import (
     STATISTICS,
     Statistic,
     alignment,
@@ -29,6 +28,7 @@ from samark.statistics import (
     sentence_p_values,
     statistic_values,
 )
+from samark.segment import split_sentences
 
 
 @functools.lru_cache(maxsize=8)
@@ -41,7 +41,7 @@ def _cached_null_pivots(
 class SAMarkDetector:
     """Detects SAMark watermarks made with ``key`` and ``embedder``.
 
-    Parameters mirror :class:`samark.config.SAMarkConfig`'s detection fields.
+    Parameters mirror :class:`samark.schemes.samark.config.SAMarkConfig`'s detection fields.
     """
 
     def __init__(

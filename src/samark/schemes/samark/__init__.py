@@ -1,0 +1,21 @@
+"""SAMark, the self-anchored sentence-level watermark (the paper's Alg. 1 and 2), in one
+home:
+
+- ``scheme``: the scheme (generation through the shared sentence loop, detection) and its
+  registration as ``samark`` and ``samark-dagger``;
+- ``config``: :class:`SAMarkConfig`, every knob, validated;
+- ``selection``: Alg. 1's hard filters, scores and softmax pick;
+- ``steering``: the optional semantic steering (off by default);
+- ``detector``: Alg. 2 (segment, embed, majority-vote flags, tanh alignment, statistic);
+- ``statistics``: the statistics and their exact p-values.
+
+A key's pivots are the key's own geometry (:mod:`samark.pivots`, :mod:`samark.pivot_space`),
+read through :class:`samark.keys.WatermarkKey`; the layered mark adds a token layer
+(:mod:`samark.schemes.samark_layered`, :mod:`samark.token_layer`).
+"""
+
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.scheme import SAMark
+
+__all__ = ["SAMark", "SAMarkConfig", "SAMarkDetector"]
