@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from samark.cli import app
 from samark.errors import EmbedderMismatchError, SamarkError
-from samark.keyring import INDEX, Keyring, KeyringError, flag_signs, flag_value
+from samark.keyring import INDEX, Keyring, KeyringError, flag_value
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.ring_detection import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
 from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
@@ -154,10 +154,13 @@ def test_flag_bits_add_payload_bits_in_the_flags(tmp_path) -> None:
     ring.add(_key(1), "k1")
     assert ring.payload_bits == 3
     for value in range(8):
-        flags = ring.payload_flags(value)
-        assert ring.payload_entry(value).label == f"k{value >> 2}" and len(flags) == 2
-        assert flag_value(flags, 2) == value & 3 and set(flags) <= {-1, 1}
+        signs = ring.payload_flags(value)
+        assert ring.payload_entry(value).label == f"k{value >> 2}" and len(signs) == 2
+        for first in (1, -1):  # flag 1 is drawn per text: either sign reads the same
+            flags = (first, *(first * x for x in signs))
+            assert flag_value(flags, 2) == value & 3
     assert ring.payload_flags(6) == (1, -1)  # 6 = 0b110: key 1, flag bits 0 then 1
+    assert flag_value((-1, -1, 1), 2) == 2  # flag 2 as flag 1, flag 3 opposite
     with pytest.raises(KeyringError, match=r"0\.\.7"):
         ring.payload_flags(8)
     again = Keyring.load(tmp_path / "ring")
@@ -174,27 +177,30 @@ def test_flag_bits_add_payload_bits_in_the_flags(tmp_path) -> None:
     (tmp_path / "ring" / INDEX).write_text(json.dumps(index))
     with pytest.raises(KeyringError, match="damaged"):
         Keyring.load(tmp_path / "ring")
-    with pytest.raises(KeyringError, match="flags"):
-        flag_value((1,), 2)
+    with pytest.raises(KeyringError, match="3 flags"):
+        flag_value((1, 1), 2)
 
 
-def test_payload_flags_fix_the_first_flags_and_no_other_draw(minilm) -> None:
-    from samark.schemes.samark import SAMark
-    from samark.schemes.samark.config import SAMarkConfig
+def test_payload_flags_set_flags_relative_to_the_first_and_no_other_draw(minilm) -> None:
+    from samark.schemes.samark import SAMark, SAMarkConfig
 
     with pytest.raises(ValueError, match="signs"):
         SAMarkConfig(payload_flags=(1, 0))
-    with pytest.raises(ValueError, match="at most channels"):
-        SAMarkConfig(payload_flags=(1, -1, 1))
-    assert SAMarkConfig(payload_flags=[-1]).payload_flags == (-1,)  # a TOML list
+    with pytest.raises(ValueError, match="channels - 1"):
+        SAMarkConfig(payload_flags=(1, -1))  # 2 channels carry 1 flag bit
+    assert SAMarkConfig(channels=3, payload_flags=[-1]).payload_flags == (-1,)  # TOML list
     key = _key(7, minilm.identity)
     plain = SAMark(key, config=SAMarkConfig(channels=3), embedder=minilm)
-    fixed = SAMark(key, config=SAMarkConfig(channels=3, payload_flags=(-1, 1)), embedder=minilm)
-    for seed in range(8):
+    fixed = SAMark(key, config=SAMarkConfig(channels=3, payload_flags=(-1,)), embedder=minilm)
+    firsts = set()
+    for seed in range(12):
         a = plain.begin("A prompt.", np.random.default_rng(seed))
         b = fixed.begin("A prompt.", np.random.default_rng(seed))
-        assert tuple(b.flags[:2]) == (-1, 1) and b.flags[2] == a.flags[2]
+        assert b.flags[0] == a.flags[0] and b.flags[1] == -b.flags[0] and b.flags[2] == a.flags[2]
+        assert flag_value(tuple(b.flags), 1) == 1
         assert a.rng.integers(2**62) == b.rng.integers(2**62)  # the same candidate draws
+        firsts.add(float(b.flags[0]))
+    assert firsts == {-1.0, 1.0}  # flag 1 stays random: one value leans both ways
 
 
 # -- detection against a ring (real embedder) ----------------------------------------------
@@ -214,11 +220,11 @@ def _marked_text(
     pool, key: WatermarkKey, dim: int, seed: int, n: int = 10, flags: tuple[int, ...] = ()
 ) -> str:
     """``n`` pool sentences on the key's flag side of both channels, the most aligned (the
-    flags drawn from ``seed``, the first ones given by ``flags``)."""
+    flags drawn from ``seed``, flag 2 on set relative to flag 1 by ``flags``)."""
     sentences, emb = pool
-    flags_drawn = np.random.default_rng(seed).choice([-1.0, 1.0], size=2)
-    flags_drawn[: len(flags)] = flags
-    flags = flags_drawn
+    drawn = np.random.default_rng(seed).choice([-1.0, 1.0], size=2)
+    drawn[1 : 1 + len(flags)] = drawn[0] * np.asarray(flags, dtype=float)
+    flags = drawn
     signed = (emb @ key.pivots(dim, 2).T) * flags
     best = np.argsort(-signed.min(axis=1))[:n]
     return " ".join(sentences[i] for i in best)
@@ -266,29 +272,33 @@ def test_ring_attributes_a_marked_text_and_decodes_its_payload(minilm, minilm_ri
 
 
 def test_ring_decodes_payload_bits_from_the_flags(minilm, pool, tmp_path) -> None:
-    ring = Keyring.create(tmp_path / "ring", minilm.identity, flag_bits=2)
+    ring = Keyring.create(tmp_path / "ring", minilm.identity, flag_bits=1)
     avoid = minilm.reference_directions()
     for i in range(2):
         ring.add(WatermarkKey(bytes([60 + i]) * 32, minilm.identity, avoid), f"t{i}")
     detector = RingDetector.from_ring(ring, "samark", statistic="scan")
-    assert detector.payload_bits == 3 and detector.flag_bits == 2
-    values = [0, 3, 5, 6]
+    assert detector.payload_bits == 2 and detector.flag_bits == 1
+    values = [0, 1, 2, 3, 1, 2]  # each value twice or more, flag 1 drawn per text
     texts = [
         _marked_text(
-            pool, ring.key(ring.payload_entry(v).label), minilm.dim, v, flags=flag_signs(v & 3, 2)
+            pool,
+            ring.key(ring.payload_entry(v).label),
+            minilm.dim,
+            seed,
+            flags=ring.payload_flags(v),
         )
-        for v in values
+        for seed, v in enumerate(values)
     ]
     for value, r in zip(values, detector.detect_many(texts), strict=True):
         assert r is not None and r.is_watermarked, r
-        assert r.payload == value and r.position == value >> 2
-        assert r.to_dict()["flag_bits"] == 2
+        assert r.payload == value and r.position == value >> 1
+        assert r.to_dict()["flag_bits"] == 1
     with pytest.raises(SamarkError, match="flag pattern"):
         RingDetector.from_ring(ring, "kgw")
-    one = Keyring.create(tmp_path / "one", minilm.identity, flag_bits=3)
-    one.add(ring.key("t0"), "t0")
-    with pytest.raises(SamarkError, match="2 channels"):
-        RingDetector.from_ring(one, "samark")
+    two = Keyring.create(tmp_path / "two", minilm.identity, flag_bits=2)
+    two.add(ring.key("t0"), "t0")
+    with pytest.raises(SamarkError, match="needs 3 channels"):
+        RingDetector.from_ring(two, "samark")
 
 
 def test_a_dated_text_is_tested_against_the_keys_in_use_then(minilm, pool, tmp_path) -> None:

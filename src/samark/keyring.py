@@ -12,11 +12,11 @@ id, its file and its created and retired dates. Nothing in the index is secret.
 - **Payload.** A ring of ``2**b`` keys carries ``b`` bits: generating with the key at
   position ``v`` writes the value ``v``, and detection decodes it. Positions are the order
   in which keys were added and never change (retiring a key keeps its place). A ring made
-  with ``flag_bits = f`` carries ``f`` more bits in SAMark's flag pattern: value ``v`` is
-  written by the key at position ``v >> f`` with its first ``f`` flags set from the low
-  bits of ``v`` (:func:`flag_signs`), and detection reads them back from the flags it
-  infers. They cost no detection power, but every text of one value leans the same way
-  (docs/operators.md says how fast averaging reveals it).
+  with ``flag_bits = f`` carries ``f`` more bits in SAMark's flag pattern (at most its
+  channels - 1): value ``v`` is written by the key at position ``v >> f``, with flags
+  2..f+1 set relative to flag 1 from the low bits of ``v`` (:func:`flag_signs`; flag 1
+  stays random), and detection reads them back from the flags it infers. They cost no
+  detection power (docs/operators.md, "Payload").
 
 Every key of a ring is bound to the ring's embedder: a key made for another embedder is
 refused with a clear error, because its detection would be meaningless.
@@ -40,7 +40,7 @@ from samark.keys import EmbedderIdentity, WatermarkKey
 RING_FORMAT = "samark-keyring"
 RING_VERSION = 1
 INDEX = "ring.json"
-#: at most this many payload bits in the flag pattern (SAMark's channels: 2 by default)
+#: at most this many payload bits in the flag pattern (SAMark's channels - 1: 1 by default)
 MAX_FLAG_BITS = 8
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -92,18 +92,21 @@ def _instant(value: str) -> datetime:
 
 
 def flag_signs(value: int, bits: int) -> tuple[int, ...]:
-    """The first ``bits`` flags that write ``value`` (bit i, least significant first:
-    0 -> +1, 1 -> -1)."""
+    """The relative signs that write ``value`` in ``bits`` flag bits: bit i (least
+    significant first) sets flag i + 2 to flag 1's sign (0) or the opposite (1)."""
     if not 0 <= value < 2**bits:
         raise KeyringError(f"{value} does not fit in {bits} flag bits")
     return tuple(-1 if value >> i & 1 else 1 for i in range(bits))
 
 
 def flag_value(flags: Sequence[int], bits: int) -> int:
-    """The value that the first ``bits`` of ``flags`` write (:func:`flag_signs`' inverse)."""
-    if len(flags) < bits:
-        raise KeyringError(f"{bits} flag bits need {bits} flags; the detection has {len(flags)}")
-    return sum(1 << i for i, f in enumerate(flags[:bits]) if f < 0)
+    """The value that ``flags`` (a whole flag pattern) write in ``bits`` flag bits: the
+    signs of flags 2..bits+1 relative to flag 1 (:func:`flag_signs`' inverse)."""
+    if len(flags) <= bits:
+        raise KeyringError(
+            f"{bits} flag bits need {bits + 1} flags; the detection has {len(flags)}"
+        )
+    return sum(1 << i for i in range(bits) if flags[i + 1] * flags[0] < 0)
 
 
 def check_label(label: str) -> str:
@@ -307,8 +310,8 @@ class Keyring:
         return entry
 
     def payload_flags(self, value: int) -> tuple[int, ...]:
-        """The flags that write payload ``value``'s low ``flag_bits`` bits (empty when the
-        ring has no flag bits)."""
+        """The relative flag signs that write payload ``value``'s low ``flag_bits`` bits
+        (SAMarkConfig.payload_flags; empty when the ring has no flag bits)."""
         self.payload_entry(value)  # validates the value
         return flag_signs(value & ((1 << self.flag_bits) - 1), self.flag_bits)
 

@@ -24,8 +24,8 @@ probability at most ``alpha``, whatever K. Two ways, chosen per ring:
 The attributed key is the one with the largest statistic (max-statistic) or the smallest
 p-value (Holm); its label, id and own p-value are reported. When the ring carries a payload
 (2**b keys), the attributed key's position is the decoded value; a ring with flag bits
-appends the attributed key's inferred flags as its low bits. A text the ring does not flag
-is "unmarked": no key and no payload are attributed to it.
+appends the relative signs of the attributed key's inferred flags as its low bits. A text
+the ring does not flag is "unmarked": no key and no payload are attributed to it.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class RingDetection:
     adjusted_p_values: tuple[float, ...] = field(repr=False)
     labels: tuple[str, ...] = field(repr=False)
     payload_bits: int | None = None
-    #: the payload's low bits read from the attributed key's inferred flags
+    #: the payload's low bits, read from the attributed key's inferred flags
     flag_bits: int = 0
 
     @property
@@ -408,10 +408,10 @@ def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
                 f"this ring writes {flag_bits} payload bits in SAMark's flag pattern; "
                 f"{scheme.name} has none: detect it with samark, samark-dagger or samark-layered"
             )
-        if config.channels < flag_bits:
+        if config.channels <= flag_bits:
             raise SamarkError(
-                f"this ring writes {flag_bits} payload bits in the flags; the scheme has "
-                f"{config.channels} channels"
+                f"this ring writes {flag_bits} payload bits in the flags, which needs "
+                f"{flag_bits + 1} channels; the scheme has {config.channels}"
             )
 
 

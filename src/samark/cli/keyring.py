@@ -75,8 +75,7 @@ def keyring_new(
         int,
         typer.Option(
             help="Payload bits in SAMark's flag pattern, beside the key's position (at most "
-            "the channels, 2 by default). Free in detection power, but every text of one "
-            "value leans the same way: read docs/operators.md first."
+            "the channels - 1: 1 by default); free in detection power (docs/operators.md)."
         ),
     ] = 0,
 ) -> None:

@@ -77,11 +77,12 @@ class SAMarkConfig:
     # derive from the secret pivots and flags, so only experiments turn this on; it changes
     # no choice
     record_signal: bool = False
-    # a payload in the flag pattern (docs/operators.md, "Payload"): the first
-    # len(payload_flags) channels' flags are these signs (+1 / -1) instead of drawn per
-    # generation; the rest are drawn (Alg. 1). Detection infers the flags by majority vote,
-    # so its p-value is the same; but every text of one payload leans the same way, which
-    # averaging many of them reveals (the operators' page measures how fast)
+    # a payload in the flag pattern (docs/operators.md, "Payload"): flag j + 1 is flag 1
+    # times payload_flags[j] (+1: the same sign, -1: the opposite); flag 1, and the flags
+    # after the payload's, are drawn per generation (Alg. 1). Detection infers the flags by
+    # majority vote, so its p-value is the same, and reads the payload from their relative
+    # signs. Flag 1 stays random so that the texts of one payload value still lean to
+    # opposite sides and their mean gives nothing away (absolute flags would: measured)
     payload_flags: tuple[int, ...] = ()
     # detection
     tanh_detection: bool = True
@@ -123,8 +124,8 @@ class SAMarkConfig:
             "payload_flags must be signs, +1 or -1",
         )
         _check(
-            len(self.payload_flags) <= self.channels,
-            f"payload_flags fixes at most channels ({self.channels}) flags",
+            len(self.payload_flags) < self.channels,
+            f"payload_flags sets at most channels - 1 ({self.channels - 1}) flags",
         )
         _check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         _check(self.n_null >= 19, "n_null must be >= 19")

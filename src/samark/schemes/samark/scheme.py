@@ -88,12 +88,13 @@ class SAMark(SentenceLevelWatermark):
     # ---------- the sentence loop's hooks (Alg. 1) ----------
     def begin(self, prompt: str, seeder: np.random.Generator) -> _Step:
         """The flag pattern R (from ``seeder``: OS randomness unless the caller seeded it;
-        never stored; its first flags are the config's ``payload_flags``, if any) and the
+        never stored; a payload sets flags 2.. relative to flag 1) and the
         context the diversity terms compare against."""
         c = self.config
-        # drawn even where a payload fixes them, so that a payload changes no other draw
+        # drawn even where a payload sets them, so that a payload changes no other draw
         flags = seeder.choice([-1.0, 1.0], size=c.channels)
-        flags[: len(c.payload_flags)] = c.payload_flags
+        if c.payload_flags:  # relative to flag 1, which stays random
+            flags[1 : 1 + len(c.payload_flags)] = flags[0] * np.asarray(c.payload_flags)
         rng = np.random.default_rng(seeder.integers(2**63))
         context_words = words(prompt)
         steer = self._steering(flags) if c.steer > 0 else None
