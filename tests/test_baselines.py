@@ -188,7 +188,7 @@ def test_reference_rows_write_past_the_models_own_end(smollm2) -> None:
     assert g.tokens_sampled == 0 and g.text == ""
     writing = create_scheme("unwatermarked")
     (g,) = writing.generate_batch([finished], max_new_sentences=3, seed=0)
-    assert g.tokens_sampled == 3 * writing.tokens_per_sentence  # type: ignore[attr-defined]
+    assert g.tokens_sampled == 3 * writing.config.tokens_per_sentence  # type: ignore[attr-defined]
     assert g.text and "<|im" not in g.text
 
 

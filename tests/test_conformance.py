@@ -45,3 +45,27 @@ def test_the_check_catches_a_broken_scheme(minilm) -> None:
     broken.detect_many = lambda texts: [broken.detect(HUMAN[0]) for _ in texts[:-1]] + [None]
     with pytest.raises(AssertionError, match="kgw: detect_many"):
         check_scheme(lambda _: broken, key, other, HUMAN)
+
+
+@pytest.mark.parametrize("name", [n for n in scheme_names() if n != "k-semstamp"])
+def test_every_scheme_takes_a_validated_config(name: str, minilm) -> None:
+    """Each scheme's parameters are its config's fields: an unknown one is a TypeError,
+    the config rebuilds the same scheme, and a changed field reaches the scheme.
+    (k-semstamp fits k-means regions when built: semstamp's config is the same class.)"""
+    from samark.schemes.base import SchemeConfig
+
+    key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
+    params = {"embedder": minilm} if scheme_info(name).unit == "sentence" else {}
+    scheme = create_scheme(name, key=key, **params)
+    config = scheme.config  # type: ignore[attr-defined]
+    assert isinstance(config, SchemeConfig)
+    with pytest.raises(TypeError):
+        create_scheme(name, key=key, no_such_parameter=1, **params)
+    rebuilt = create_scheme(name, key=key, config=config, **params)
+    assert rebuilt.config == config  # type: ignore[attr-defined]
+    if scheme_info(name).detectable:
+        assert rebuilt.detector_id() == scheme.detector_id()
+    changed = create_scheme(name, key=key, max_new_sentences=5, **params)
+    assert changed.config.max_new_sentences == 5  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="max_new_sentences"):
+        create_scheme(name, key=key, max_new_sentences=0, **params)

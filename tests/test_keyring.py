@@ -478,3 +478,10 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
             (-1,) if value & 1 else (1,)
         )
         assert scheme.config.replace(payload_flags=()) == served.config
+    # any scheme: each payload's scheme keeps the served scheme's config
+    from samark.schemes import create_scheme
+
+    kgw = create_scheme("kgw", key=ring.key("k1"), generator=folder, gamma=0.3)
+    keys = _serve_keys(ring.path, "k1", kgw, folder, None, 0.05)
+    assert sorted(keys.payloads) == [0, 1]
+    assert all(s.config == kgw.config for _, s in keys.payloads.values())

@@ -3,6 +3,8 @@
 
 - a stable detector id (the harness keys a run's records by it; a run holds one key, so
   the id need not name the key, and the baselines' do not);
+- a config: a frozen :class:`~samark.schemes.base.SchemeConfig`, equal for two schemes
+  built alike;
 - ``EmptyTextError`` for a text with nothing to score;
 - ``detect_many`` is ``detect`` on each text (``None`` for one with nothing to score);
 - a ``Detection`` whose p-value is in [0, 1], whose unit is the registered one, and whose
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -20,7 +23,7 @@ from collections.abc import Callable, Sequence
 from samark.detection import Detection
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
-from samark.schemes.base import Watermark, scheme_info
+from samark.schemes.base import SchemeConfig, Watermark, scheme_info
 
 Builder = Callable[[WatermarkKey], Watermark]
 
@@ -40,6 +43,7 @@ def check_scheme(
     scheme, again, other = build(key), build(key), build(other_key)
     name = scheme.name
     assert scheme.detector_id() == again.detector_id(), f"{name}: detector id not stable"
+    _check_config(name, scheme, again)
     for empty in ("", "   \n "):
         try:
             scheme.detect(empty)
@@ -68,6 +72,19 @@ def check_scheme(
             f"{name}: another key finds as much evidence (p {others.p_value}) as its own "
             f"(p {own.p_value}) in its text"
         )
+
+
+def _check_config(name: str, scheme: Watermark, again: Watermark) -> None:
+    config = getattr(scheme, "config", None)
+    assert isinstance(config, SchemeConfig), f"{name}: scheme.config must be a SchemeConfig"
+    assert config == getattr(again, "config", None), f"{name}: config not stable"
+    first = dataclasses.fields(config)[0].name
+    try:
+        setattr(config, first, getattr(config, first))
+    except dataclasses.FrozenInstanceError:
+        pass
+    else:
+        raise AssertionError(f"{name}: its config must be frozen")
 
 
 def _check_detection(name: str, d: Detection) -> None:

@@ -199,17 +199,18 @@ def _serve_keys(
     ring: Path, label: str, scheme: Any, generator: str, statistic: str | None, alpha: float
 ) -> Any:
     """A server's keyring: the ring's detector, and with a ring of 2**b keys one scheme
-    per active key for payloads: the served scheme's config, generator (the layered
-    mark's tokenizer), engine and embedder, under that key."""
+    per payload value: the served scheme's config (with the value's flags, for a ring with
+    flag bits), generator (the layered mark's tokenizer), engine and embedder, under the
+    value's key."""
     from samark.keyring import Keyring
     from samark.schemes import create_scheme
     from samark.serving import Keys
 
     opened = Keyring.load(ring)
     payloads: dict[int, tuple[str, Any]] = {}
-    shared: dict[str, Any] = {"generator": generator}
+    shared: dict[str, Any] = {"generator": generator, "config": scheme.config}
     if scheme.name in SAMARK_SCHEMES:
-        shared |= {"config": scheme.config, "sampler": scheme.sampler, "embedder": scheme.embedder}
+        shared |= {"sampler": scheme.sampler, "embedder": scheme.embedder}
     if opened.flag_bits and scheme.name not in SAMARK_SCHEMES:
         raise fail(f"this ring writes payload bits in SAMark's flags; {scheme.name} has none")
     if opened.payload_bits:

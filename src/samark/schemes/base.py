@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from samark.detection import Detection
 from samark.errors import EmptyTextError
@@ -106,6 +107,53 @@ class Watermark(abc.ABC):
             except EmptyTextError:
                 out.append(None)
         return out
+
+
+C = TypeVar("C")
+SC = TypeVar("SC", bound="SchemeConfig")
+
+
+def split_params(
+    config_class: type[C], params: Mapping[str, Any], base: C | None = None
+) -> tuple[C, dict[str, Any]]:
+    """(``config_class``'s config: ``base``, else its defaults, with the fields that
+    ``params`` names; the other params). An experiment's TOML and the CLI name a scheme's
+    parameters flat; the config's own fields decide which are its."""
+    names = {f.name for f in dataclasses.fields(config_class)}  # type: ignore[arg-type]
+    given = {k: v for k, v in params.items() if k in names}
+    rest = {k: v for k, v in params.items() if k not in names}
+    if base is None:
+        return config_class(**given), rest
+    if not isinstance(base, config_class):
+        raise TypeError(f"config must be a {config_class.__name__}, got {type(base).__name__}")
+    return dataclasses.replace(base, **given), rest  # type: ignore[type-var]
+
+
+@dataclass(frozen=True)
+class SchemeConfig:
+    """A scheme's parameters: immutable, validated when built (``__post_init__`` raises
+    ValueError), on the model of transformers' watermarking configs. A scheme keeps its
+    config as ``scheme.config``; its factory builds it with :meth:`split`."""
+
+    def replace(self: SC, **changes: Any) -> SC:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def split(
+        cls: type[SC], params: Mapping[str, Any], base: SC | None = None
+    ) -> tuple[SC, dict[str, Any]]:
+        """(this config from ``base`` or the defaults and the fields ``params`` names, the
+        other params: models and engines)."""
+        return split_params(cls, params, base)
+
+
+def check(ok: bool, message: str) -> None:
+    """A config's validation: ValueError with ``message`` unless ``ok``."""
+    if not ok:
+        raise ValueError(message)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ Aaronson form the paper's table and MarkLLM run.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,13 +28,14 @@ from transformers import LogitsProcessor
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey, keyed_rng
-from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.base import SharedResources, check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
     TokenWatermark,
+    TokenWatermarkConfig,
+    build_token_scheme,
     token_ids,
     vocab_size,
-    with_generator,
 )
 
 
@@ -70,16 +72,27 @@ class GumbelPick(LogitsProcessor):
         return out  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class EXPConfig(TokenWatermarkConfig):
+    """The tokens of context that key each step's uniform draws."""
+
+    context: int = 4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.context >= 1, "context must be >= 1")
+
+
 class EXP(TokenWatermark):
     """Aaronson's exponential-minimum watermark with an exact Gamma p-value."""
 
     name = "exp"
+    config_class = EXPConfig
+    config: EXPConfig
 
-    def __init__(self, key: WatermarkKey, *, context: int = 4, **kwargs: Any) -> None:
-        super().__init__(key, **kwargs)
-        if context < 1:
-            raise ValueError("context must be >= 1")
-        self.context = context
+    def __init__(self, key: WatermarkKey, config: EXPConfig | None = None, **kw: Any) -> None:
+        super().__init__(key, config, **kw)
+        self.context = self.config.context
         (self._secret,) = self.derived_keys(1)
 
     def watermarking_config(self) -> Any:
@@ -115,4 +128,4 @@ class EXP(TokenWatermark):
 
 @register_scheme("exp")
 def _exp(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> EXP:
-    return EXP(key, **with_generator(shared, kwargs))
+    return build_token_scheme(EXP, key, shared, kwargs)

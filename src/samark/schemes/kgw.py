@@ -6,46 +6,64 @@ green tokens) for detection. The hashing key derives one-way from the run's
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import WatermarkDetector, WatermarkingConfig
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.lm_generate import TokenWatermark, token_ids, with_generator
+from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.lm_generate import (
+    TokenWatermark,
+    TokenWatermarkConfig,
+    build_token_scheme,
+    token_ids,
+)
+
+
+@dataclass(frozen=True)
+class KGWConfig(TokenWatermarkConfig):
+    """The green list's share ``gamma`` and the logit bias ``delta`` (the paper's
+    gamma = 0.25, delta = 2); ``ignore_repeated_ngrams`` scores each (context, token) pair
+    once."""
+
+    gamma: float = 0.25
+    delta: float = 2.0
+    ignore_repeated_ngrams: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(0 < self.gamma < 1 and self.delta > 0, "need 0 < gamma < 1 and delta > 0")
 
 
 class KGW(TokenWatermark):
     """KGW (green list, lefthash, context 1) with transformers' generator and detector."""
 
     name = "kgw"
+    config_class = KGWConfig
+    config: KGWConfig
 
-    def __init__(
-        self,
-        key: WatermarkKey,
-        *,
-        gamma: float = 0.25,
-        delta: float = 2.0,
-        ignore_repeated_ngrams: bool = True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(key, **kwargs)
-        if not 0 < gamma < 1 or delta <= 0:
-            raise ValueError("need 0 < gamma < 1 and delta > 0")
+    def __init__(self, key: WatermarkKey, config: KGWConfig | None = None, **kw: Any) -> None:
+        super().__init__(key, config, **kw)
+        c = self.config
         (hashing_key,) = self.derived_keys(1)
-        self.config = WatermarkingConfig(
-            greenlist_ratio=gamma, bias=delta, hashing_key=hashing_key, seeding_scheme="lefthash"
+        #: transformers' own config, built from ours
+        self.watermarking = WatermarkingConfig(
+            greenlist_ratio=c.gamma,
+            bias=c.delta,
+            hashing_key=hashing_key,
+            seeding_scheme="lefthash",
         )
-        self.ignore_repeated_ngrams = ignore_repeated_ngrams
         self._detector: WatermarkDetector | None = None
 
     def watermarking_config(self) -> Any:
-        return self.config
+        return self.watermarking
 
     def detector_id(self) -> str:
-        c = self.config
-        return f"kgw/g{c.greenlist_ratio}/{c.seeding_scheme}/rep{int(self.ignore_repeated_ngrams)}"
+        w = self.watermarking
+        rep = int(self.config.ignore_repeated_ngrams)
+        return f"kgw/g{w.greenlist_ratio}/{w.seeding_scheme}/rep{rep}"
 
     def detect(self, text: str) -> Detection:
         self.require_text(text)
@@ -53,8 +71,8 @@ class KGW(TokenWatermark):
             self._detector = WatermarkDetector(
                 self.lm.model.config,
                 "cpu",
-                self.config,
-                ignore_repeated_ngrams=self.ignore_repeated_ngrams,
+                self.watermarking,
+                ignore_repeated_ngrams=self.config.ignore_repeated_ngrams,
             )
         ids = token_ids(self.lm, text)
         if ids.shape[1] < 2:
@@ -76,4 +94,4 @@ class KGW(TokenWatermark):
 
 @register_scheme("kgw")
 def _kgw(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> KGW:
-    return KGW(key, **with_generator(shared, kwargs))
+    return build_token_scheme(KGW, key, shared, kwargs)

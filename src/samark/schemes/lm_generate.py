@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 from transformers import GenerationConfig, LogitsProcessor
@@ -36,12 +37,47 @@ from samark.sampling.transformers_engine import (
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
+    SchemeConfig,
     SentenceCallback,
     SharedResources,
     Watermark,
+    check,
     register_scheme,
 )
 from samark.segment import split_sentences
+
+
+@dataclass(frozen=True)
+class LMGenerateConfig(SchemeConfig):
+    """The sampling settings of every row written through transformers' ``generate``
+    (SAMark's: temperature 0.7, top-p 0.95, 12 sentences)."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_new_sentences: int = 12
+    tokens_per_sentence: int = 48
+    stop_at_eos: bool = False
+
+    def __post_init__(self) -> None:
+        check(
+            self.temperature > 0 and 0 < self.top_p <= 1,
+            "temperature must be > 0 and top_p in (0, 1]",
+        )
+        check(
+            self.max_new_sentences >= 1 and self.tokens_per_sentence >= 1,
+            "max_new_sentences and tokens_per_sentence must be >= 1",
+        )
+
+
+@dataclass(frozen=True)
+class TokenWatermarkConfig(LMGenerateConfig):
+    """A token watermark's sampling settings and its detection level."""
+
+    alpha: float = 0.01
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(0 < self.alpha < 1, f"alpha must be in (0, 1), got {self.alpha}")
 
 
 class LMGenerateScheme(Watermark):
@@ -49,29 +85,28 @@ class LMGenerateScheme(Watermark):
 
     name = "unwatermarked"
     batch_size = 10
+    #: the scheme's config class (its factory builds one from the params)
+    config_class: type[LMGenerateConfig] = LMGenerateConfig
 
     def __init__(
         self,
         key: Any = None,
+        config: LMGenerateConfig | None = None,
         *,
         generator: str = DEFAULT_GENERATOR,
-        temperature: float = 0.7,
-        top_p: float = 0.95,
-        max_new_sentences: int = 12,
-        tokens_per_sentence: int = 48,
-        stop_at_eos: bool = False,
     ) -> None:
-        if not temperature > 0 or not 0 < top_p <= 1:
-            raise ValueError("temperature must be > 0 and top_p in (0, 1]")
-        if max_new_sentences < 1 or tokens_per_sentence < 1:
-            raise ValueError("max_new_sentences and tokens_per_sentence must be >= 1")
+        self.config = config if config is not None else self.config_class()
+        if not isinstance(self.config, self.config_class):
+            raise TypeError(
+                f"{self.name} needs a {self.config_class.__name__}, got "
+                f"{type(self.config).__name__}"
+            )
         self.generator = generator
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_sentences = max_new_sentences
-        self.tokens_per_sentence = tokens_per_sentence
-        self.stop_at_eos = stop_at_eos
         self._lm: TransformersSampler | None = None
+
+    @property
+    def max_new_sentences(self) -> int:
+        return self.config.max_new_sentences
 
     @property
     def lm(self) -> TransformersSampler:
@@ -117,7 +152,8 @@ class LMGenerateScheme(Watermark):
         if not prompts or not all(isinstance(p, str) for p in prompts):
             raise TypeError("prompts must be a non-empty list of str")
         sentences = max_new_sentences or self.max_new_sentences
-        budget = sentences * self.tokens_per_sentence
+        c = self.config
+        budget = sentences * c.tokens_per_sentence
         lm = self.lm
         tok = lm.tokenizer
         pad = lm.pad_id
@@ -127,11 +163,11 @@ class LMGenerateScheme(Watermark):
         if seed is not None:
             torch.manual_seed(seed)
         # the model's own end (EOS, a chat turn's end) is not the protocol's end
-        suppress = None if self.stop_at_eos else sorted(_special_ids(lm))
+        suppress = None if c.stop_at_eos else sorted(_special_ids(lm))
         config = GenerationConfig(
             do_sample=True,
-            temperature=self.temperature,
-            top_p=self.top_p,
+            temperature=c.temperature,
+            top_p=c.top_p,
             top_k=0,
             max_new_tokens=budget,
             pad_token_id=pad,
@@ -189,14 +225,24 @@ class TokenWatermark(LMGenerateScheme):
     own (KGW, SynthID) or our logits processor in its watermark slot (Unigram, MorphMark,
     EXP), given by ``watermarking_config``; keys derived one-way from the run's secret."""
 
-    def __init__(self, key: Any, *, alpha: float = 0.01, **kwargs: Any) -> None:
-        super().__init__(key, **kwargs)
+    config_class: type[LMGenerateConfig] = TokenWatermarkConfig
+    config: Any  # the scheme's own TokenWatermarkConfig subclass
+
+    def __init__(
+        self,
+        key: Any,
+        config: TokenWatermarkConfig | None = None,
+        *,
+        generator: str = DEFAULT_GENERATOR,
+    ) -> None:
+        super().__init__(key, config, generator=generator)
         if not isinstance(key, WatermarkKey):
             raise TypeError(f"{self.name} needs a WatermarkKey, got {type(key).__name__}")
-        if not 0 < alpha < 1:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         self.key = key
-        self.alpha = alpha
+
+    @property
+    def alpha(self) -> float:
+        return float(self.config.alpha)
 
     def derived_keys(self, count: int) -> list[int]:
         """``count`` 31-bit integer keys for this scheme, derived from the secret."""
@@ -241,15 +287,24 @@ def token_ids(lm: TransformersSampler, text: str) -> Any:
     return torch.tensor([ids], dtype=torch.long)
 
 
+S = TypeVar("S", bound=LMGenerateScheme)
+
+
+def build_token_scheme(
+    cls: type[S], key: Any, shared: SharedResources | None, params: dict[str, Any]
+) -> S:
+    """A scheme of ``cls`` from flat ``params``: its config's fields (over ``config=``,
+    if given) and the rest, with the shared generator unless they name their own. A
+    parameter the scheme does not know is a TypeError."""
+    base = params.pop("config", None)
+    config, rest = cls.config_class.split(params, base)
+    if shared is not None:
+        rest.setdefault("generator", shared.generator)
+    return cls(key, config, **rest)
+
+
 @register_scheme("unwatermarked")
 def _unwatermarked(
     key: Any = None, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> LMGenerateScheme:
-    return LMGenerateScheme(key, **with_generator(shared, kwargs))
-
-
-def with_generator(shared: SharedResources | None, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with the shared generator unless they name their own."""
-    if shared is not None:
-        params.setdefault("generator", shared.generator)
-    return params
+    return build_token_scheme(LMGenerateScheme, key, shared, kwargs)

@@ -14,6 +14,7 @@ bigrams).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,9 +22,9 @@ from transformers import WatermarkingConfig
 from transformers.generation.logits_process import WatermarkLogitsProcessor
 
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.kgw import KGW
-from samark.schemes.lm_generate import ProcessorWatermarking, with_generator
+from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.kgw import KGW, KGWConfig
+from samark.schemes.lm_generate import ProcessorWatermarking, build_token_scheme
 
 
 class MorphProcessor(WatermarkLogitsProcessor):
@@ -62,32 +63,38 @@ class MorphProcessor(WatermarkLogitsProcessor):
         return out  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class MorphMarkConfig(KGWConfig):
+    """KGW's green lists (gamma 0.5; ``delta`` unused) reweighted by the green mass:
+    strength ``k``, no change below green mass ``p0``."""
+
+    gamma: float = 0.5
+    k: float = 1.3
+    p0: float = 0.15
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.k > 0 and 0 <= self.p0 < 1, "need k > 0 and 0 <= p0 < 1")
+
+
 class MorphMark(KGW):
     """MorphMark: adaptive green-list reweighting, KGW's detector."""
 
     name = "morphmark"
+    config_class = MorphMarkConfig
+    config: MorphMarkConfig
 
-    def __init__(
-        self,
-        key: WatermarkKey,
-        *,
-        gamma: float = 0.5,
-        k: float = 1.3,
-        p0: float = 0.15,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(key, gamma=gamma, **kwargs)
-        if k <= 0 or not 0 <= p0 < 1:
-            raise ValueError("need k > 0 and 0 <= p0 < 1")
-        self.k = k
-        self.p0 = p0
+    def __init__(self, key: WatermarkKey, config: MorphMarkConfig | None = None, **kw: Any) -> None:
+        super().__init__(key, config, **kw)
+        self.k = self.config.k
+        self.p0 = self.config.p0
 
     def detector_id(self) -> str:
         return "morphmark/" + super().detector_id().split("/", 1)[1]  # its own green lists
 
     def watermarking_config(self) -> Any:
         return ProcessorWatermarking(
-            lambda size, device: MorphProcessor(size, device, self.config, self.k, self.p0)
+            lambda size, device: MorphProcessor(size, device, self.watermarking, self.k, self.p0)
         )
 
 
@@ -95,4 +102,4 @@ class MorphMark(KGW):
 def _morphmark(
     key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> MorphMark:
-    return MorphMark(key, **with_generator(shared, kwargs))
+    return build_token_scheme(MorphMark, key, shared, kwargs)

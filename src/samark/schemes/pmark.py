@@ -32,9 +32,15 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, SamplingParams
-from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
+from samark.sampling.base import CandidateSampler
+from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.sentence_loop import (
+    Draw,
+    Pick,
+    SentenceLevelWatermark,
+    SentenceSamplingConfig,
+    split_sentence_params,
+)
 from samark.segment import split_sentences
 
 
@@ -44,37 +50,48 @@ class _Step:
     rng: np.random.Generator
 
 
+@dataclass(frozen=True)
+class PMarkConfig(SentenceSamplingConfig):
+    """PMark's ``channels`` (key bits per step) and ``candidates`` per step."""
+
+    channels: int = 4
+    candidates: int = 64
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(
+            1 <= self.channels <= 8 and self.candidates >= 2,
+            "need 1 <= channels <= 8 and candidates >= 2",
+        )
+
+
 class PMark(SentenceLevelWatermark):
     """PMark, online: per-step key bits, medians from the model's candidates."""
 
     name = "pmark"
+    config: PMarkConfig
 
     def __init__(
         self,
         key: WatermarkKey,
+        config: PMarkConfig | None = None,
         *,
-        channels: int = 4,
-        candidates: int = 64,
-        temperature: float = 0.7,  # SAMark's sampling defaults (config.py): a fair row
-        top_p: float = 0.95,
-        max_sentence_tokens: int = 64,
-        max_new_sentences: int = 12,
-        alpha: float = 0.01,
         embedder: Embedder | None = None,
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        if not 1 <= channels <= 8 or candidates < 2:
-            raise ValueError("need 1 <= channels <= 8 and candidates >= 2")
+        self.config = config if config is not None else PMarkConfig()
+        c = self.config
         super().__init__(
             key,
-            sampling=SamplingParams(temperature, top_p, max_sentence_tokens),
-            max_new_sentences=max_new_sentences,
-            alpha=alpha,
+            sampling=c.sampling,
+            max_new_sentences=c.max_new_sentences,
+            alpha=c.alpha,
             embedder=embedder,
             sampler=sampler,
             generator=generator,
         )
+        channels, candidates = c.channels, c.candidates
         pivot_seed, self._bit_seed = key.derive_ints(self.name, 2)
         pivots = np.random.default_rng(pivot_seed).standard_normal((channels, self.embedder.dim))
         self.pivots = pivots / np.linalg.norm(pivots, axis=1, keepdims=True)
@@ -159,4 +176,5 @@ class PMark(SentenceLevelWatermark):
 
 @register_scheme("pmark")
 def _pmark(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> PMark:
-    return PMark(key, **with_shared_models(shared, kwargs))
+    config, rest = split_sentence_params(PMarkConfig, shared, kwargs)
+    return PMark(key, config, **rest)

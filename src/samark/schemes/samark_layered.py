@@ -33,7 +33,6 @@ a few thousand outputs) and ``combine="both"`` where a forgery is the threat
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -47,7 +46,7 @@ from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR, resolve_generator
 from samark.sampling.base import CandidateSampler
-from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.base import SharedResources, register_scheme, split_params
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.scheme import SAMark, _with_shared
 from samark.token_layer import GreenListLayer, TokenLayerConfig
@@ -220,9 +219,6 @@ class SAMarkLayered(SAMark):
         )
 
 
-_TOKEN_FIELDS = {f.name for f in dataclasses.fields(TokenLayerConfig)}
-
-
 @register_scheme("samark-layered")
 def _samark_layered(
     key: WatermarkKey,
@@ -231,9 +227,9 @@ def _samark_layered(
     config: SAMarkConfig | None = None,
     **kwargs: Any,
 ) -> SAMarkLayered:
-    token = TokenLayerConfig(**{k: kwargs.pop(k) for k in list(kwargs) if k in _TOKEN_FIELDS})
+    token, kwargs = split_params(TokenLayerConfig, kwargs)
     explicit = "statistic" in kwargs or config is not None
-    fields, kwargs = _with_shared(shared, config, kwargs)
+    built, kwargs = _with_shared(shared, config, kwargs)
     if not explicit:
-        fields["statistic"] = "scan"  # the semantic layer must survive dilution
-    return SAMarkLayered(key, config=SAMarkConfig(**fields), token=token, **kwargs)
+        built = built.replace(statistic="scan")  # the semantic layer must survive dilution
+    return SAMarkLayered(key, config=built, token=token, **kwargs)

@@ -34,9 +34,15 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR, cache_dir
-from samark.sampling.base import CandidateSampler, SamplingParams
-from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
+from samark.sampling.base import CandidateSampler
+from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.sentence_loop import (
+    Draw,
+    Pick,
+    SentenceLevelWatermark,
+    SentenceSamplingConfig,
+    split_sentence_params,
+)
 from samark.segment import split_sentences
 
 PartitionKind = Literal["lsh", "kmeans"]
@@ -119,47 +125,63 @@ class _Step:
     previous: int  # the region of the sentence before
 
 
+@dataclass(frozen=True)
+class SemStampConfig(SentenceSamplingConfig):
+    """SemStamp's partition (``"lsh"``: ``dims`` random hyperplanes; ``"kmeans"``:
+    ``clusters`` centroids fitted on ``fit_sentences`` sentences), its valid share
+    ``gamma``, the rejection ``margin`` and the trials per sentence (``max_trials`` in
+    batches of ``batch``)."""
+
+    partition: PartitionKind = "lsh"
+    dims: int = 3
+    clusters: int = 8
+    fit_sentences: int = 4000
+    gamma: float = 0.25
+    margin: float = 0.02
+    max_trials: int = 100
+    batch: int = 16
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(
+            self.partition in ("lsh", "kmeans"),
+            f"partition must be 'lsh' or 'kmeans', got {self.partition!r}",
+        )
+        check(
+            1 <= self.dims <= 8 and self.clusters >= 2 and 0 < self.gamma < 1 and self.margin >= 0,
+            "need 1 <= dims <= 8, clusters >= 2, 0 < gamma < 1, margin >= 0",
+        )
+        check(self.max_trials >= 1 and self.batch >= 1, "need max_trials >= 1 and batch >= 1")
+
+
 class SemStamp(SentenceLevelWatermark):
     """SemStamp (``partition="lsh"``) or k-SemStamp (``partition="kmeans"``)."""
 
     name = "semstamp"
+    config: SemStampConfig
 
     def __init__(
         self,
         key: WatermarkKey,
+        config: SemStampConfig | None = None,
         *,
-        partition: PartitionKind = "lsh",
-        dims: int = 3,
-        clusters: int = 8,
-        fit_sentences: int = 4000,
-        gamma: float = 0.25,
-        margin: float = 0.02,
-        max_trials: int = 100,
-        batch: int = 16,
-        temperature: float = 0.7,  # SAMark's sampling defaults (config.py): a fair row
-        top_p: float = 0.95,
-        max_sentence_tokens: int = 64,
-        max_new_sentences: int = 12,
-        alpha: float = 0.01,
         embedder: Embedder | None = None,
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        if partition not in ("lsh", "kmeans"):
-            raise ValueError(f"partition must be 'lsh' or 'kmeans', got {partition!r}")
-        if not 1 <= dims <= 8 or clusters < 2 or not 0 < gamma < 1 or margin < 0:
-            raise ValueError("need 1 <= dims <= 8, clusters >= 2, 0 < gamma < 1, margin >= 0")
-        if max_trials < 1 or batch < 1:
-            raise ValueError("need max_trials >= 1 and batch >= 1")
+        self.config = config if config is not None else SemStampConfig()
+        c = self.config
         super().__init__(
             key,
-            sampling=SamplingParams(temperature, top_p, max_sentence_tokens),
-            max_new_sentences=max_new_sentences,
-            alpha=alpha,
+            sampling=c.sampling,
+            max_new_sentences=c.max_new_sentences,
+            alpha=c.alpha,
             embedder=embedder,
             sampler=sampler,
             generator=generator,
         )
+        partition, dims, clusters = c.partition, c.dims, c.clusters
+        fit_sentences, gamma = c.fit_sentences, c.gamma
         self.kind = partition
         plane_seed, self._valid_seed = key.derive_ints(f"{self.name}/{partition}", 2)
         self.partition: LSHPartition | CentroidPartition = (
@@ -169,9 +191,9 @@ class SemStamp(SentenceLevelWatermark):
         )
         self.valid_size = max(1, round(gamma * self.partition.regions))
         self.gamma = gamma
-        self.margin = margin
-        self.max_trials = max_trials
-        self.batch = batch
+        self.margin = c.margin
+        self.max_trials = c.max_trials
+        self.batch = c.batch
         shape = f"d{dims}" if partition == "lsh" else f"k{clusters}n{fit_sentences}"
         self._id = f"{self.name}/{partition}/{shape}/g{gamma}/{self.embedder.name}"
 
@@ -256,15 +278,18 @@ class KSemStamp(SemStamp):
 def _semstamp(
     key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> SemStamp:
-    if kwargs.setdefault("partition", "lsh") != "lsh":
+    config, rest = split_sentence_params(SemStampConfig, shared, kwargs)
+    if config.partition != "lsh":
         raise ValueError("semstamp partitions by LSH; k-semstamp is the k-means row")
-    return SemStamp(key, **with_shared_models(shared, kwargs))
+    return SemStamp(key, config, **rest)
 
 
 @register_scheme("k-semstamp")
 def _k_semstamp(
     key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> SemStamp:
-    if kwargs.setdefault("partition", "kmeans") != "kmeans":
+    kwargs.setdefault("partition", "kmeans")
+    config, rest = split_sentence_params(SemStampConfig, shared, kwargs)
+    if config.partition != "kmeans":
         raise ValueError("k-semstamp partitions by k-means; semstamp is the LSH row")
-    return KSemStamp(key, **with_shared_models(shared, kwargs))
+    return KSemStamp(key, config, **rest)

@@ -15,7 +15,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,9 +26,11 @@ from samark.sampling.base import CandidateSampler, SamplingParams
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
+    SchemeConfig,
     SentenceCallback,
     SharedResources,
     Watermark,
+    check,
 )
 from samark.text import words
 
@@ -238,3 +240,39 @@ def with_shared_models(shared: SharedResources | None, params: dict[str, Any]) -
         params.setdefault("embedder", shared.embedder)
         params.setdefault("generator", shared.generator)
     return params
+
+
+@dataclass(frozen=True)
+class SentenceSamplingConfig(SchemeConfig):
+    """The candidate sampling, length and detection level of a sentence-level baseline
+    (SAMark's sampling defaults: a fair row)."""
+
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_sentence_tokens: int = 64
+    max_new_sentences: int = 12
+    alpha: float = 0.01
+
+    def __post_init__(self) -> None:
+        check(
+            self.max_new_sentences >= 1 and 0 < self.alpha < 1,
+            "need max_new_sentences >= 1 and 0 < alpha < 1",
+        )
+        _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.temperature, self.top_p, self.max_sentence_tokens)
+
+
+SSC = TypeVar("SSC", bound=SentenceSamplingConfig)
+
+
+def split_sentence_params(
+    config_class: type[SSC], shared: SharedResources | None, params: dict[str, Any]
+) -> tuple[SSC, dict[str, Any]]:
+    """(the scheme's config from flat ``params``, over ``config=`` if given; the other
+    params with the shared models)."""
+    base = params.pop("config", None)
+    config, rest = config_class.split(params, base)
+    return config, with_shared_models(shared, rest)

@@ -8,6 +8,7 @@ binomial tail is the p-value. The keys derive one-way from the run's secret.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,42 +18,54 @@ from transformers.generation.logits_process import SynthIDTextWatermarkLogitsPro
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, register_scheme
-from samark.schemes.lm_generate import TokenWatermark, token_ids, with_generator
+from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.lm_generate import (
+    TokenWatermark,
+    TokenWatermarkConfig,
+    build_token_scheme,
+    token_ids,
+)
+
+
+@dataclass(frozen=True)
+class SynthIDConfig(TokenWatermarkConfig):
+    """The tournament's depth (its number of keys) and the n-gram that seeds each step."""
+
+    depth: int = 30
+    ngram_len: int = 5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.depth >= 1 and self.ngram_len >= 2, "need depth >= 1 and ngram_len >= 2")
 
 
 class SynthID(TokenWatermark):
     """SynthID-Text (tournament sampling, depth = number of keys) via transformers."""
 
     name = "synthid"
+    config_class = SynthIDConfig
+    config: SynthIDConfig
 
-    def __init__(
-        self,
-        key: WatermarkKey,
-        *,
-        depth: int = 30,
-        ngram_len: int = 5,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(key, **kwargs)
-        if depth < 1 or ngram_len < 2:
-            raise ValueError("need depth >= 1 and ngram_len >= 2")
-        self.config = SynthIDTextWatermarkingConfig(
-            keys=self.derived_keys(depth), ngram_len=ngram_len
+    def __init__(self, key: WatermarkKey, config: SynthIDConfig | None = None, **kw: Any) -> None:
+        super().__init__(key, config, **kw)
+        c = self.config
+        #: transformers' own config, built from ours
+        self.watermarking = SynthIDTextWatermarkingConfig(
+            keys=self.derived_keys(c.depth), ngram_len=c.ngram_len
         )
         self._processor: SynthIDTextWatermarkLogitsProcessor | None = None
 
     def watermarking_config(self) -> Any:
-        return self.config
+        return self.watermarking
 
     def detector_id(self) -> str:
-        return f"synthid/d{len(self.config.keys)}/n{self.config.ngram_len}"
+        return f"synthid/d{len(self.watermarking.keys)}/n{self.watermarking.ngram_len}"
 
     @torch.inference_mode()
     def detect(self, text: str) -> Detection:
         self.require_text(text)
         if self._processor is None:
-            c = self.config
+            c = self.watermarking
             self._processor = SynthIDTextWatermarkLogitsProcessor(
                 ngram_len=c.ngram_len,
                 keys=c.keys,
@@ -89,4 +102,4 @@ class SynthID(TokenWatermark):
 
 @register_scheme("synthid")
 def _synthid(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> SynthID:
-    return SynthID(key, **with_generator(shared, kwargs))
+    return build_token_scheme(SynthID, key, shared, kwargs)

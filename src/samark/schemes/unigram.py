@@ -13,6 +13,7 @@ on the key, the number of green tokens among its ``n`` distinct tokens is hyperg
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,13 +23,14 @@ from transformers import LogitsProcessor
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.base import SharedResources, check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
     TokenWatermark,
+    TokenWatermarkConfig,
+    build_token_scheme,
     token_ids,
     vocab_size,
-    with_generator,
 )
 
 
@@ -42,19 +44,29 @@ class GreenBias(LogitsProcessor):
         return scores + self.bias[: scores.shape[-1]].to(scores.dtype)  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class UnigramConfig(TokenWatermarkConfig):
+    """The green list's share ``gamma`` and the logit bias ``delta`` (Zhao et al. 2023)."""
+
+    gamma: float = 0.5
+    delta: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(0 < self.gamma < 1 and self.delta > 0, "need 0 < gamma < 1 and delta > 0")
+
+
 class Unigram(TokenWatermark):
     """Unigram-Watermark: a fixed green list, a logit bias, an exact hypergeometric test."""
 
     name = "unigram"
+    config_class = UnigramConfig
+    config: UnigramConfig
 
-    def __init__(
-        self, key: WatermarkKey, *, gamma: float = 0.5, delta: float = 2.0, **kwargs: Any
-    ) -> None:
-        super().__init__(key, **kwargs)
-        if not 0 < gamma < 1 or delta <= 0:
-            raise ValueError("need 0 < gamma < 1 and delta > 0")
-        self.gamma = gamma
-        self.delta = delta
+    def __init__(self, key: WatermarkKey, config: UnigramConfig | None = None, **kw: Any) -> None:
+        super().__init__(key, config, **kw)
+        self.gamma = self.config.gamma
+        self.delta = self.config.delta
         (self._seed,) = self.derived_keys(1)
         self._green: torch.Tensor | None = None
 
@@ -105,4 +117,4 @@ class Unigram(TokenWatermark):
 
 @register_scheme("unigram")
 def _unigram(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> Unigram:
-    return Unigram(key, **with_generator(shared, kwargs))
+    return build_token_scheme(Unigram, key, shared, kwargs)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,13 +46,14 @@ from transformers import LogitsProcessor
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, register_scheme
+from samark.schemes.base import SharedResources, check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
     TokenWatermark,
+    TokenWatermarkConfig,
+    build_token_scheme,
     token_ids,
     vocab_size,
-    with_generator,
 )
 
 BITS = 16  # token ids as 16 bits: vocabularies up to 65,536 (SmolLM2: 49,152)
@@ -182,30 +184,46 @@ class UPVBias(LogitsProcessor):
         return out  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class UPVConfig(TokenWatermarkConfig):
+    """The green share ``gamma``, the logit bias ``delta`` on the ``top_k`` likeliest
+    tokens, the detector's allowance ``sigma`` for the network's error, and the network's
+    training ``epochs`` (the paper's recipe)."""
+
+    gamma: float = 0.5
+    delta: float = 2.0
+    top_k: int = 20
+    sigma: float = 0.02
+    epochs: int = 300
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(
+            0 < self.gamma < 1
+            and self.delta > 0
+            and self.top_k >= 1
+            and self.sigma >= 0
+            and self.epochs >= 1,
+            "need 0 < gamma < 1, delta > 0, top_k >= 1, sigma >= 0, epochs >= 1",
+        )
+
+
 class UPV(TokenWatermark):
     """UPV: a neural green list trained from the key, a top-k logit bias, UPV's z-test."""
 
     name = "upv"
 
-    def __init__(
-        self,
-        key: WatermarkKey,
-        *,
-        gamma: float = 0.5,
-        delta: float = 2.0,
-        top_k: int = 20,
-        sigma: float = 0.02,
-        epochs: int = 300,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(key, **kwargs)
-        if not 0 < gamma < 1 or delta <= 0 or top_k < 1 or sigma < 0 or epochs < 1:
-            raise ValueError("need 0 < gamma < 1, delta > 0, top_k >= 1, sigma >= 0, epochs >= 1")
-        self.gamma = gamma
-        self.delta = delta
-        self.top_k = top_k
-        self.sigma = sigma
-        self.epochs = epochs
+    config_class = UPVConfig
+    config: UPVConfig
+
+    def __init__(self, key: WatermarkKey, config: UPVConfig | None = None, **kw: Any) -> None:
+        super().__init__(key, config, **kw)
+        c = self.config
+        self.gamma = c.gamma
+        self.delta = c.delta
+        self.top_k = c.top_k
+        self.sigma = c.sigma
+        self.epochs = c.epochs
         (self._seed,) = self.derived_keys(1)
         self._net: GreenNetwork | None = None
         self._tau = 0.5
@@ -265,4 +283,4 @@ class UPV(TokenWatermark):
 
 @register_scheme("upv")
 def _upv(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> UPV:
-    return UPV(key, **with_generator(shared, kwargs))
+    return build_token_scheme(UPV, key, shared, kwargs)

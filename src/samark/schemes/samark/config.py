@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from samark.sampling.base import SamplingParams
+from samark.schemes.base import SchemeConfig, check
 from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference
 from samark.schemes.samark.statistics import STATISTICS, Statistic
 
 
 @dataclass(frozen=True)
-class SAMarkConfig:
+class SAMarkConfig(SchemeConfig):
     """Every knob of SAMark generation (paper Alg. 1) and detection (Alg. 2).
 
     Defaults are the paper's (c=2, N=64, kappa=30, lambda_div=0.35, lambda_nov=0.2,
     theta_sem=0.8, theta_ngram=0.4 with n=4, temperature 0.7, top_p 0.95, 12 sentences).
     ``epsilon`` is ours (the paper gives none): see ``docs/parameters.md``.
     """
+
+    #: SAMark-dagger's settings (the paper's "All Off" row): the diversity-aware filters
+    #: and the soft regularisation off
+    DAGGER: ClassVar[dict[str, Any]] = {
+        "lambda_div": 0.0,
+        "lambda_nov": 0.0,
+        "ngram_filter": False,
+        "semantic_filter": False,
+    }
 
     # watermark
     channels: int = 2
@@ -92,44 +101,44 @@ class SAMarkConfig:
     alpha: float = 0.01
 
     def __post_init__(self) -> None:
-        _check(self.channels >= 1, "channels must be >= 1")
-        _check(self.kappa > 0, "kappa must be > 0")
-        _check(
+        check(self.channels >= 1, "channels must be >= 1")
+        check(self.kappa > 0, "kappa must be > 0")
+        check(
             self.generation_kappa is None or self.generation_kappa > 0,
             "generation_kappa must be > 0 (or None: the detection kappa)",
         )
-        _check(
+        check(
             self.margin_reference in MARGIN_REFERENCES,
             f"margin_reference must be one of {MARGIN_REFERENCES}",
         )
-        _check(self.candidates >= 1, "candidates must be >= 1")
-        _check(self.max_new_sentences >= 1, "max_new_sentences must be >= 1")
-        _check(self.epsilon > 0, "epsilon must be > 0")
-        _check(self.lambda_div >= 0 and self.lambda_nov >= 0, "lambda weights must be >= 0")
-        _check(0 < self.theta_sem <= 1, "theta_sem must be in (0, 1]")
-        _check(0 < self.theta_ngram <= 1, "theta_ngram must be in (0, 1]")
-        _check(self.ngram_n >= 1, "ngram_n must be >= 1")
-        _check(self.extra_batches >= 0, "extra_batches must be >= 0")
-        _check(self.adaptive_chunk >= 1, "adaptive_chunk must be >= 1")
-        _check(self.adaptive_matches >= 1, "adaptive_matches must be >= 1")
-        _check(0 <= self.adaptive_saturation < 1, "adaptive_saturation must be in [0, 1)")
-        _check(self.adaptive_patience >= 1, "adaptive_patience must be >= 1")
-        _check(self.steer >= 0, "steer must be >= 0")
-        _check(self.steer_words >= 16, "steer_words must be >= 16")
-        _check(self.prune_at >= 0, "prune_at must be >= 0 (0: no pruning)")
-        _check(self.prune_keep >= 1, "prune_keep must be >= 1")
+        check(self.candidates >= 1, "candidates must be >= 1")
+        check(self.max_new_sentences >= 1, "max_new_sentences must be >= 1")
+        check(self.epsilon > 0, "epsilon must be > 0")
+        check(self.lambda_div >= 0 and self.lambda_nov >= 0, "lambda weights must be >= 0")
+        check(0 < self.theta_sem <= 1, "theta_sem must be in (0, 1]")
+        check(0 < self.theta_ngram <= 1, "theta_ngram must be in (0, 1]")
+        check(self.ngram_n >= 1, "ngram_n must be >= 1")
+        check(self.extra_batches >= 0, "extra_batches must be >= 0")
+        check(self.adaptive_chunk >= 1, "adaptive_chunk must be >= 1")
+        check(self.adaptive_matches >= 1, "adaptive_matches must be >= 1")
+        check(0 <= self.adaptive_saturation < 1, "adaptive_saturation must be in [0, 1)")
+        check(self.adaptive_patience >= 1, "adaptive_patience must be >= 1")
+        check(self.steer >= 0, "steer must be >= 0")
+        check(self.steer_words >= 16, "steer_words must be >= 16")
+        check(self.prune_at >= 0, "prune_at must be >= 0 (0: no pruning)")
+        check(self.prune_keep >= 1, "prune_keep must be >= 1")
         object.__setattr__(self, "payload_flags", tuple(self.payload_flags))
-        _check(
+        check(
             all(f in (-1, 1) for f in self.payload_flags),
             "payload_flags must be signs, +1 or -1",
         )
-        _check(
+        check(
             len(self.payload_flags) < self.channels,
             f"payload_flags sets at most channels - 1 ({self.channels - 1}) flags",
         )
-        _check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
-        _check(self.n_null >= 19, "n_null must be >= 19")
-        _check(0 < self.alpha < 1, "alpha must be in (0, 1)")
+        check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
+        check(self.n_null >= 19, "n_null must be >= 19")
+        check(0 < self.alpha < 1, "alpha must be in (0, 1)")
         _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
 
     @property
@@ -145,18 +154,4 @@ class SAMarkConfig:
     def dagger(cls, **overrides: Any) -> SAMarkConfig:
         """SAMark-dagger: diversity-aware filtering and soft regularisation all off
         (the paper's "All Off" ablation row)."""
-        base: dict[str, Any] = dict(
-            lambda_div=0.0, lambda_nov=0.0, ngram_filter=False, semantic_filter=False
-        )
-        return cls(**{**base, **overrides})
-
-    def replace(self, **changes: Any) -> SAMarkConfig:
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
+        return cls(**{**cls.DAGGER, **overrides})

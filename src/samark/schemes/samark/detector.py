@@ -51,7 +51,7 @@ class SAMarkDetector:
         *,
         channels: int = 2,
         kappa: float = 30.0,
-        use_tanh: bool = True,
+        tanh_detection: bool = True,
         statistic: Statistic = "z",
         n_null: int = 999,
         null_seed: int = 0,
@@ -67,7 +67,7 @@ class SAMarkDetector:
         self.embedder = embedder
         self.channels = channels
         self.kappa = kappa
-        self.use_tanh = use_tanh
+        self.tanh_detection = tanh_detection
         self.statistic: Statistic = statistic
         self.n_null = n_null
         self.null_seed = null_seed
@@ -106,8 +106,8 @@ class SAMarkDetector:
         return (
             self._law == other._law
             and self.embedder.identity.fingerprint == other.embedder.identity.fingerprint
-            and (self.channels, self.kappa, self.use_tanh, self.statistic)
-            == (other.channels, other.kappa, other.use_tanh, other.statistic)
+            and (self.channels, self.kappa, self.tanh_detection, self.statistic)
+            == (other.channels, other.kappa, other.tanh_detection, other.statistic)
             and (self.n_null, self.null_seed) == (other.n_null, other.null_seed)
         )
 
@@ -122,7 +122,7 @@ class SAMarkDetector:
         )
         all_pivots = np.concatenate([self._pivots[None], nulls], axis=0)
         responses = channel_responses(embeddings, all_pivots)
-        evidence = alignment(responses, self.kappa, self.use_tanh)
+        evidence = alignment(responses, self.kappa, self.tanh_detection)
         values = statistic_values(evidence, self.statistic)
         return self._detection(responses[0], evidence, values, sentences)
 
@@ -221,5 +221,5 @@ def _ring_evidence(
     responses = np.concatenate(
         [channel_responses(embeddings, own), channel_responses(embeddings, nulls)], axis=0
     )
-    evidence = alignment(responses, first.kappa, first.use_tanh)
+    evidence = alignment(responses, first.kappa, first.tanh_detection)
     return responses, evidence, statistic_values(evidence, first.statistic)

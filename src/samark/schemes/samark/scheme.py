@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,7 +59,7 @@ class SAMark(SentenceLevelWatermark):
             self.embedder,
             channels=c.channels,
             kappa=c.kappa,
-            use_tanh=c.tanh_detection,
+            tanh_detection=c.tanh_detection,
             statistic=c.statistic,
             n_null=c.n_null,
             null_seed=c.null_seed,
@@ -272,15 +271,13 @@ def _with_shared(
     shared: SharedResources | None,
     config: SAMarkConfig | None,
     params: dict[str, Any],
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(config fields, constructor arguments): the config's own fields, those named in
-    ``params`` (an experiment's TOML names them flat), and the shared models."""
-    names = {f.name for f in dataclasses.fields(SAMarkConfig)}
-    fields = config.to_dict() if config else {}
-    fields.update({k: params.pop(k) for k in list(params) if k in names})
+) -> tuple[SAMarkConfig, dict[str, Any]]:
+    """(the config: ``config`` or the defaults with the fields ``params`` names, the
+    constructor's other arguments with the shared models)."""
+    built, rest = SAMarkConfig.split(params, config)
     if shared is not None and shared.research_records:
-        fields["record_signal"] = True
-    return fields, with_shared_models(shared, params)
+        built = built.replace(record_signal=True)
+    return built, with_shared_models(shared, rest)
 
 
 @register_scheme("samark")
@@ -291,8 +288,8 @@ def _samark(
     config: SAMarkConfig | None = None,
     **kwargs: Any,
 ) -> SAMark:
-    fields, kwargs = _with_shared(shared, config, kwargs)
-    return SAMark(key, config=SAMarkConfig(**fields), **kwargs)
+    built, kwargs = _with_shared(shared, config, kwargs)
+    return SAMark(key, config=built, **kwargs)
 
 
 @register_scheme("samark-dagger")
@@ -303,9 +300,7 @@ def _samark_dagger(
     config: SAMarkConfig | None = None,
     **kwargs: Any,
 ) -> SAMark:
-    overrides, kwargs = _with_shared(shared, config, kwargs)
-    for name in ("lambda_div", "lambda_nov", "ngram_filter", "semantic_filter"):
-        overrides.pop(name, None)
-    scheme = SAMark(key, config=SAMarkConfig.dagger(**overrides), **kwargs)
+    built, kwargs = _with_shared(shared, config, kwargs)
+    scheme = SAMark(key, config=built.replace(**SAMarkConfig.DAGGER), **kwargs)
     scheme.name = "samark-dagger"
     return scheme
