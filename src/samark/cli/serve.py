@@ -98,13 +98,7 @@ def serve(
     try:
         import uvicorn
 
-        from samark.serving import (
-            ServeSettings,
-            Upstream,
-            create_app,
-            load_tokens,
-            tokenizer_chat_renderer,
-        )
+        from samark.serving import ServeSettings, load_tokens
     except ImportError as exc:
         raise fail(
             f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
@@ -129,8 +123,36 @@ def serve(
         key, marked_by, _ = ring_key_file(keyring, label, None)
     elif label is not None:
         raise fail("--label chooses a key of a --keyring")
+    scheme = _served_scheme(
+        key, scheme_name, generator, upstream, statistic, candidates, sentences, alpha, concurrency
+    )
+    app_ = _served_app(
+        scheme, settings, generator, upstream, timeout, keyring, marked_by, statistic, alpha
+    )
+    if no_auth:
+        err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
+    uvicorn.run(app_, host=host, port=port, log_level="info")
+
+
+def _served_scheme(
+    key: Path,
+    scheme_name: str,
+    generator: str,
+    upstream: str | None,
+    statistic: str | None,
+    candidates: int,
+    sentences: int,
+    alpha: float,
+    concurrency: int,
+) -> Any:
+    """The served scheme: SAMark's family with its options (and, for concurrent requests
+    on the local generator, a batching engine), any other scheme at its defaults."""
+    if scheme_name not in SAMARK_SCHEMES:  # any other scheme with a key and a detector
+        scheme = load_other_scheme(scheme_name, key, generator=generator)
+        err.print(f"loading {generator} ...")
+        return scheme
     engine = None
-    if samark_family and upstream is None and concurrency > 1:  # requests share batches
+    if upstream is None and concurrency > 1:  # requests share batches
         from samark.sampling.batching import BatchingSampler
         from samark.sampling.transformers_engine import load_transformers_sampler
 
@@ -139,29 +161,44 @@ def serve(
             engine = BatchingSampler(load_transformers_sampler(generator))
         except (SamarkError, ValueError, OSError) as exc:
             raise fail(str(exc)) from None
-    if samark_family:
-        scheme = load_scheme(
-            key,
-            scheme_name,
-            generator,
-            upstream,
-            statistic,
-            engine=engine,
-            candidates=candidates,
-            max_new_sentences=sentences,
-            alpha=alpha,
-        )
-    else:  # any other scheme with a key and a detector, at its own defaults
-        scheme = load_other_scheme(scheme_name, key, generator=generator)
+    scheme = load_scheme(
+        key,
+        scheme_name,
+        generator,
+        upstream,
+        statistic,
+        engine=engine,
+        candidates=candidates,
+        max_new_sentences=sentences,
+        alpha=alpha,
+    )
     if engine is None:
         err.print(f"loading {generator} ...")
+    return scheme
+
+
+def _served_app(
+    scheme: Any,
+    settings: Any,
+    generator: str,
+    upstream: str | None,
+    timeout: float,
+    keyring: Path | None,
+    marked_by: dict[str, Any],
+    statistic: str | None,
+    alpha: float,
+) -> Any:
+    """The application: the local generator loaded now (not in the first request) and
+    lending its tokenizer (chat template, token counts), the upstream for unmarked
+    pass-through, and the keyring."""
+    from samark.serving import Upstream, create_app, tokenizer_chat_renderer
+
     try:
         from transformers import AutoTokenizer
 
         from samark.models import resolve_generator
         from samark.openai_client import async_openai_client
 
-        # the local generator loads now (not in the first request) and lends its tokenizer:
         # a sentence-level scheme's candidate engine, a token-level scheme's model
         sampler = getattr(scheme, "sampler", None) or scheme.lm
         tokenizer = (
@@ -180,7 +217,7 @@ def serve(
         keys = None
         if keyring is not None:
             keys = _serve_keys(keyring, marked_by["key_label"], scheme, generator, statistic, alpha)
-        app_ = create_app(
+        return create_app(
             scheme,
             settings,
             render_chat=render,
@@ -190,9 +227,6 @@ def serve(
         )
     except SamarkError as exc:
         raise fail(str(exc)) from None
-    if no_auth:
-        err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
-    uvicorn.run(app_, host=host, port=port, log_level="info")
 
 
 def _serve_keys(
