@@ -166,9 +166,10 @@ def test_flag_bits_add_payload_bits_in_the_flags(tmp_path) -> None:
     again = Keyring.load(tmp_path / "ring")
     assert again.flag_bits == 2 and again.payload_bits == 3
     index = json.loads((tmp_path / "ring" / INDEX).read_text())
-    assert index["flag_bits"] == 2
+    assert index["flag_bits"] == 2 and index["version"] == 2  # an older reader refuses it
     plain = Keyring.create(tmp_path / "plain", IDENTITY)
-    assert "flag_bits" not in (tmp_path / "plain" / INDEX).read_text()  # older rings' bytes
+    plain_index = json.loads((tmp_path / "plain" / INDEX).read_text())
+    assert "flag_bits" not in plain_index and plain_index["version"] == 1  # older bytes
     assert plain.flag_bits == 0 and plain.payload_bits is None
     with pytest.raises(KeyringError, match="flag_bits"):
         Keyring.create(tmp_path / "bad", IDENTITY, flag_bits=-1)

@@ -38,7 +38,9 @@ from samark.errors import EmbedderMismatchError, KeyFileError, SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 
 RING_FORMAT = "samark-keyring"
-RING_VERSION = 1
+#: the index's version: 2 for a ring with flag bits (a reader of version 1 would decode
+#: its payloads wrongly, so it must refuse the ring), else 1 (older rings' bytes)
+RING_VERSION = 2
 INDEX = "ring.json"
 #: at most this many payload bits in the flag pattern (SAMark's channels - 1: 1 by default)
 MAX_FLAG_BITS = 8
@@ -169,10 +171,10 @@ class Keyring:
             raise KeyringError(f"cannot read keyring index {index}: {exc}") from None
         if not isinstance(record, dict) or record.get("format") != RING_FORMAT:
             raise KeyringError(f"{index} is not a samark keyring index")
-        if record.get("version") != RING_VERSION:
+        if record.get("version") not in (1, RING_VERSION):
             raise KeyringError(
                 f"{index} has keyring version {record.get('version')!r}; "
-                f"this samark reads version {RING_VERSION}"
+                f"this samark reads versions 1 to {RING_VERSION}"
             )
         try:
             emb = record["embedder"]
@@ -191,14 +193,18 @@ class Keyring:
         if len({e.label for e in entries}) != len(entries):
             raise KeyringError(f"{index} is a damaged keyring index (a label repeats)")
         flag_bits = record.get("flag_bits", 0)
-        if not isinstance(flag_bits, int) or not 0 <= flag_bits <= MAX_FLAG_BITS:
+        if (
+            not isinstance(flag_bits, int)
+            or not 0 <= flag_bits <= MAX_FLAG_BITS
+            or (flag_bits > 0) != (record["version"] == 2)
+        ):
             raise KeyringError(f"{index} is a damaged keyring index (flag_bits {flag_bits!r})")
         return cls(path, embedder, entries, flag_bits=flag_bits)
 
     def _write_index(self) -> None:
         record = {
             "format": RING_FORMAT,
-            "version": RING_VERSION,
+            "version": RING_VERSION if self.flag_bits else 1,
             "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
             "keys": [e.to_dict() for e in self._entries],
         }
