@@ -25,7 +25,8 @@ detector scores the result; "forged" is p < 0.01. The share of the direction ins
 key's pivot span (|cos| to the span) says how much of the key leaked (a truth the forger
 never sees; a random direction has about sqrt(c / dim)).
 
-    python benchmarks/flag_payload_leak.py experiments/runs/paper --draws 60 --out FILE.json
+    python benchmarks/flag_payload_leak.py experiments/runs/paper --draws 60 --out FILE.json \
+        --plot FILE.png
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ ALPHA = 0.01
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run", type=Path, help="a run folder with SAMark texts")
+    ap.add_argument("run", type=Path, nargs="?", help="a run folder with SAMark texts")
     ap.add_argument("--scheme", default="SAMark", help="the run's row label")
     ap.add_argument("--channels", type=int, default=2)
     ap.add_argument("--counts", default="1,2,4,8,16", help="marked texts the forger holds")
@@ -65,7 +66,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--settings", default="control,fixed,relative,random", help="what to measure")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--plot", type=Path, default=None, help="forged share against texts (PNG)")
+    ap.add_argument(
+        "--from-json", type=Path, default=None, help="plot an earlier --out file, measure nothing"
+    )
     args = ap.parse_args()
+    if args.from_json is not None:
+        plot(json.loads(args.from_json.read_text())["rows"], args.plot or Path("leak.png"))
+        return
 
     experiment = Experiment.load(args.run / "experiment.toml")
     embedder = load_embedder(experiment.embedder)
@@ -167,11 +175,50 @@ def main() -> None:
     if "random" in args.settings:  # no flag payload (Alg. 1): any flags
         attack("random flags", [items], args.random_counts, scatter_direction)
 
+    if args.plot:
+        plot(rows, args.plot)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(
             json.dumps({"run": str(args.run), "alpha": ALPHA, "rows": rows}, indent=1) + "\n"
         )
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    """Forged share (p < 0.01) against the marked texts the forger holds, per setting."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=150)
+    styles = {
+        "fixed flags": ("#d62728", "o", "absolute flag payload (every text of a value alike)"),
+        "relative flags": ("#1f77b4", "s", "relative flag payload (shipped)"),
+        "random flags": ("#2ca02c", "^", "no flag payload (Alg. 1: any texts of the key)"),
+    }
+    for setting, (color, marker, label) in styles.items():
+        pts = [(r["texts"], 100 * r["forged"]) for r in rows if r["setting"] == setting]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            ax.plot(xs, ys, color=color, marker=marker, label=label, linewidth=2)
+    control = [100 * r["forged"] for r in rows if r["setting"] == "no marked text"]
+    if control:
+        ax.axhline(control[0], color="grey", linestyle="--", label="no marked text (control)")
+    ax.axhline(100 * ALPHA, color="black", linestyle=":", linewidth=1, label="alpha = 1%")
+    ax.set_xscale("log", base=2)
+    counts = sorted({r["texts"] for r in rows if r["texts"] > 0})
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.set_xlabel("marked texts the forger holds (of one payload value)")
+    ax.set_ylabel("forged human texts detected (p < 0.01), %")
+    ax.set_title("What a flag payload gives away to averaging")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, frameon=True)
+    top = max([r["forged"] for r in rows] + [0.1]) * 100
+    ax.set_ylim(-top * 0.04, top * 1.45)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

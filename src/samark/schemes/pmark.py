@@ -80,17 +80,8 @@ class PMark(SentenceLevelWatermark):
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        self.config = config if config is not None else PMarkConfig()
-        c = self.config
-        super().__init__(
-            key,
-            sampling=c.sampling,
-            max_new_sentences=c.max_new_sentences,
-            alpha=c.alpha,
-            embedder=embedder,
-            sampler=sampler,
-            generator=generator,
-        )
+        c = config if config is not None else PMarkConfig()
+        super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         channels, candidates = c.channels, c.candidates
         pivot_seed, self._bit_seed = key.derive_ints(self.name, 2)
         pivots = np.random.default_rng(pivot_seed).standard_normal((channels, self.embedder.dim))

@@ -169,17 +169,8 @@ class SemStamp(SentenceLevelWatermark):
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        self.config = config if config is not None else SemStampConfig()
-        c = self.config
-        super().__init__(
-            key,
-            sampling=c.sampling,
-            max_new_sentences=c.max_new_sentences,
-            alpha=c.alpha,
-            embedder=embedder,
-            sampler=sampler,
-            generator=generator,
-        )
+        c = config if config is not None else SemStampConfig()
+        super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         partition, dims, clusters = c.partition, c.dims, c.clusters
         fit_sentences, gamma = c.fit_sentences, c.gamma
         self.kind = partition

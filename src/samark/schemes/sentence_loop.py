@@ -15,7 +15,7 @@ import secrets
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -56,6 +56,19 @@ class Pick:
     detail: Any = None
 
 
+class SentenceConfig(Protocol):
+    """What the sentence loop reads of a scheme's config."""
+
+    @property
+    def sampling(self) -> SamplingParams: ...
+
+    @property
+    def max_new_sentences(self) -> int: ...
+
+    @property
+    def alpha(self) -> float: ...
+
+
 class SentenceLevelWatermark(Watermark):
     """A scheme that writes sentence by sentence from a candidate pool.
 
@@ -71,22 +84,21 @@ class SentenceLevelWatermark(Watermark):
     def __init__(
         self,
         key: WatermarkKey,
+        config: SentenceConfig,
         *,
-        sampling: SamplingParams,
-        max_new_sentences: int = 12,
-        alpha: float = 0.01,
         embedder: Embedder | None = None,
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        if max_new_sentences < 1 or not 0 < alpha < 1:
+        if config.max_new_sentences < 1 or not 0 < config.alpha < 1:
             raise ValueError("need max_new_sentences >= 1 and 0 < alpha < 1")
+        self.config = config
         self.embedder = embedder or load_embedder(key.embedder.name)
         key.check_embedder(self.embedder.identity)
         self.key = key
-        self.max_new_sentences = max_new_sentences
-        self.alpha = alpha
-        self._sampling = sampling
+        self.max_new_sentences = config.max_new_sentences
+        self.alpha = config.alpha
+        self._sampling = config.sampling
         self._sampler = sampler
         self._generator = generator
 

@@ -35,22 +35,15 @@ class SAMark(SentenceLevelWatermark):
     def __init__(
         self,
         key: WatermarkKey,
-        *,
         config: SAMarkConfig | None = None,
+        *,
         embedder: Embedder | None = None,
         sampler: CandidateSampler | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
-        c = self.config = config or SAMarkConfig()
-        super().__init__(
-            key,
-            sampling=c.sampling,
-            max_new_sentences=c.max_new_sentences,
-            alpha=c.alpha,
-            embedder=embedder,
-            sampler=sampler,
-            generator=generator,
-        )
+        c = config or SAMarkConfig()
+        super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
+        self.config: SAMarkConfig = c
         self._pivots = key.pivots(self.embedder.dim, c.channels)
         if sampler is not None:
             _check_engine(sampler, c)
