@@ -213,87 +213,12 @@ class Experiment:
             ["name", "seed", "embedder", "generator", "key", "avoided_domains"],
             ["dataset", "schemes", "attacks", "metrics"],
         )
-        name = str(top.get("name") or Path(where).stem)
-        dataset_raw = _fields(raw.get("dataset", {}), DatasetSpec, f"{where} [dataset]")
-        if "negatives_from" in dataset_raw:
-            dataset_raw["negatives_from"] = tuple(dataset_raw["negatives_from"])
-        dataset = DatasetSpec(**dataset_raw)
-        for f in ("prompts", "prompt_sentences", "sentences", "human_negatives"):
-            if int(getattr(dataset, f)) < 1:
-                raise ExperimentError(f"{where} [dataset]: {f} must be >= 1")
-        schemes = tuple(
-            _scheme(s, f"{where} [[schemes]] #{i + 1}")
-            for i, s in enumerate(raw.get("schemes", []))
-        )
-        if not schemes:
-            raise ExperimentError(f"{where}: name at least one [[schemes]]")
-        attacks = tuple(
-            _attack(a, f"{where} [[attacks]] #{i + 1}")
-            for i, a in enumerate(raw.get("attacks", []))
-        )
-        schemes = _resolve_texts_from(schemes, where)
-        for s in schemes:
-            if (s.human_negatives or 0) > dataset.human_negatives:
-                raise ExperimentError(
-                    f"{where}: row {s.label!r} asks for {s.human_negatives} human negatives; "
-                    f"the experiment has {dataset.human_negatives} ([dataset] human_negatives)"
-                )
-        for kind, items, sep in (("scheme", schemes, ","), ("attack", attacks, ";")):
-            labels = [x.label for x in items]
-            dup = {x for x in labels if labels.count(x) > 1}
-            if dup:
-                raise ExperimentError(f"{where}: duplicate {kind} labels {sorted(dup)}")
-            # `samark eval run --schemes A,B --attacks "A;B"` splits labels on these
-            bad = [x for x in labels if sep in x]
-            if bad:
-                raise ExperimentError(
-                    f"{where}: {kind} labels may not contain {sep!r} (the CLI's "
-                    f"separator for {kind} labels): {bad}"
-                )
-        metrics_raw = dict(raw.get("metrics", {}))
-        for f in ("quality", "fprs", "lengths", "length_attacks", "plot_attacks"):
-            if f in metrics_raw:
-                metrics_raw[f] = tuple(metrics_raw[f])
-        metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
-        from samark.evaluation.text_metrics import TEXT_METRICS
-
-        known = [*TEXT_METRICS.names(), "perplexity", "judge"]
-        unknown = set(metrics.quality) - set(known)
-        if unknown:
-            raise ExperimentError(
-                f"{where} [metrics]: unknown quality metrics {sorted(unknown)}; known: {known}"
-            )
-        if not metrics.fprs or any(not 0 < f < 1 for f in metrics.fprs):
-            raise ExperimentError(f"{where} [metrics]: fprs must be one or more in (0, 1)")
-        if not 0 < metrics.alpha < 1:
-            raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
-        _check_lengths(metrics, dataset.sentences, attacks, where)
-        unknown_plot = set(metrics.plot_attacks) - {a.label for a in attacks}
-        if unknown_plot or len(metrics.plot_attacks) > MAX_PLOT_ATTACKS:
-            raise ExperimentError(
-                f"{where} [metrics]: plot_attacks names at most {MAX_PLOT_ATTACKS} attack "
-                f"labels of [[attacks]]; unknown: {sorted(unknown_plot)}"
-            )
-        if metrics.reference is not None and metrics.reference not in {s.label for s in schemes}:
-            raise ExperimentError(
-                f"{where} [metrics]: reference {metrics.reference!r} is not a row; rows: "
-                f"{[s.label for s in schemes]}"
-            )
-        key = str(top.get("key", "secret"))
-        if key not in KEY_KINDS:
-            raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")
-        avoided = top.get("avoided_domains", list(Experiment.avoided_domains))
-        if (
-            not isinstance(avoided, list)
-            or not all(isinstance(d, str) and d for d in avoided)
-            or len(set(avoided)) != len(avoided)
-        ):
-            raise ExperimentError(
-                f"{where}: avoided_domains must be a list of distinct domain names, "
-                f'e.g. ["news", "wiki", "fiction"]; got {avoided!r}'
-            )
+        dataset = _dataset(raw, where)
+        schemes, attacks = _rows(raw, dataset, where)
+        metrics = _metrics(raw, dataset, schemes, attacks, where)
+        key, avoided = _key_settings(top, where)
         return cls(
-            name=name,
+            name=str(top.get("name") or Path(where).stem),
             dataset=dataset,
             schemes=schemes,
             attacks=attacks,
@@ -302,9 +227,114 @@ class Experiment:
             embedder=str(top.get("embedder", "all-mpnet-base-v2")),
             generator=str(top.get("generator", "smollm2-135m-instruct")),
             key=key,
-            avoided_domains=tuple(avoided),
+            avoided_domains=avoided,
             source=text,
         )
+
+
+def _dataset(raw: dict[str, Any], where: str) -> DatasetSpec:
+    """The ``[dataset]`` table, validated."""
+    dataset_raw = _fields(raw.get("dataset", {}), DatasetSpec, f"{where} [dataset]")
+    if "negatives_from" in dataset_raw:
+        dataset_raw["negatives_from"] = tuple(dataset_raw["negatives_from"])
+    dataset = DatasetSpec(**dataset_raw)
+    for f in ("prompts", "prompt_sentences", "sentences", "human_negatives"):
+        if int(getattr(dataset, f)) < 1:
+            raise ExperimentError(f"{where} [dataset]: {f} must be >= 1")
+    return dataset
+
+
+def _rows(
+    raw: dict[str, Any], dataset: DatasetSpec, where: str
+) -> tuple[tuple[SchemeSpec, ...], tuple[AttackSpec, ...]]:
+    """The ``[[schemes]]`` and ``[[attacks]]``, validated (labels unique and free of the
+    CLI's separators; ``texts_from`` resolved)."""
+    schemes = tuple(
+        _scheme(s, f"{where} [[schemes]] #{i + 1}") for i, s in enumerate(raw.get("schemes", []))
+    )
+    if not schemes:
+        raise ExperimentError(f"{where}: name at least one [[schemes]]")
+    attacks = tuple(
+        _attack(a, f"{where} [[attacks]] #{i + 1}") for i, a in enumerate(raw.get("attacks", []))
+    )
+    schemes = _resolve_texts_from(schemes, where)
+    for s in schemes:
+        if (s.human_negatives or 0) > dataset.human_negatives:
+            raise ExperimentError(
+                f"{where}: row {s.label!r} asks for {s.human_negatives} human negatives; "
+                f"the experiment has {dataset.human_negatives} ([dataset] human_negatives)"
+            )
+    for kind, items, sep in (("scheme", schemes, ","), ("attack", attacks, ";")):
+        labels = [x.label for x in items]
+        dup = {x for x in labels if labels.count(x) > 1}
+        if dup:
+            raise ExperimentError(f"{where}: duplicate {kind} labels {sorted(dup)}")
+        # `samark eval run --schemes A,B --attacks "A;B"` splits labels on these
+        bad = [x for x in labels if sep in x]
+        if bad:
+            raise ExperimentError(
+                f"{where}: {kind} labels may not contain {sep!r} (the CLI's "
+                f"separator for {kind} labels): {bad}"
+            )
+    return schemes, attacks
+
+
+def _metrics(
+    raw: dict[str, Any],
+    dataset: DatasetSpec,
+    schemes: tuple[SchemeSpec, ...],
+    attacks: tuple[AttackSpec, ...],
+    where: str,
+) -> MetricsSpec:
+    """The ``[metrics]`` table, validated against the rows and attacks."""
+    metrics_raw = dict(raw.get("metrics", {}))
+    for f in ("quality", "fprs", "lengths", "length_attacks", "plot_attacks"):
+        if f in metrics_raw:
+            metrics_raw[f] = tuple(metrics_raw[f])
+    metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
+    from samark.evaluation.text_metrics import TEXT_METRICS
+
+    known = [*TEXT_METRICS.names(), "perplexity", "judge"]
+    unknown = set(metrics.quality) - set(known)
+    if unknown:
+        raise ExperimentError(
+            f"{where} [metrics]: unknown quality metrics {sorted(unknown)}; known: {known}"
+        )
+    if not metrics.fprs or any(not 0 < f < 1 for f in metrics.fprs):
+        raise ExperimentError(f"{where} [metrics]: fprs must be one or more in (0, 1)")
+    if not 0 < metrics.alpha < 1:
+        raise ExperimentError(f"{where} [metrics]: alpha must be in (0, 1)")
+    _check_lengths(metrics, dataset.sentences, attacks, where)
+    unknown_plot = set(metrics.plot_attacks) - {a.label for a in attacks}
+    if unknown_plot or len(metrics.plot_attacks) > MAX_PLOT_ATTACKS:
+        raise ExperimentError(
+            f"{where} [metrics]: plot_attacks names at most {MAX_PLOT_ATTACKS} attack "
+            f"labels of [[attacks]]; unknown: {sorted(unknown_plot)}"
+        )
+    if metrics.reference is not None and metrics.reference not in {s.label for s in schemes}:
+        raise ExperimentError(
+            f"{where} [metrics]: reference {metrics.reference!r} is not a row; rows: "
+            f"{[s.label for s in schemes]}"
+        )
+    return metrics
+
+
+def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]:
+    """The experiment's key kind and the domains its key avoids."""
+    key = str(top.get("key", "secret"))
+    if key not in KEY_KINDS:
+        raise ExperimentError(f"{where}: key must be one of {KEY_KINDS}, not {key!r}")
+    avoided = top.get("avoided_domains", list(Experiment.avoided_domains))
+    if (
+        not isinstance(avoided, list)
+        or not all(isinstance(d, str) and d for d in avoided)
+        or len(set(avoided)) != len(avoided)
+    ):
+        raise ExperimentError(
+            f"{where}: avoided_domains must be a list of distinct domain names, "
+            f'e.g. ["news", "wiki", "fiction"]; got {avoided!r}'
+        )
+    return key, tuple(avoided)
 
 
 def _check_lengths(
