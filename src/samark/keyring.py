@@ -111,6 +111,13 @@ def flag_value(flags: Sequence[int], bits: int) -> int:
     return sum(1 << i for i in range(bits) if flags[i + 1] * flags[0] < 0)
 
 
+def check_flag_bits(bits: int) -> int:
+    """``bits`` if a ring may carry that many payload bits in the flags."""
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 0 <= bits <= MAX_FLAG_BITS:
+        raise KeyringError(f"flag_bits must be in 0..{MAX_FLAG_BITS}, got {bits!r}")
+    return bits
+
+
 def check_label(label: str) -> str:
     """``label`` if it is a valid key label (it names a file): letters, digits, ``._-``,
     at most 64 characters, starting with a letter or digit."""
@@ -134,8 +141,7 @@ class Keyring:
         *,
         flag_bits: int = 0,
     ) -> None:
-        if not 0 <= flag_bits <= MAX_FLAG_BITS:
-            raise KeyringError(f"flag_bits must be in 0..{MAX_FLAG_BITS}, got {flag_bits}")
+        check_flag_bits(flag_bits)
         self.path = path
         self.embedder = embedder
         self._entries = list(entries)

@@ -82,15 +82,14 @@ def keyring_new(
     """Create a keyring folder (mode 0700) and make its first keys (mode 0600). With
     --screen, every key is audited on human text first (docs/operators.md)."""
     from samark.embed import load_embedder
-    from samark.keyring import Keyring, check_label
-    from samark.keys import EmbedderIdentity
+    from samark.keyring import Keyring, check_flag_bits, check_label
 
     if keys < 0:
         raise fail("--keys must be >= 0")
     width = max(2, len(str(keys - 1)))
     try:
         check_label(f"{prefix}-0")
-        Keyring(ring, EmbedderIdentity("", ""), [], flag_bits=flag_bits)  # fails early
+        check_flag_bits(flag_bits)  # before any key is drawn
         emb = load_embedder(embedder)
         with emb.remembering():  # the screening texts are embedded once for every key
             make = _key_maker(emb, screen, screen_texts)
