@@ -1,7 +1,9 @@
 """``samark serve``: an OpenAI-compatible watermarking endpoint and a detection API.
 
-``create_app`` builds the FastAPI application from a loaded scheme and its settings; the
-CLI adds uvicorn. Nothing here reads or logs the watermark key: the scheme holds it.
+``create_app`` builds the FastAPI application from a loaded scheme and its settings: a
+:class:`Worker` (marking, generation, detection; no HTTP) behind the routers of
+:mod:`samark.serving.routes`. The CLI adds uvicorn. Nothing here reads or logs the
+watermark key: the scheme holds it.
 """
 
 from __future__ import annotations
