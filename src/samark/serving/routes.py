@@ -16,6 +16,7 @@ from samark.serving.schema import (
     ChatCompletionRequest,
     CompletionRequest,
     DetectRequest,
+    GenerationRequest,
     chat_chunk,
     chat_completion,
     completion_id,
@@ -62,25 +63,21 @@ def completions_router(
         budget = req.token_budget()
         cid = completion_id("chatcmpl")
         model = req.model or settings.model_name
-        marker, mark = worker.marking(req)
-        if req.stream:
-            events = await worker.stream(
-                prompt,
-                req,
-                budget,
-                lambda s, first: chat_chunk(
-                    cid,
-                    model,
-                    {"role": "assistant", "content": s.lstrip()} if first else {"content": s},
-                ),
-                lambda finish: {**chat_chunk(cid, model, {}, finish), "samark": mark},
-                marker,
-            )
-            return StreamingResponse(events, media_type="text/event-stream")
-        pieces, finish = await worker.generate(prompt, req, budget, marker)
-        text = "".join(pieces).strip()
-        out = chat_completion(cid, model, text, finish, worker.usage(prompt, pieces))
-        return {**out, "samark": mark}
+        return await _complete(
+            worker,
+            req,
+            prompt,
+            budget,
+            lambda s, first: chat_chunk(
+                cid,
+                model,
+                {"role": "assistant", "content": s.lstrip()} if first else {"content": s},
+            ),
+            lambda finish: chat_chunk(cid, model, {}, finish),
+            lambda pieces, finish, use: chat_completion(
+                cid, model, "".join(pieces).strip(), finish, use
+            ),
+        )
 
     @router.post("/v1/completions", response_model=None)
     async def completions(req: CompletionRequest, _: Authorized) -> dict[str, Any] | Response:
@@ -95,22 +92,39 @@ def completions_router(
         budget = req.max_tokens
         cid = completion_id("cmpl")
         model = req.model or settings.model_name
-        marker, mark = worker.marking(req)
-        if req.stream:
-            events = await worker.stream(
-                prompt,
-                req,
-                budget,
-                lambda s, _first: text_completion(cid, model, s, None, None),
-                lambda finish: {**text_completion(cid, model, "", finish, None), "samark": mark},
-                marker,
-            )
-            return StreamingResponse(events, media_type="text/event-stream")
-        pieces, finish = await worker.generate(prompt, req, budget, marker)
-        use = worker.usage(prompt, pieces)
-        return {**text_completion(cid, model, "".join(pieces), finish, use), "samark": mark}
+        return await _complete(
+            worker,
+            req,
+            prompt,
+            budget,
+            lambda s, _first: text_completion(cid, model, s, None, None),
+            lambda finish: text_completion(cid, model, "", finish, None),
+            lambda pieces, finish, use: text_completion(cid, model, "".join(pieces), finish, use),
+        )
 
     return router
+
+
+async def _complete(
+    worker: Worker,
+    req: GenerationRequest,
+    prompt: str,
+    budget: int | None,
+    event: Callable[[str, bool], dict[str, Any]],
+    final: Callable[[str], dict[str, Any]],
+    whole: Callable[[list[str], str, dict[str, int]], dict[str, Any]],
+) -> dict[str, Any] | Response:
+    """Marked text in a route's shape: streamed, one ``event(sentence, first)`` per
+    sentence then ``final(finish)``; else ``whole(sentences, finish, usage)``. Either
+    answer names the key that marked it (``samark``)."""
+    marker, mark = worker.marking(req)
+    if req.stream:
+        events = await worker.stream(
+            prompt, req, budget, event, lambda finish: {**final(finish), "samark": mark}, marker
+        )
+        return StreamingResponse(events, media_type="text/event-stream")
+    pieces, finish = await worker.generate(prompt, req, budget, marker)
+    return {**whole(pieces, finish, worker.usage(prompt, pieces)), "samark": mark}
 
 
 def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
