@@ -199,12 +199,14 @@ class Keyring:
         if len({e.label for e in entries}) != len(entries):
             raise KeyringError(f"{index} is a damaged keyring index (a label repeats)")
         flag_bits = record.get("flag_bits", 0)
-        if (
-            not isinstance(flag_bits, int)
-            or not 0 <= flag_bits <= MAX_FLAG_BITS
-            or (flag_bits > 0) != (record["version"] == 2)
-        ):
-            raise KeyringError(f"{index} is a damaged keyring index (flag_bits {flag_bits!r})")
+        try:
+            check_flag_bits(flag_bits)
+            if (flag_bits > 0) != (record["version"] == 2):
+                raise KeyringError("flag bits need version 2, and version 2 flag bits")
+        except KeyringError:
+            raise KeyringError(
+                f"{index} is a damaged keyring index (flag_bits {flag_bits!r})"
+            ) from None
         return cls(path, embedder, entries, flag_bits=flag_bits)
 
     def _write_index(self) -> None:
