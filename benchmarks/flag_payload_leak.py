@@ -45,6 +45,7 @@ import numpy as np
 from samark.embed import load_embedder
 from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import public_key
+from samark.schemes.samark import SAMark, SAMarkConfig
 from samark.schemes.samark.detector import embed_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,7 +82,8 @@ def main() -> None:
     detector, _ = ring(embedder, key.avoid, 1, 1, key)
     pivots = key.pivots(embedder.dim, args.channels)
     texts = run_texts(args.run, args.scheme)["none"]
-    flags = run_flags(args.run, args.scheme, args.channels)
+    writer = SAMark(key, SAMarkConfig(channels=args.channels), embedder=embedder)
+    flags = run_flags(args.run, args.scheme, writer)
     items = sorted(i for i in texts if texts[i].strip())
     embedded = embed_sentences(embedder, [texts[i] for i in items])
     marked = {i: e for i, (_, e) in zip(items, embedded, strict=True)}

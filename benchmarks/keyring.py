@@ -42,6 +42,7 @@ from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.ring_detection import RingDetector
 from samark.schemes.base import SharedResources
+from samark.schemes.samark import SAMark, SAMarkConfig
 from samark.segment import split_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -205,17 +206,17 @@ def run_texts(run_dir: Path, scheme: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def run_flags(run_dir: Path, scheme: str, channels: int) -> dict[str, tuple[int, ...]]:
-    """``{item: flags}``: the flag pattern each of row ``scheme``'s texts was written with,
-    drawn again from its generation's seed as SAMark's ``begin`` draws it (first, from the
-    seed's generator). Random flags are distributed as a uniform flag payload's, so these
-    texts are a flag payload's texts."""
+def run_flags(run_dir: Path, label: str, scheme: SAMark) -> dict[str, tuple[int, ...]]:
+    """``{item: flags}``: the flag pattern each of row ``label``'s texts was written with,
+    drawn again by ``scheme.begin`` (the run's key and the row's channels) from the seeded
+    generator its generation started from. Random flags are distributed as a uniform flag
+    payload's, so these texts are a flag payload's texts."""
     return {
         r["item"]: tuple(
-            int(f) for f in np.random.default_rng(r["seed"]).choice([-1.0, 1.0], size=channels)
+            int(f) for f in scheme.begin(r["prompt"], np.random.default_rng(r["seed"])).flags
         )
         for r in run_records(run_dir, "generations")
-        if r.get("scheme") == scheme
+        if r.get("scheme") == label
     }
 
 
@@ -226,7 +227,8 @@ def attribution(args: argparse.Namespace) -> dict[str, Any]:
     embedder = load_embedder(experiment.embedder)
     true = public_key(experiment, embedder)
     texts = run_texts(args.run, args.scheme)
-    flags = run_flags(args.run, args.scheme, args.channels) if args.flag_bits else {}
+    writer = SAMark(true, SAMarkConfig(channels=args.channels), embedder=embedder)
+    flags = run_flags(args.run, args.scheme, writer) if args.flag_bits else {}
     cells: dict[str, list[tuple[str, str]]] = {}  # cell: [(item, text)]
     for attack in ["none", *args.attacks]:
         if attack not in texts:
@@ -276,21 +278,17 @@ def attribution(args: argparse.Namespace) -> dict[str, Any]:
                         total += 1
                         alone += result.key_p_values[position] < ALPHA
                         if result.is_watermarked:
-                            written = position << args.flag_bits
+                            # the value written, and the one the ring decodes (without
+                            # flag bits, the key's position: a 1-key ring carries none)
+                            written, decoded = position, result.position
                             if args.flag_bits:
-                                written |= flag_value(flags[item], args.flag_bits)
+                                low = flag_value(flags[item], args.flag_bits)
+                                written = position << args.flag_bits | low
+                                decoded = result.payload
                             detected += 1
                             key_right += result.position == position
-                            right += (
-                                result.payload == written
-                                if args.flag_bits
-                                else (result.position == position)
-                            )
-                            wrong += (
-                                result.payload != written
-                                if args.flag_bits
-                                else (result.position != position)
-                            )
+                            right += decoded == written
+                            wrong += decoded != written
                 row = {
                     "keys": size,
                     "bits": int(np.log2(size)) + args.flag_bits,
