@@ -92,22 +92,21 @@ class EXP(TokenWatermark):
 
     def __init__(self, key: WatermarkKey, config: EXPConfig | None = None, **kw: Any) -> None:
         super().__init__(key, config, **kw)
-        self.context = self.config.context
         (self._secret,) = self.derived_keys(1)
 
     def watermarking_config(self) -> Any:
         return ProcessorWatermarking(
-            lambda size, _device: GumbelPick(UniformTable(self._secret, size), self.context)
+            lambda size, _device: GumbelPick(UniformTable(self._secret, size), self.config.context)
         )
 
     def detector_id(self) -> str:
-        return f"exp/h{self.context}"
+        return f"exp/h{self.config.context}"
 
     def detect(self, text: str) -> Detection:
         self.require_text(text)
         table = UniformTable(self._secret, vocab_size(self.lm))
         ids = [int(t) for t in token_ids(self.lm, text)[0]]
-        h = self.context
+        h = self.config.context
         pairs = {(tuple(ids[t - h : t]), ids[t]) for t in range(h, len(ids)) if ids[t] < table.size}
         if not pairs:
             raise self.too_short(h + 1)

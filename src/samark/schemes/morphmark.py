@@ -86,15 +86,15 @@ class MorphMark(KGW):
 
     def __init__(self, key: WatermarkKey, config: MorphMarkConfig | None = None, **kw: Any) -> None:
         super().__init__(key, config, **kw)
-        self.k = self.config.k
-        self.p0 = self.config.p0
 
     def detector_id(self) -> str:
         return "morphmark/" + super().detector_id().split("/", 1)[1]  # its own green lists
 
     def watermarking_config(self) -> Any:
         return ProcessorWatermarking(
-            lambda size, device: MorphProcessor(size, device, self.watermarking, self.k, self.p0)
+            lambda size, device: MorphProcessor(
+                size, device, self.watermarking, self.config.k, self.config.p0
+            )
         )
 
 

@@ -82,19 +82,16 @@ class PMark(SentenceLevelWatermark):
     ) -> None:
         c = config if config is not None else PMarkConfig()
         super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
-        channels, candidates = c.channels, c.candidates
         pivot_seed, self._bit_seed = key.derive_ints(self.name, 2)
-        pivots = np.random.default_rng(pivot_seed).standard_normal((channels, self.embedder.dim))
+        pivots = np.random.default_rng(pivot_seed).standard_normal((c.channels, self.embedder.dim))
         self.pivots = pivots / np.linalg.norm(pivots, axis=1, keepdims=True)
-        self.channels = channels
-        self.candidates = candidates
 
     def detector_id(self) -> str:
-        return f"{self.name}/c{self.channels}/n{self.candidates}/{self.embedder.name}"
+        return f"{self.name}/c{self.config.channels}/n{self.config.candidates}/{self.embedder.name}"
 
     def bits(self, t: int) -> np.ndarray:
         """The key's target side (+1 above the median, -1 below) per channel at step t."""
-        return keyed_rng(self._bit_seed, [t]).choice([-1.0, 1.0], size=self.channels)
+        return keyed_rng(self._bit_seed, [t]).choice([-1.0, 1.0], size=self.config.channels)
 
     def survivors(self, pool: np.ndarray, t: int, sentence: np.ndarray | None = None) -> Any:
         """Halve ``pool`` channel by channel towards the step's bits: the indices left,
@@ -115,7 +112,7 @@ class PMark(SentenceLevelWatermark):
         return _Step(t=0, rng=np.random.default_rng(seeder.integers(2**63)))
 
     def draws(self, state: _Step) -> list[Draw]:
-        return [Draw(self.candidates)]
+        return [Draw(self.config.candidates)]
 
     def pick(self, state: _Step, texts: list[str], pool: np.ndarray) -> Pick | None:
         keep, _ = self.survivors(pool, state.t)
@@ -140,7 +137,7 @@ class PMark(SentenceLevelWatermark):
         for t in range(1, len(sentences)):
             context = " ".join(sentences[:t]) + " "
             seed = int.from_bytes(hashlib.sha256(context.encode()).digest()[:8], "little")
-            batch = self.sampler.sample(context, self.candidates, self.sampling, seed=seed)
+            batch = self.sampler.sample(context, self.config.candidates, self.sampling, seed=seed)
             sampled += batch.tokens_sampled
             texts = batch.complete
             if len(texts) < 2:
@@ -150,7 +147,7 @@ class PMark(SentenceLevelWatermark):
             steps += 1
         if not steps:
             raise EmptyTextError(f"{self.name}: the generator gave no candidates to replay")
-        trials = steps * self.channels
+        trials = steps * self.config.channels
         p = float(binom.sf(agree - 1, trials, 0.5))
         return Detection(
             scheme=self.name,

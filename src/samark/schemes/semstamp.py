@@ -181,10 +181,6 @@ class SemStamp(SentenceLevelWatermark):
             else CentroidPartition(fit_centroids(self.embedder, clusters, sentences=fit_sentences))
         )
         self.valid_size = max(1, round(gamma * self.partition.regions))
-        self.gamma = gamma
-        self.margin = c.margin
-        self.max_trials = c.max_trials
-        self.batch = c.batch
         shape = f"d{dims}" if partition == "lsh" else f"k{clusters}n{fit_sentences}"
         self._id = f"{self.name}/{partition}/{shape}/g{gamma}/{self.embedder.name}"
 
@@ -206,14 +202,15 @@ class SemStamp(SentenceLevelWatermark):
         return _Step(previous=int(region[0]))
 
     def draws(self, state: _Step) -> list[Draw]:
-        sizes = [self.batch] * (self.max_trials // self.batch)
-        if self.max_trials % self.batch:
-            sizes.append(self.max_trials % self.batch)
+        c = self.config
+        sizes = [c.batch] * (c.max_trials // c.batch)
+        if c.max_trials % c.batch:
+            sizes.append(c.max_trials % c.batch)
         return [Draw(n, extra=i > 0) for i, n in enumerate(sizes)]
 
     def pick(self, state: _Step, texts: list[str], pool: np.ndarray) -> Pick | None:
         regions, margins = self.partition.assign(pool)
-        ok = self.valid(state.previous)[regions] & (margins > self.margin)
+        ok = self.valid(state.previous)[regions] & (margins > self.config.margin)
         if ok.any():  # the first acceptable draw: rejection sampling, in draw order
             return Pick(int(np.argmax(ok)), "matched", len(texts))
         return Pick(len(texts) - 1, "rejected", len(texts))  # SemStamp keeps the last
@@ -247,7 +244,8 @@ class SemStamp(SentenceLevelWatermark):
             null = np.convolve(null, subset_sum_distribution(counts, self.valid_size))
         n = len(regions) - 1
         p_value = float(min(1.0, null[green:].sum()))
-        z = (green - self.gamma * n) / math.sqrt(n * self.gamma * (1 - self.gamma))
+        gamma = self.config.gamma
+        z = (green - gamma * n) / math.sqrt(n * gamma * (1 - gamma))
         return Detection(
             scheme=self.name,
             p_value=p_value,

@@ -96,11 +96,17 @@ class SentenceLevelWatermark(Watermark):
         self.embedder = embedder or load_embedder(key.embedder.name)
         key.check_embedder(self.embedder.identity)
         self.key = key
-        self.max_new_sentences = config.max_new_sentences
-        self.alpha = config.alpha
         self._sampling = config.sampling
         self._sampler = sampler
         self._generator = generator
+
+    @property
+    def max_new_sentences(self) -> int:
+        return self.config.max_new_sentences
+
+    @property
+    def alpha(self) -> float:
+        return self.config.alpha
 
     @property
     def sampler(self) -> CandidateSampler:

@@ -65,8 +65,6 @@ class Unigram(TokenWatermark):
 
     def __init__(self, key: WatermarkKey, config: UnigramConfig | None = None, **kw: Any) -> None:
         super().__init__(key, config, **kw)
-        self.gamma = self.config.gamma
-        self.delta = self.config.delta
         (self._seed,) = self.derived_keys(1)
         self._green: torch.Tensor | None = None
 
@@ -76,17 +74,17 @@ class Unigram(TokenWatermark):
         if self._green is None or len(self._green) != size:
             order = np.random.default_rng(self._seed).permutation(size)
             mask = np.zeros(size, dtype=bool)
-            mask[order[: int(self.gamma * size)]] = True
+            mask[order[: int(self.config.gamma * size)]] = True
             self._green = torch.from_numpy(mask)
         return self._green
 
     def watermarking_config(self) -> Any:
         return ProcessorWatermarking(
-            lambda size, _device: GreenBias(self.green_mask(size), self.delta)
+            lambda size, _device: GreenBias(self.green_mask(size), self.config.delta)
         )
 
     def detector_id(self) -> str:
-        return f"unigram/g{self.gamma}"
+        return f"unigram/g{self.config.gamma}"
 
     def detect(self, text: str) -> Detection:
         self.require_text(text)

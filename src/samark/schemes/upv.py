@@ -176,11 +176,11 @@ class UPVBias(LogitsProcessor):
         finite = torch.isfinite(scores).sum(dim=-1).clamp(min=1)
         out = scores.clone()
         for row in range(scores.shape[0]):
-            k = int(min(self.scheme.top_k, int(finite[row])))
+            k = int(min(self.scheme.config.top_k, int(finite[row])))
             top = torch.topk(scores[row], k).indices
             prefix = input_ids[row, -width:].expand(k, width)
             green = self.scheme.is_green(torch.cat([prefix, top[:, None]], 1))
-            out[row, top[green]] += self.scheme.delta
+            out[row, top[green]] += self.scheme.config.delta
         return out  # type: ignore[return-value]
 
 
@@ -218,12 +218,6 @@ class UPV(TokenWatermark):
 
     def __init__(self, key: WatermarkKey, config: UPVConfig | None = None, **kw: Any) -> None:
         super().__init__(key, config, **kw)
-        c = self.config
-        self.gamma = c.gamma
-        self.delta = c.delta
-        self.top_k = c.top_k
-        self.sigma = c.sigma
-        self.epochs = c.epochs
         (self._seed,) = self.derived_keys(1)
         self._net: GreenNetwork | None = None
         self._tau = 0.5
@@ -235,10 +229,10 @@ class UPV(TokenWatermark):
             size = vocab_size(self.lm)
             if size > 2**BITS:
                 raise ValueError(f"upv encodes token ids in {BITS} bits; vocabulary is {size}")
-            net = train_green_network(self._seed, size, epochs=self.epochs)
+            net = train_green_network(self._seed, size, epochs=self.config.epochs)
             with torch.no_grad():
                 outputs = net(reference_pairs(self.lm))
-            self._tau = float(torch.quantile(outputs, 1 - self.gamma))
+            self._tau = float(torch.quantile(outputs, 1 - self.config.gamma))
             self._net = net
         return self._net
 
@@ -252,7 +246,7 @@ class UPV(TokenWatermark):
         return ProcessorWatermarking(lambda _size, _device: UPVBias(self))
 
     def detector_id(self) -> str:
-        return f"upv/g{self.gamma}/s{self.sigma}/e{self.epochs}/ref-wiki4"
+        return f"upv/g{self.config.gamma}/s{self.config.sigma}/e{self.config.epochs}/ref-wiki4"
 
     def green_pairs(self, text: str) -> tuple[int, int]:
         """(green, scored) over the text's distinct (previous, token) pairs."""
@@ -265,9 +259,8 @@ class UPV(TokenWatermark):
     def detect(self, text: str) -> Detection:
         self.require_text(text)
         k, n = self.green_pairs(text)
-        z = (k - self.gamma * n) / math.sqrt(
-            n * self.gamma * (1 - self.gamma) + (self.sigma * n) ** 2
-        )
+        gamma, sigma = self.config.gamma, self.config.sigma
+        z = (k - gamma * n) / math.sqrt(n * gamma * (1 - gamma) + (sigma * n) ** 2)
         return Detection(
             scheme=self.name,
             p_value=float(np.clip(norm.sf(z), 0.0, 1.0)),
