@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from samark.sampling.base import (
     SampleRequest,
     SamplingParams,
 )
+from samark.sampling.token_writing import WriteRequest, Writing, Written
 from samark.segment import first_sentence
 
 _SENTENCE_HINTS = (".", "!", "?", "…", "\n")
@@ -210,13 +211,30 @@ class BatchDecoder:
         return self.logits
 
 
+class _RowGroup(Protocol):
+    """The rows of one request while a batch decodes: a candidate draw (``_Draw``) or a
+    written text (:class:`~samark.sampling.token_writing.Writing`)."""
+
+    ids: list[int]  # the prefix's token ids
+    rows: list[int]  # the live rows (a row owner's own indices)
+
+    @property
+    def n(self) -> int: ...
+
+    @property
+    def max_new_tokens(self) -> int: ...
+
+    def advance(self, step: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]: ...
+
+
 @dataclass
 class _Draw:
-    """One request's rows while a batch decodes."""
+    """One candidate draw's rows while a batch decodes."""
 
     request: SampleRequest
     ids: list[int]
     generator: torch.Generator
+    engine: TransformersSampler
     rows: list[int] = field(init=False)  # the candidate index of each live row
     tokens: list[list[int]] = field(init=False)
     texts: list[str | None] = field(init=False)
@@ -227,6 +245,55 @@ class _Draw:
         self.rows = list(range(n))
         self.tokens = [[] for _ in range(n)]
         self.texts = [None] * n
+
+    @property
+    def n(self) -> int:
+        return self.request.n
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.request.params.max_sentence_tokens
+
+    def advance(self, step: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+        """Sample one token for each live row (``logits``: its rows' logits); end the rows
+        that finished a sentence (or hit the draw's token cap, or were pruned). Returns the
+        rows that decode on (indices into the live rows) and the tokens."""
+        r, params, engine = self.request, self.request.params, self.engine
+        bias = _row_bias(
+            r.token_layer, self.ids, [self.tokens[c] for c in self.rows], logits.shape[-1]
+        )
+        nxt = sample_top_p(logits, params.temperature, params.top_p, self.generator, bias)
+        self.sampled += len(self.rows)
+        keep: list[int] = []
+        last = step == params.max_sentence_tokens - 1
+        for b, cand in enumerate(self.rows):
+            tok = int(nxt[b])
+            if tok in engine.eos_ids:
+                self.texts[cand] = first_sentence(engine.decode(self.tokens[cand]), final=True)
+                continue
+            self.tokens[cand].append(tok)
+            piece = engine.decode([tok])
+            if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
+                done = first_sentence(engine.decode(self.tokens[cand]), final=last)
+                if done is not None or last:
+                    self.texts[cand] = done
+                    continue
+            keep.append(b)
+        prune = r.prune
+        if prune is not None and step + 1 == prune.at and len(keep) > prune.keep:
+            partial = [engine.decode(self.tokens[self.rows[b]]) for b in keep]
+            best = np.argsort(-np.asarray(prune.score(partial)), kind="stable")
+            keep = sorted(keep[i] for i in best[: prune.keep])
+        self.rows = [self.rows[b] for b in keep]
+        return keep, nxt
+
+    def result(self, seconds: float) -> CandidateBatch:
+        return CandidateBatch(
+            tuple(Candidate(self.texts[i], len(self.tokens[i])) for i in range(self.n)),
+            self.sampled,
+            len(self.ids),
+            seconds,
+        )
 
 
 class TransformersSampler(BatchSampler):
@@ -296,38 +363,63 @@ class TransformersSampler(BatchSampler):
                 torch.Generator().manual_seed(
                     r.seed if r.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
                 ),
+                self,
             )
             for r in requests
         ]
-        longest = max(r.params.max_sentence_tokens for r in requests)
-        if len(draws) > 1 and not (
-            self.share_prefix
-            and all(shared_prefix.supports(self.model, len(d.ids) + longest) for d in draws)
-        ):  # these prefixes cannot share one batch here: one draw after another
-            return [self._decode_batch([d])[0] for d in draws]
-        return self._decode_batch(draws)
+        timing = self._run_groups(draws)
+        return [d.result(seconds) for d, (seconds, _) in zip(draws, timing, strict=True)]
 
-    def _decode_batch(self, draws: list[_Draw]) -> list[CandidateBatch]:
-        """Decode ``draws`` in one batch (one draw: the single-prefix decoder, which falls
-        back to the expanded cache where shared-prefix attention is not exact)."""
+    @torch.inference_mode()
+    def write_many(self, requests: Sequence[WriteRequest]) -> list[Written]:
+        """Write one text per request, the requests decoding in one batch (each with its own
+        prefix, processors and random stream: seeded, a text is the one it gets alone
+        unless the batch's float rounding flips a draw, as in :meth:`sample_many`). Each
+        text's ``seconds`` is an even share of its batch's decoding time."""
+        if not requests:
+            return []
+        with self.model_lock:
+            writings = [
+                Writing(r, self.encode_prefix(r.prefix, r.max_new_tokens), self.decode)
+                for r in requests
+            ]
+            timing = self._run_groups(writings)
+        return [w.result(s / size) for w, (s, size) in zip(writings, timing, strict=True)]
+
+    def _run_groups(self, groups: Sequence[_RowGroup]) -> list[tuple[float, int]]:
+        """Decode ``groups`` in one batch where their prefixes can share it, else one after
+        another; returns, per group, its batch's decoding time and how many groups shared
+        that batch."""
+        longest = max(g.max_new_tokens for g in groups)
+        if len(groups) > 1 and not (
+            self.share_prefix
+            and all(shared_prefix.supports(self.model, len(g.ids) + longest) for g in groups)
+        ):  # these prefixes cannot share one batch here: one after another
+            return [(self._decode_batch([g]), 1) for g in groups]
+        return [(self._decode_batch(list(groups)), len(groups))] * len(groups)
+
+    def _decode_batch(self, groups: list[_RowGroup]) -> float:
+        """Decode ``groups`` in one batch (one group: the single-prefix decoder, which falls
+        back to the expanded cache where shared-prefix attention is not exact); returns the
+        decoding time."""
         start = time.perf_counter()
-        longest = max(d.request.params.max_sentence_tokens for d in draws)
-        if len(draws) == 1:
-            d = draws[0]
-            decoder = self.decoder(d.ids, d.request.n, longest)
+        longest = max(g.max_new_tokens for g in groups)
+        if len(groups) == 1:
+            g = groups[0]
+            decoder = self.decoder(g.ids, g.n, longest)
         else:
-            rows = [d.request.n for d in draws]
-            decoder = BatchDecoder.for_prefixes(self.model, [d.ids for d in draws], rows, longest)
+            rows = [g.n for g in groups]
+            decoder = BatchDecoder.for_prefixes(self.model, [g.ids for g in groups], rows, longest)
         logits = decoder.logits
         for step in range(longest):
             keep: list[int] = []
             picked: list[torch.Tensor] = []
             offset = 0
-            for d in draws:
-                live = len(d.rows)
+            for g in groups:
+                live = len(g.rows)
                 if not live:
                     continue
-                kept, nxt = self._advance(d, step, logits[offset : offset + live])
+                kept, nxt = g.advance(step, logits[offset : offset + live])
                 keep.extend(offset + b for b in kept)
                 picked.append(nxt[kept] if len(kept) < live else nxt)
                 offset += live
@@ -336,47 +428,7 @@ class TransformersSampler(BatchSampler):
             if len(keep) < offset:
                 decoder.keep(keep)
             logits = decoder.step(picked[0] if len(picked) == 1 else torch.cat(picked))
-        seconds = time.perf_counter() - start
-        return [
-            CandidateBatch(
-                tuple(Candidate(d.texts[i], len(d.tokens[i])) for i in range(d.request.n)),
-                d.sampled,
-                len(d.ids),
-                seconds,
-            )
-            for d in draws
-        ]
-
-    def _advance(self, d: _Draw, step: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
-        """Sample one token for each live row of ``d`` (``logits``: its rows' logits); end
-        the rows that finished a sentence (or hit the draw's token cap, or were pruned).
-        Returns the rows that decode on (indices into ``d``'s live rows) and the tokens."""
-        r, params = d.request, d.request.params
-        bias = _row_bias(r.token_layer, d.ids, [d.tokens[c] for c in d.rows], logits.shape[-1])
-        nxt = sample_top_p(logits, params.temperature, params.top_p, d.generator, bias)
-        d.sampled += len(d.rows)
-        keep: list[int] = []
-        last = step == params.max_sentence_tokens - 1
-        for b, cand in enumerate(d.rows):
-            tok = int(nxt[b])
-            if tok in self.eos_ids:
-                d.texts[cand] = first_sentence(self._decode(d.tokens[cand]), final=True)
-                continue
-            d.tokens[cand].append(tok)
-            piece = str(self.tokenizer.decode([tok]))
-            if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
-                done = first_sentence(self._decode(d.tokens[cand]), final=last)
-                if done is not None or last:
-                    d.texts[cand] = done
-                    continue
-            keep.append(b)
-        prune = r.prune
-        if prune is not None and step + 1 == prune.at and len(keep) > prune.keep:
-            partial = [self._decode(d.tokens[d.rows[b]]) for b in keep]
-            best = np.argsort(-np.asarray(prune.score(partial)), kind="stable")
-            keep = sorted(keep[i] for i in best[: prune.keep])
-        d.rows = [d.rows[b] for b in keep]
-        return keep, nxt
+        return time.perf_counter() - start
 
     def decoder(self, ids: list[int], rows: int, max_new_tokens: int) -> BatchDecoder:
         """Prefill ``ids`` once and get ready to decode ``rows`` continuations of it."""
@@ -429,7 +481,8 @@ class TransformersSampler(BatchSampler):
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    def _decode(self, ids: list[int]) -> str:
+    def decode(self, ids: list[int]) -> str:
+        """The text of token ids (special tokens skipped)."""
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
 

@@ -17,7 +17,8 @@ class SchemeInfo:
     #: what its detector scores and ``Detection.n_units`` counts
     unit: str
     description: str
-    #: changes of what the scheme writes or scores under unchanged parameters
+    #: changes of what the scheme writes or scores under unchanged parameters (the token
+    #: rows' last: 2026-11-26, they write through the candidate engine)
     revision: int = 0
     #: False for a row that only writes (the unwatermarked reference): no key, no detector
     detectable: bool = True
@@ -61,7 +62,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "kgw",
                 "token",
                 "KGW green list (Kirchenbauer et al. 2023), transformers' own; z-test p-value",
-                revision=1,
+                revision=2,
             ),
         ),
         (
@@ -71,7 +72,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "token",
                 "SynthID-Text tournament sampling (Dathathri et al. 2024), transformers' own; "
                 "exact binomial p-value on the g-values",
-                revision=1,
+                revision=2,
             ),
         ),
         (
@@ -81,6 +82,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "token",
                 "Unigram-Watermark (Zhao et al. 2023): one fixed green list; exact "
                 "hypergeometric p-value on distinct tokens",
+                revision=1,
             ),
         ),
         (
@@ -90,6 +92,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "token",
                 "MorphMark (Wang et al. 2025): KGW green lists, strength adapted to the green "
                 "mass; KGW's z-test",
+                revision=1,
             ),
         ),
         (
@@ -99,6 +102,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "token",
                 "EXP (Aaronson 2022): Gumbel-max sampling keyed by the last 4 tokens; exact "
                 "Gamma p-value",
+                revision=1,
             ),
         ),
         (
@@ -109,6 +113,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "UPV (Liu et al. 2024): green lists from a small network trained from the key, "
                 "threshold set on reference text; key-based z-test (the public LSTM detector "
                 "is not built)",
+                revision=1,
             ),
         ),
         (
@@ -145,7 +150,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "unwatermarked",
                 "token",
                 "the generator's own nucleus sampling: the reference row, no detector",
-                revision=1,
+                revision=2,
                 detectable=False,
             ),
         ),

@@ -1,39 +1,39 @@
-"""Schemes that write with transformers' own ``model.generate``: the unwatermarked LM and
-the token-level baselines (KGW and SynthID, which transformers implements; Unigram,
-MorphMark and EXP, whose logits processors are ours).
+"""Schemes that write token by token: the unwatermarked LM and the token-level baselines
+(KGW and SynthID, whose logits processors transformers implements; Unigram, MorphMark, EXP
+and UPV, whose processors are ours).
 
-They share SAMark's generator model (one load per process) and its sampling settings, and
-generate a batch of prompts at once (left padding). Output is cut to whole sentences with
-the project's segmenter, so every scheme's text is measured the same way.
+They write through the candidate engine that samples SAMark's candidates, with its
+generator model (one load per process) and its sampling settings, several prompts in one
+batch; at each step the engine applies transformers' processors in ``generate``'s order
+(:mod:`samark.sampling.token_writing`). Output is cut to whole sentences with the project's
+segmenter, so every scheme's text is measured the same way.
 
 By default they write until the asked number of sentences, as SAMark does: the model's
 special tokens (EOS, chat-turn markers) are suppressed, so a row never stops early and
 carries less evidence than SAMark's for the length alone. Before revision 1 they stopped
 at EOS: on the 40-prompt paper run 8 of 40 KGW texts had fewer than 12 sentences and one
-was empty. ``stop_at_eos=True`` restores that.
+was empty. ``stop_at_eos=True`` restores that. Before revision 2 (1 for the rows that had
+none) they wrote through transformers' ``model.generate``, left-padded, one random stream
+per batch, to the full token budget.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import torch
-from transformers import GenerationConfig, LogitsProcessor
+from transformers import LogitsProcessor
 from transformers.generation.configuration_utils import BaseWatermarkingConfig
 
 from samark.detection import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.transformers_engine import (
-    TransformersSampler,
-    left_pad,
-    load_transformers_sampler,
-)
+from samark.sampling.token_writing import WriteRequest
+from samark.sampling.transformers_engine import TransformersSampler, load_transformers_sampler
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
@@ -144,50 +144,35 @@ class LMGenerateScheme(Watermark):
             progress(len(out.sentences), max_new_sentences or self.max_new_sentences)
         return out
 
-    @torch.inference_mode()
     def generate_batch(
         self, prompts: list[str], *, max_new_sentences: int | None = None, seed: int | None = None
     ) -> list[Generation]:
-        """Continue every prompt in one left-padded ``generate`` call."""
+        """Continue every prompt in one batch of the candidate engine (the first prompt
+        with ``seed``, the next with ``seed + 1``, ...)."""
         if not prompts or not all(isinstance(p, str) for p in prompts):
             raise TypeError("prompts must be a non-empty list of str")
         sentences = max_new_sentences or self.max_new_sentences
         c = self.config
-        budget = sentences * c.tokens_per_sentence
         lm = self.lm
-        tok = lm.tokenizer
-        pad = lm.pad_id
-        rows = [lm.encode_prefix(p, budget) for p in prompts]
-        width = max(len(r) for r in rows)
-        ids, mask = left_pad(rows, pad)
-        if seed is not None:
-            torch.manual_seed(seed)
         # the model's own end (EOS, a chat turn's end) is not the protocol's end
-        suppress = None if c.stop_at_eos else sorted(_special_ids(lm))
-        config = GenerationConfig(
-            do_sample=True,
-            temperature=c.temperature,
-            top_p=c.top_p,
-            top_k=0,
-            max_new_tokens=budget,
-            pad_token_id=pad,
-            eos_token_id=sorted(lm.eos_ids) or None,
-            suppress_tokens=suppress,
-            watermarking_config=self.watermarking_config(),
-        )
-        start = time.perf_counter()
-        model: Any = lm.model
-        with lm.model_lock:  # not beside a shared-prefix decode of the same model
-            out = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
-        seconds = (time.perf_counter() - start) / len(prompts)
+        suppress = () if c.stop_at_eos else tuple(sorted(_special_ids(lm)))
+        requests = [
+            WriteRequest(
+                prompt,
+                sentences * c.tokens_per_sentence,
+                temperature=c.temperature,
+                top_p=c.top_p,
+                seed=None if seed is None else seed + i,
+                watermark=self.logits_processor(),
+                suppress=suppress,
+                stop=frozenset(lm.eos_ids) if c.stop_at_eos else frozenset(),
+                sentences=sentences,
+            )
+            for i, prompt in enumerate(prompts)
+        ]
         results = []
-        for prompt, row in zip(prompts, out[:, width:], strict=True):
-            new: list[int] = []
-            for t in row.tolist():
-                if t in lm.eos_ids or t == pad:
-                    break
-                new.append(t)
-            text = str(tok.decode(new, skip_special_tokens=True))
+        for prompt, written in zip(prompts, lm.write_many(requests), strict=True):
+            text = lm.decode(list(written.tokens))
             kept = _whole_sentences(text, sentences)
             final = " ".join(kept)
             results.append(
@@ -196,13 +181,22 @@ class LMGenerateScheme(Watermark):
                     prompt=prompt,
                     text=final,
                     sentences=tuple(kept),
-                    tokens_sampled=len(new),
+                    tokens_sampled=written.tokens_sampled,
                     output_tokens=lm.count_tokens(final) if final else 0,
-                    seconds=seconds,
-                    sampling_seconds=seconds,
+                    seconds=written.seconds,
+                    sampling_seconds=written.seconds,
                 )
             )
         return results
+
+    def logits_processor(self) -> LogitsProcessor | None:
+        """A fresh processor of this scheme's watermark (None: no watermark), built as
+        transformers' ``generate`` builds it from ``watermarking_config``."""
+        config = self.watermarking_config()
+        if config is None:
+            return None
+        processor: LogitsProcessor = config.construct_processor(vocab_size(self.lm), "cpu")
+        return processor
 
 
 def _special_ids(lm: TransformersSampler) -> set[int]:
