@@ -229,3 +229,45 @@ def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
         assert all(c.n_tokens <= request.params.max_sentence_tokens for c in batch.candidates)
     # the pruned request's rows past ``at`` tokens: at most ``keep`` of them
     assert sum(c.n_tokens > pruner.at for c in together[2].candidates) <= pruner.keep
+
+
+@pytest.mark.slow
+def test_written_texts_in_one_batch_are_those_written_alone(smollm2) -> None:
+    """Texts written together (the token rows' batches): each with its own prefix, budget,
+    seed and processor (SynthID's keeps state across steps, so each text owns one) is the
+    text it gets alone; one asked for 2 sentences stops once the third begins, one with
+    a budget only writes to its budget."""
+    from transformers import SynthIDTextWatermarkingConfig
+
+    from samark.sampling.token_writing import WriteRequest
+    from samark.segment import split_sentences
+
+    synthid = SynthIDTextWatermarkingConfig(keys=list(range(1, 31)), ngram_len=5)
+
+    def requests() -> list[WriteRequest]:
+        vocab = smollm2.model.config.vocab_size
+        return [
+            WriteRequest(PREFIX, 80, seed=1, sentences=2),
+            WriteRequest(
+                "Scientists found a new species of frog in Peru. The team",
+                64,
+                temperature=0.9,
+                top_p=0.9,
+                seed=2,
+                watermark=synthid.construct_processor(vocab, "cpu"),
+                sentences=2,
+            ),
+            WriteRequest(PREFIX, 20, seed=3),
+        ]
+
+    together = smollm2.write_many(requests())
+    alone = [smollm2.write_many([r])[0] for r in requests()]
+    for a, b in zip(together, alone, strict=True):
+        assert a.tokens == b.tokens and a.tokens_sampled == b.tokens_sampled
+        assert a.finish_reason == b.finish_reason
+    assert together[2].finish_reason == "length" and len(together[2].tokens) == 20
+    assert together[0].finish_reason == "sentences"
+    for w in together[:2]:
+        if w.finish_reason == "sentences":  # a third sentence had begun, not more
+            parts = split_sentences(smollm2.decode(list(w.tokens)))
+            assert len(parts) == 3 and len(w.tokens) < 80

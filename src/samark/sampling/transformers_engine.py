@@ -5,7 +5,8 @@ decoded with temperature + nucleus sampling (transformers' own logits warpers) u
 project's segmenter confirms a complete first sentence, and finished rows leave the batch.
 Several requests' draws can decode in one batch (``sample_many``): each keeps its own
 prefix, settings, token layer and random stream, and the model runs once per token for
-all of them.
+all of them. The token-level rows write their texts in the same decoding loop
+(``write_many``, :mod:`samark.sampling.token_writing`): one sampling path for every row.
 """
 
 from __future__ import annotations

@@ -49,8 +49,8 @@ from samark.segment import split_sentences
 
 @dataclass(frozen=True)
 class LMGenerateConfig(SchemeConfig):
-    """The sampling settings of every row written through transformers' ``generate``
-    (SAMark's: temperature 0.7, top-p 0.95, 12 sentences)."""
+    """The sampling settings of every token row (SAMark's: temperature 0.7, top-p 0.95, 12
+    sentences) and its token budget per sentence."""
 
     temperature: float = 0.7
     top_p: float = 0.95
@@ -115,7 +115,8 @@ class LMGenerateScheme(Watermark):
         return self._lm
 
     def watermarking_config(self) -> Any:
-        """transformers' watermarking config for ``generate`` (None: no watermark)."""
+        """transformers' watermarking config (None: no watermark); its
+        ``construct_processor`` builds the processor the engine applies."""
         return None
 
     def detect(self, text: str) -> Detection:
@@ -215,9 +216,9 @@ def _whole_sentences(text: str, limit: int) -> list[str]:
 
 
 class TokenWatermark(LMGenerateScheme):
-    """A token-level watermark written through transformers' ``generate``: transformers'
-    own (KGW, SynthID) or our logits processor in its watermark slot (Unigram, MorphMark,
-    EXP), given by ``watermarking_config``; keys derived one-way from the run's secret."""
+    """A token-level watermark written in the candidate engine: transformers' own
+    processor (KGW, SynthID) or ours in its watermark slot (Unigram, MorphMark, EXP, UPV),
+    given by ``watermarking_config``; keys derived one-way from the run's secret."""
 
     config_class: type[LMGenerateConfig] = TokenWatermarkConfig
     config: Any  # the scheme's own TokenWatermarkConfig subclass
@@ -254,10 +255,10 @@ class TokenWatermark(LMGenerateScheme):
 
 
 class ProcessorWatermarking(BaseWatermarkingConfig):
-    """A watermark of ours, handed to ``generate`` in the slot transformers keeps for its own
-    (after temperature, top-p and token suppression: the processor sees the distribution
-    that is sampled, as transformers' KGW and SynthID do). ``build(vocab_size, device)``
-    returns the ``LogitsProcessor``."""
+    """A watermark of ours in the slot transformers keeps for its own (after token
+    suppression, temperature and top-p: the processor sees the distribution that is
+    sampled, as transformers' KGW and SynthID do). ``build(vocab_size, device)`` returns
+    the ``LogitsProcessor``."""
 
     def __init__(self, build: Callable[[int, Any], LogitsProcessor]) -> None:
         self.build = build
