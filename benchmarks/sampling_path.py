@@ -108,15 +108,33 @@ def main() -> None:
     metrics = [c for c in ("perplexity", "sd", "distinct2", "rep4") if c in quality]
     if metrics:
         print()
+        print("Quality: mean per revision; the last revision minus the one before, paired by")
+        print("prompt, with a 95% bootstrap interval over the prompts both have.")
+        print()
         print("| row | revision | texts | " + " | ".join(metrics) + " |")
         print("|---|---|---|" + "---|" * len(metrics))
+        rng = np.random.default_rng(0)
         for label in args.rows:
+            per_revision = []
             for revision, fp in revisions[label]:
                 q = quality[(quality["scheme"] == label) & (quality["fingerprint"] == fp)]
                 if q.empty:
                     continue
+                per_revision.append(q.set_index("item"))
                 means = " | ".join(f"{q[m].mean():.3f}" for m in metrics)
                 print(f"| {label} | {revision} | {len(q)} | {means} |")
+            if len(per_revision) < 2:
+                continue
+            before, after = per_revision[-2], per_revision[-1]
+            common = sorted(set(before.index) & set(after.index))
+            cells = []
+            for m in metrics:
+                diff = (after.loc[common, m] - before.loc[common, m]).to_numpy(dtype=float)
+                diff = diff[np.isfinite(diff)]
+                boot = [diff[rng.integers(0, len(diff), len(diff))].mean() for _ in range(2000)]
+                lo, hi = np.percentile(boot, [2.5, 97.5])
+                cells.append(f"{diff.mean():+.3f} [{lo:+.3f}, {hi:+.3f}]")
+            print(f"| {label} | difference | {len(common)} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
