@@ -42,7 +42,7 @@ def test_import_and_help_load_no_model_library() -> None:
 def test_catalogued_schemes_load_on_first_use() -> None:
     from samark.schemes.base import SCHEMES, register_scheme, scheme_info, scheme_revision
 
-    assert scheme_info("kgw").unit == "token" and scheme_revision("kgw") == 1
+    assert scheme_info("kgw").unit == "token" and scheme_revision("kgw") >= 1
     assert not scheme_info("unwatermarked").detectable
     assert callable(SCHEMES.get("synthid"))  # imports its module
     with pytest.raises(ValueError, match="catalogued"):
