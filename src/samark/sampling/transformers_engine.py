@@ -273,7 +273,7 @@ class _Draw:
                 self.texts[cand] = first_sentence(engine.decode(self.tokens[cand]), final=True)
                 continue
             self.tokens[cand].append(tok)
-            piece = engine.decode([tok])
+            piece = str(engine.tokenizer.decode([tok]))  # special tokens as their text
             if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
                 done = first_sentence(engine.decode(self.tokens[cand]), final=last)
                 if done is not None or last:
