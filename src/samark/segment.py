@@ -10,6 +10,9 @@ import functools
 
 import punkt
 
+#: a sampled token piece containing one of these may end a sentence (the engines check
+#: the segmenter only then, or on the first word after)
+SENTENCE_END_HINTS = (".", "!", "?", "…", "\n")
 _TERMINALS = (".", "!", "?", "…", '."', '!"', '?"', ".'", "!'", "?'", ".”", "!”", "?”", ".)", '".')
 
 

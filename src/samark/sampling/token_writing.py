@@ -29,9 +29,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from samark.segment import split_sentences
-
-_TERMINAL_HINTS = (".", "!", "?", "…", "\n")
+from samark.segment import SENTENCE_END_HINTS, split_sentences
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,7 +151,7 @@ class Writing:
         if want is None:
             return False
         piece = self.decode([tok])
-        if any(h in piece for h in _TERMINAL_HINTS):
+        if any(h in piece for h in SENTENCE_END_HINTS):
             self._pending = True
             return False
         if not (self._pending and piece[:1].isspace()):

@@ -34,9 +34,8 @@ from samark.sampling.base import (
     SamplingParams,
 )
 from samark.sampling.token_writing import WriteRequest, Writing, Written
-from samark.segment import first_sentence
+from samark.segment import SENTENCE_END_HINTS, first_sentence
 
-_SENTENCE_HINTS = (".", "!", "?", "…", "\n")
 _TOP_K_FAST = 256
 
 
@@ -274,7 +273,7 @@ class _Draw:
                 continue
             self.tokens[cand].append(tok)
             piece = str(engine.tokenizer.decode([tok]))  # special tokens as their text
-            if any(h in piece for h in _SENTENCE_HINTS) or last or piece[:1].isspace():
+            if any(h in piece for h in SENTENCE_END_HINTS) or last or piece[:1].isspace():
                 done = first_sentence(engine.decode(self.tokens[cand]), final=last)
                 if done is not None or last:
                     self.texts[cand] = done
