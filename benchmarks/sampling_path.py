@@ -16,29 +16,15 @@ metrics.
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from samark.evaluation.detection_metrics import evidence, threshold_at_fpr
-from samark.evaluation.experiment import SchemeSpec
 from samark.evaluation.report_tables import human_records
 from samark.evaluation.runner import Run
 from samark.schemes.base import scheme_revision
-
-
-def fingerprint_at(spec: SchemeSpec, revision: int) -> str:
-    """The row's fingerprint had its scheme been at ``revision`` (the rule of
-    ``SchemeSpec.fingerprint``)."""
-    parts: list[Any] = [spec.name, spec.params]
-    if revision:
-        parts.append({"revision": revision})
-    if spec.pivot_space is not None:
-        parts.append({"pivot_space": spec.pivot_space})
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def frame(records: list[dict[str, Any]]) -> pd.DataFrame:
@@ -65,7 +51,7 @@ def main() -> None:
     for label in args.rows:
         spec = specs[label]
         now = scheme_revision(spec.name)
-        revisions[label] = [(r, fingerprint_at(spec, r)) for r in range(now + 1)]
+        revisions[label] = [(r, spec.fingerprint_at(r)) for r in range(now + 1)]
 
     print(f"| row | revision | attack | n | TP@FP{100 * args.fpr:g}% | p < {args.alpha} |")
     print("|---|---|---|---|---|---|")

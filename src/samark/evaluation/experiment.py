@@ -83,8 +83,12 @@ class SchemeSpec:
         cache key). Revision 0 leaves the fingerprint as it was before revisions existed."""
         from samark.schemes.base import scheme_revision
 
+        return self.fingerprint_at(scheme_revision(self.name))
+
+    def fingerprint_at(self, revision: int) -> str:
+        """The fingerprint this row had (or has) with its scheme at ``revision``: where a
+        revised row's earlier records are found."""
         parts: list[Any] = [self.name, self.params]
-        revision = scheme_revision(self.name)
         if revision:
             parts.append({"revision": revision})
         if self.pivot_space is not None:
