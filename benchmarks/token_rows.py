@@ -26,6 +26,7 @@ from transformers import GenerationConfig
 
 from samark.datasets import load_dataset
 from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.sampling.transformers_engine import left_pad
 from samark.schemes import create_scheme
 from samark.schemes.lm_generate import LMGenerateScheme, _special_ids, _whole_sentences
 from samark.segment import split_sentences
@@ -37,13 +38,8 @@ def generate_reference(
     """(text, tokens drawn) per prompt through one left-padded ``model.generate`` batch."""
     lm, c = scheme.lm, scheme.config
     budget = sentences * c.tokens_per_sentence
-    rows = [lm.encode_prefix(p, budget) for p in prompts]
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), lm.pad_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r) :] = torch.tensor(r)
-        mask[i, width - len(r) :] = 1
+    ids, mask = left_pad([lm.encode_prefix(p, budget) for p in prompts], lm.pad_id)
+    width = ids.shape[1]
     config = GenerationConfig(
         do_sample=True,
         temperature=c.temperature,
