@@ -24,9 +24,20 @@ CHEAP = {"pmark": {"candidates": 8, "max_sentence_tokens": 32}}
 DETECTABLE = [n for n in scheme_names() if scheme_info(n).detectable]
 
 
+def _needs(name: str) -> list[pytest.MarkDecorator]:
+    """A scheme that needs an extra (vllm-gumbel: vLLM) is checked where it is installed
+    (the vLLM tier, tests/vllm) and skipped, saying so, elsewhere."""
+    info = scheme_info(name)
+    reason = f"{name} needs {', '.join(info.requires)}"
+    return [pytest.mark.skipif(not info.available(), reason=reason)] if info.requires else []
+
+
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_DETECTORS else n for n in DETECTABLE],
+    [
+        pytest.param(n, marks=[*_needs(n), *([pytest.mark.slow] if n in SLOW_DETECTORS else [])])
+        for n in DETECTABLE
+    ],
 )
 @pytest.mark.slow
 def test_every_scheme_keeps_the_detection_contract(name: str, minilm) -> None:

@@ -20,9 +20,12 @@ def load_sampler(spec: str) -> CandidateSampler:
             )
         return OpenAICompletionsSampler(url, model)
     if spec.startswith("vllm:"):
-        from samark.sampling.vllm_engine import VLLMSampler
+        from samark.sampling.vllm_engine import load_vllm_sampler
 
-        return VLLMSampler(spec.removeprefix("vllm:"))
+        model = spec.removeprefix("vllm:")
+        if not model:
+            raise SamarkError("a vLLM sampler is 'vllm:MODEL', e.g. vllm:smollm2-135m-instruct")
+        return load_vllm_sampler(model)
     from samark.sampling.transformers_engine import load_transformers_sampler
 
     return load_transformers_sampler(spec)

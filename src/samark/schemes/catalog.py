@@ -22,6 +22,14 @@ class SchemeInfo:
     revision: int = 0
     #: False for a row that only writes (the unwatermarked reference): no key, no detector
     detectable: bool = True
+    #: modules it needs beyond samark's own dependencies, to write and to detect (an extra)
+    requires: tuple[str, ...] = ()
+
+    def available(self) -> bool:
+        """Whether the modules it needs are installed (found without importing them)."""
+        import importlib.util
+
+        return all(importlib.util.find_spec(m) is not None for m in self.requires)
 
 
 _S = "samark.schemes."
@@ -114,6 +122,17 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "threshold set on reference text; key-based z-test (the public LSTM detector "
                 "is not built)",
                 revision=1,
+            ),
+        ),
+        (
+            _S + "vllm_gumbel",
+            SchemeInfo(
+                "vllm-gumbel",
+                "token",
+                "vLLM's own watermark: Gumbel-max sampling keyed by the last 4 generated "
+                "tokens, written through vLLM and detected by its GumbelWatermarkDetector; "
+                "exact Gamma p-value (needs vLLM)",
+                requires=("vllm",),
             ),
         ),
         (
