@@ -12,7 +12,6 @@ from typing import Any
 
 from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack, register_attack
-from samark.evaluation.chat import chat_model
 
 DOC_P_PROMPTS = {
     "I": "Please rewrite the following text:",
@@ -39,6 +38,8 @@ class Paraphrase(Attack):
         if prompt not in DOC_P_PROMPTS:
             raise SamarkError(f"doc-p prompt must be one of {sorted(DOC_P_PROMPTS)}")
         self.instruction = DOC_P_PROMPTS[prompt]
+        from samark.evaluation.chat import chat_model  # torch: only when used
+
         self.model = chat_model(model)
         self.max_tokens = max_tokens
         self.temperature = temperature

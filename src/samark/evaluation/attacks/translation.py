@@ -16,7 +16,6 @@ from typing import Any
 
 from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack, register_attack
-from samark.evaluation.chat import chat_model
 from samark.segment import split_sentences
 from samark.text import words
 
@@ -93,6 +92,8 @@ class BackTranslation(Attack):
         if via == "pt":
             self.round_trip = PortugueseRoundTrip()
         else:
+            from samark.evaluation.chat import chat_model  # torch: only when used
+
             self.model = chat_model(model)
 
     def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
