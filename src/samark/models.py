@@ -8,6 +8,8 @@ user cache directory, keyed by a hash of the source files.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,10 +257,16 @@ def _gguf_to_folder(source: Path) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        source.parent, gguf_file=source.name, dtype=torch.float32
+    print(  # once per machine: say why this run waits (no bar: it would split the output)
+        f"samark: dequantising {source.name} to fp32 once (cached in {target.parent}) ...",
+        file=sys.stderr,
+        flush=True,
     )
+    with _quiet_gguf_bar():
+        tok = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        model = AutoModelForCausalLM.from_pretrained(
+            source.parent, gguf_file=source.name, dtype=torch.float32
+        )
     model.hf_quantizer = None  # type: ignore[assignment]
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
@@ -268,6 +277,26 @@ def _gguf_to_folder(source: Path) -> Path:
         tok.save_pretrained(built)
         _publish(built, target, "config.json")
     return target
+
+
+@contextlib.contextmanager
+def _quiet_gguf_bar() -> Iterator[None]:
+    """transformers' GGUF reader draws a tqdm bar of its tensors on stderr (outside its
+    own progress-bar switch); it redraws over, or in a pipe runs into, a command's output."""
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = bar
 
 
 def resolve_generator(name_or_path: str) -> tuple[str, Path]:
