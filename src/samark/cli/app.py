@@ -3,9 +3,30 @@ commands to them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+import typer.core
 
 from samark.cli.keyring import keyring_app
+
+
+def _hide_flag_types() -> None:
+    """No ``<bool>`` beside a flag in ``--help`` (typer's rich help shows every option's
+    type, and a flag takes no value); options that take one keep theirs."""
+    option = typer.core.TyperOption
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "_samark", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> str | None:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich._samark = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_hide_flag_types()
 
 app = typer.Typer(
     help="SAMark: robust sentence-level watermarks for LLM text, with calibrated p-values.",
