@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
 
@@ -52,6 +53,32 @@ def test_detect_text_argument(key_file, runner) -> None:
     assert {"z", "p_value", "is_watermarked", "n_units"} <= set(record)
     assert record["n_units"] == 4
     assert result.exit_code == (0 if record["is_watermarked"] else 1)
+    # the scan's p-value does not come from the paper's z: z stays in the JSON line only
+    assert "4 sentences" in result.stderr and "z =" not in result.stderr
+    one = runner.invoke(app, ["detect", "One sentence here.", "--key", str(key_file)])
+    assert ", 1 sentence" in one.stderr and "1 sentences" not in one.stderr, one.output
+    by_z = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--statistic", "z"])
+    z = json.loads(by_z.stdout.splitlines()[0])["z"]
+    assert f"z = {z:.2f}" in by_z.stderr  # the statistic its p-value is computed from
+
+
+def test_a_file_name_that_names_no_file_is_an_error_unless_text_is_said(
+    key_file, runner, tmp_path, monkeypatch
+) -> None:
+    """A one-word argument that looks like a file name is never scored as text; --text
+    says it is the text (and wins over a file of that name)."""
+    monkeypatch.chdir(tmp_path)
+    missing = runner.invoke(app, ["detect", "nofile.txt", "--key", str(key_file)])
+    assert missing.exit_code == 2 and "nofile.txt: no such file" in missing.stderr
+    assert "--text" in missing.stderr and not missing.stdout
+    said = runner.invoke(app, ["detect", "nofile.txt", "--text", "--key", str(key_file)])
+    assert said.exit_code in (0, 1), said.output
+    assert json.loads(said.stdout)["n_units"] == 1
+    (tmp_path / "t.txt").write_text(HUMAN)
+    by_file = runner.invoke(app, ["detect", "t.txt", "--key", str(key_file)])
+    assert json.loads(by_file.stdout)["n_units"] == 4  # an existing file is read
+    literal = runner.invoke(app, ["detect", "t.txt", "--text", "--key", str(key_file)])
+    assert json.loads(literal.stdout)["n_units"] == 1  # --text: the words, not the file
 
 
 def test_detect_a_long_one_line_text(key_file, runner) -> None:
@@ -109,12 +136,17 @@ def test_detect_jsonl_keeps_fields_and_reports_bad_records(key_file, runner, tmp
         json.dumps({"id": "c"}),
     ]
     bad_utf8 = b'{"id": "d", "text": "caf\xe9"}\n'  # Latin-1, not UTF-8
-    path.write_bytes(("\n".join(lines) + "\n").encode() + bad_utf8)
+    path.write_bytes(("\n".join(lines) + "\n\n").encode() + bad_utf8)  # and a blank line
     result = runner.invoke(app, ["detect", str(path), "--key", str(key_file)])
-    assert result.exit_code in (0, 1)  # a verdict, not a crash
+    # every record has its line, and the records that could not be scored make it exit 2
+    # (as grep does for a file it cannot read), named by their output lines
+    assert result.exit_code == 2, result.output
+    assert "4 of 5 records" in result.stderr and "output lines 2, 3, 4, 5" in result.stderr
+    # progress counts records, not bytes, and says each count once
+    assert "detecting in.jsonl: 5/5 records (" in result.stderr
     out = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(out) == 5
-    assert out[4] == {"line": 5, "error": "record is not UTF-8 text"}
+    assert out[4] == {"line": 6, "error": "record is not UTF-8 text"}
     assert out[0]["id"] == "a" and out[0]["source"] == "news" and 0 < out[0]["p_value"] <= 1
     assert out[1]["id"] == "b" and out[1]["p_value"] is None and "no sentence" in out[1]["error"]
     assert "invalid JSON" in out[2]["error"]
@@ -458,6 +490,125 @@ def test_check_key_refuses_bad_sources(runner, key_file, tmp_path) -> None:
     few.write_text(json.dumps({"text": HUMAN}) + "\n")
     out = runner.invoke(app, ["check-key", str(few), "--key", str(key_file)])
     assert out.exit_code == 2 and "at least 20 human texts" in out.output
+
+
+_NO_MODEL_SCRIPT = """
+import json, sys
+from typer.testing import CliRunner
+from samark.cli import app
+results = []
+for args in json.loads(sys.argv[1]):
+    r = CliRunner().invoke(app, args)
+    results.append({"code": r.exit_code, "out": r.stdout, "err": r.stderr,
+                    "torch": "torch" in sys.modules})
+print(json.dumps(results))
+"""
+
+
+def _without_models(cwd, *commands: list[str]) -> list[dict]:
+    """Run commands in one fresh process and say, after each, whether torch had been
+    imported: no model loads without it."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _NO_MODEL_SCRIPT, json.dumps(list(commands))],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def offline_key(tmp_path):
+    """A valid key file made without loading an embedder (its fingerprint is made up:
+    a command that got as far as loading the embedder would refuse it)."""
+    return WatermarkKey.generate(EmbedderIdentity("all-mpnet-base-v2", "ab" * 32)).save(
+        tmp_path / "k.key"
+    )
+
+
+def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offline_key) -> None:
+    """Each usage or input error fails at once (exit 2, a clear message), in a process
+    that never imports torch."""
+    from samark.keyring import Keyring
+
+    key = ["--key", str(offline_key)]
+    (tmp_path / "empty.txt").write_text(" \n")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    (tmp_path / "bad.jsonl").write_text('{"text": "Fine. Good. Well."}\n\n{broken\n')
+    (tmp_path / "nofield.jsonl").write_text('{"text": "A. B. C."}\n{"body": "A. B. C."}\n')
+    (tmp_path / "few.jsonl").write_text(json.dumps({"text": HUMAN}) + "\n")
+    (tmp_path / "folder.txt").mkdir()
+    ring = Keyring.create(tmp_path / "ring", EmbedderIdentity("all-mpnet-base-v2", "ab" * 32))
+    ring.add(WatermarkKey.load(offline_key), "k0")
+    cases = [
+        (["detect", "nofile.txt", *key], "nofile.txt: no such file (to use these words"),
+        (["detect", "runs.jsonl", *key], "runs.jsonl: no such file"),
+        (["detect", "sub/dir/t", *key], "sub/dir/t: no such file"),
+        (["detect", "folder.txt", *key], "folder.txt is a folder"),
+        (["detect", "empty.txt", *key], "empty.txt is empty: no sentence to score"),
+        (["detect", "@missing", *key], "cannot read missing"),
+        (["detect", "empty.jsonl", *key], "empty.jsonl holds no records"),
+        (["detect", "Some text.", "--key", "none.key"], "key file none.key does not exist"),
+        (["detect", "Some text."], "no key file samark.key: make one with `samark keygen"),
+        (["detect", "Some text.", *key, "--alpha", "2"], "--alpha must be between 0 and 1"),
+        (["generate", "nofile.txt", *key], "nofile.txt: no such file"),
+        (["generate", "A prompt.", *key, "--sentences", "0"], "--sentences must be at least 1"),
+        (["generate", "A prompt.", *key, "--candidates", "0"], "--candidates must be at least"),
+        (["demo", "--sentences", "0"], "--sentences must be at least 1, got 0"),
+        (["keygen", str(offline_key)], "exists; refusing to overwrite a key file (--force"),
+        (["keygen", "no/such/dir/k.key"], "folder no/such/dir does not exist"),
+        (["keygen", "new.key", "--embedder", "nope"], "unknown embedder 'nope'"),
+        (["check-key", "empty.jsonl", *key], "empty.jsonl holds no records"),
+        (["check-key", "bad.jsonl", *key], "bad.jsonl:3: invalid JSON record"),
+        (["check-key", "nofield.jsonl", *key], "nofield.jsonl:2: record has no string field"),
+        (["check-key", "few.jsonl", *key], "at least 20 human texts of at least 3 sentences"),
+        (["check-key", "cnn_dailymail", *key, "--limit", "5"], "--limit must be at least 20"),
+        (["check-key", "gone.jsonl", *key], "gone.jsonl: no such file"),
+        (["keyring", "new", str(tmp_path / "ring")], "exists and is not an empty folder"),
+        (["keyring", "new", "r2", "--screen", "few.jsonl"], "--screen few.jsonl: a key check"),
+        (["keyring", "add", str(tmp_path / "ring"), "--label", "k0"], "already has a key"),
+        (["keyring", "add", str(tmp_path / "ring"), "--label", "a b"], "invalid key label"),
+    ]
+    results = _without_models(tmp_path, *(args for args, _ in cases))
+    for (args, message), result in zip(cases, results, strict=True):
+        assert result["code"] == 2, (args, result)
+        assert message in result["err"], (args, result["err"])
+        assert not result["torch"], (args, "imported torch before failing")
+    assert not (tmp_path / "r2").exists() and not (tmp_path / "new.key").exists()
+
+
+def test_listing_and_help_load_nothing(tmp_path) -> None:
+    listed, help_ = _without_models(tmp_path, ["attack", "--list"], ["keygen", "--help"])
+    assert listed["code"] == 0 and "doc-p-local" in listed["out"] and not listed["torch"]
+    assert help_["code"] == 0 and "--force" in help_["out"]
+    assert "<bool>" not in help_["out"]  # a flag takes no value: no type beside it
+
+
+def test_line_progress_says_each_count_once(capsys) -> None:
+    """Progress lines in a log: a task's description as it changes, its count (in its
+    unit) while it does not, never the same figures twice on one line."""
+    from samark.cli.common import LineProgress, sentence_progress
+
+    with LineProgress(every=0.0) as bar:
+        task = bar.add_task("detecting runs.jsonl", total=3, unit="records")
+        for _ in range(3):
+            bar.advance(task)
+        steps = bar.add_task("drawing candidates for sentence 1", total=2)
+        show = sentence_progress(bar, steps, 2)
+        show("One.", {"candidates": 64, "matched": 12})
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "detecting runs.jsonl"
+    assert re.fullmatch(r"detecting runs\.jsonl: 1/3 records \(\d+ s\)", lines[1]), lines
+    assert lines[3].startswith("detecting runs.jsonl: 3/3 records")
+    assert lines[4] == "drawing candidates for sentence 1"
+    assert re.fullmatch(r"sentence 1/2: 64 candidates, 12 matched, \d+\.\d s", lines[5]), lines
+    assert len(lines) == 6
 
 
 def test_messages_keep_their_brackets(capsys) -> None:

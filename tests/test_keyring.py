@@ -372,14 +372,21 @@ def test_keyring_commands(tmp_path, pool, minilm) -> None:
     assert [k["label"] for k in record["keys"]] == ["key-00", "key-01", "key-02", "key-03"]
     assert record["payload_bits"] == 2 and record["current"] == "key-03"
     secrets = [json.loads((ring / f"key-0{i}.key").read_text())["secret"] for i in range(4)]
-    table = runner.invoke(app, ["keyring", "list", str(ring)])
+    table = runner.invoke(app, ["keyring", "list", str(ring)], env={"COLUMNS": "80"})
     assert table.exit_code == 0 and "key-02" in table.output
+    # every column named, dates whole (to the minute, UTC) on 80 columns, one row per key
+    created = record["keys"][3]["created"]
+    row = next(line for line in table.stdout.splitlines() if "key-03" in line)
+    assert "status" in table.stdout and "created (UTC)" in table.stdout
+    assert f"{created[:10]} {created[11:16]}" in row and "current: marks text" in row
     assert not any(s in listed.output + table.output + made.output for s in secrets)
 
     retired = runner.invoke(app, ["keyring", "retire", str(ring), "key-03"])
     assert retired.exit_code == 0
     again = json.loads(runner.invoke(app, ["keyring", "list", str(ring), "--json"]).stdout)
     assert again["current"] == "key-02" and again["keys"][3]["retired"]
+    table = runner.invoke(app, ["keyring", "list", str(ring)], env={"COLUMNS": "80"})
+    assert "retired 20" in next(x for x in table.stdout.splitlines() if "key-03" in x)
     wrong = WatermarkKey(bytes([5]) * 32, EmbedderIdentity("x", "0" * 64))
     wrong.save(tmp_path / "wrong.key")
     refused = runner.invoke(
@@ -402,7 +409,8 @@ def test_keyring_commands(tmp_path, pool, minilm) -> None:
     ):
         out = runner.invoke(app, ["generate", "Hello.", "--keyring", str(ring), *args])
         assert out.exit_code == 2 and message in out.output, out.output
-    out = runner.invoke(app, ["generate", "Hello.", "--payload", "1"])
+    key = ["--key", str(ring / "key-00.key")]
+    out = runner.invoke(app, ["generate", "Hello.", *key, "--payload", "1"])
     assert out.exit_code == 2 and "--keyring" in out.output
 
 

@@ -81,7 +81,7 @@ def _now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
-def _instant(value: str) -> datetime:
+def instant(value: str) -> datetime:
     """An ISO 8601 date or time as an aware UTC time (a date alone: its end, so that a
     key created that day counts as in use on it)."""
     try:
@@ -283,11 +283,11 @@ class Keyring:
     def in_use(self, at: str) -> list[RingEntry]:
         """The keys in use at ``at`` (an ISO 8601 date or time; UTC unless it says):
         created at or before it, and not retired by then."""
-        moment = _instant(at)
+        moment = instant(at)
         return [
             e
             for e in self._entries
-            if _instant(e.created) <= moment and (e.retired is None or moment < _instant(e.retired))
+            if instant(e.created) <= moment and (e.retired is None or moment < instant(e.retired))
         ]
 
     @property

@@ -48,7 +48,7 @@ class BatchDetector(Protocol):
 
 def read_jsonl(path: Path, advance: Advance | None = None) -> Iterator[Record]:
     """Records of a JSONL file, streamed; a bad line becomes ``{"line", "error"}``.
-    ``advance`` receives the bytes read (for progress)."""
+    ``advance`` receives the records read (1 for each; for progress)."""
     for _, record in numbered_jsonl(path, advance):
         yield record
 
@@ -61,10 +61,10 @@ def numbered_jsonl(path: Path, advance: Advance | None = None) -> Iterator[tuple
         raise SamarkError(f"cannot read {path}: {exc.strerror}") from None
     with f:
         for number, raw in enumerate(f, 1):
-            if advance:
-                advance(len(raw))
             if not raw.strip():
                 continue
+            if advance:
+                advance(1)
             try:
                 record = json.loads(raw.decode("utf-8"))
                 if not isinstance(record, dict):
@@ -96,13 +96,24 @@ def read_parquet(path: Path, advance: Advance | None = None, rows: int = 1024) -
         yield from records
 
 
-def parquet_rows(path: Path) -> int | None:
+def count_records(path: Path) -> int:
+    """The records of a JSONL file (its lines that are not blank, unreadable ones
+    included: each gets a result line) or the rows of a Parquet file, counted without
+    parsing them; raises :class:`SamarkError` where the file cannot be read."""
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise SamarkError("Parquet files need pyarrow: pip install 'samark[scale]'") from None
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except (OSError, ValueError) as exc:
+            raise SamarkError(f"cannot read {path} as Parquet: {exc}") from None
     try:
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    except Exception:  # progress only: the reader reports the real error
-        return None
+        with path.open("rb") as f:
+            return sum(1 for raw in f if raw.strip())
+    except OSError as exc:
+        raise SamarkError(f"cannot read {path}: {exc.strerror}") from None
 
 
 def detect_records(

@@ -3,8 +3,11 @@ progress display, and how it reads text and keys."""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,16 +16,60 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from samark.errors import SamarkError
+
 err = Console(stderr=True)
 out = Console()
 
-KeyOption = Annotated[Path, typer.Option("--key", "-k", help="Key file from `samark keygen`.")]
+
+def _check_key_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Any:
+    """--key is read as the command line is parsed, before any model loads: a missing or
+    damaged key file fails at once (exit 2). The default (``samark.key``) is not needed
+    where --keyring is given (typer parses the options given before the defaults)."""
+    if ctx.resilient_parsing or value is None:
+        return value
+    # by name: typer may bring its own copy of click's ParameterSource
+    source = ctx.get_parameter_source(param.name or "key")
+    given = getattr(source, "name", "DEFAULT") not in ("DEFAULT", "DEFAULT_MAP")
+    if not given:
+        if ctx.params.get("keyring") is not None:
+            return value
+        if not value.exists():
+            raise fail(
+                f"no key file {value}: make one with `samark keygen {value}`, or name "
+                "yours with --key"
+            )
+    from samark.keys import WatermarkKey
+
+    try:
+        WatermarkKey.load(value)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    return value
+
+
+KeyOption = Annotated[
+    Path,
+    typer.Option("--key", "-k", help="Key file from `samark keygen`.", callback=_check_key_file),
+]
+
+
+def require_positive(**options: int) -> None:
+    """Fail (exit 2) unless every option is at least 1; named as the user typed them."""
+    for name, value in options.items():
+        if value < 1:
+            raise fail(f"--{name.replace('_', '-')} must be at least 1, got {value}")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     # the message is text, not markup: "pip install 'samark[server]'" keeps its brackets
     err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
+
+
+def counted(n: int, unit: str) -> str:
+    """``n`` with ``unit``, plural unless one: "1 sentence", "4 sentences"."""
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
 def progress() -> Any:
@@ -41,8 +88,11 @@ def progress() -> Any:
 
 
 class LineProgress:
-    """The subset of rich's Progress the commands use, as stderr lines: one when the
-    description changes (a new sentence), else at most one every ``every`` seconds."""
+    """The subset of rich's Progress the commands use, as stderr lines: a task's
+    description when it starts, each new one as it stands (it says what happened: a
+    sentence chosen), and while the description stays the same, its count at most once
+    every ``every`` seconds and once at the end ("detecting runs.jsonl: 40/210 records
+    (12 s)")."""
 
     def __init__(self, every: float = 10.0) -> None:
         self.every = every
@@ -55,42 +105,51 @@ class LineProgress:
     def __exit__(self, *exc: object) -> None:
         for task, state in self.tasks.items():
             if state["done"] != state["printed"]:
-                self._print(task)
+                self._print_count(task)
 
-    def add_task(self, description: str, total: float | None = None) -> int:
+    def add_task(self, description: str, total: float | None = None, **fields: Any) -> int:
         task = len(self.tasks)
         self.tasks[task] = {
             "description": description,
             "total": total,
+            "unit": fields.get("unit", ""),
             "done": 0,
-            "printed": None,
-            "shown": 0.0,
+            "printed": 0,
+            "shown": time.monotonic(),
         }
+        err.print(description, highlight=False, soft_wrap=True)  # what starts now
         return task
 
     def update(
         self, task: int, *, completed: float | None = None, description: str | None = None
     ) -> None:
         state = self.tasks[task]
-        changed = description is not None and description != state["description"]
-        if description is not None:
-            state["description"] = description
         if completed is not None:
             state["done"] = completed
-        if changed or time.monotonic() - state["shown"] >= self.every:
-            self._print(task)
+        if description is not None and description != state["description"]:
+            state["description"] = description
+            state["shown"] = time.monotonic()
+            state["printed"] = state["done"]
+            err.print(description, highlight=False, soft_wrap=True)
+        elif time.monotonic() - state["shown"] >= self.every:
+            self._print_count(task)
 
     def advance(self, task: int, amount: float = 1) -> None:
         self.update(task, completed=self.tasks[task]["done"] + amount)
 
-    def _print(self, task: int) -> None:
+    def _print_count(self, task: int) -> None:
         state = self.tasks[task]
         state["shown"] = time.monotonic()
         state["printed"] = state["done"]
         total = state["total"]
         count = f"{state['done']:g}/{total:g}" if total else f"{state['done']:g}"
+        unit = f" {state['unit']}" if state["unit"] else ""
         elapsed = time.monotonic() - self.start
-        err.print(f"{state['description']}: {count} ({elapsed:.0f} s)", highlight=False)
+        err.print(
+            f"{state['description']}: {count}{unit} ({elapsed:.0f} s)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def sentence_progress(bar: Any, task: int, total: int) -> Any:
@@ -116,23 +175,69 @@ def sentence_progress(bar: Any, task: int, total: int) -> Any:
     return on_sentence
 
 
-def read_text(source: str | None) -> str:
-    """Text from an argument, '@file' / an existing file path, or stdin ('-' or nothing)."""
+#: ``--text``: the argument is the text itself, even where it looks like a file name
+TextFlag = Annotated[
+    bool,
+    typer.Option(
+        "--text",
+        help="Take the argument as the text itself, never as a file name.",
+    ),
+]
+
+#: a one-word argument with a path separator, a leading '~', or a file extension: meant as
+#: a file name (``nofile.txt``, ``runs/a``), never scored or continued as text
+_PATH_LIKE = re.compile(r"[^\s]*(?:[/\\][^\s]*|\.[A-Za-z][A-Za-z0-9]{0,9})|~[^\s]*")
+
+
+def looks_like_path(source: str) -> bool:
+    """Whether ``source`` reads as a file name: one word (no whitespace) that contains a
+    path separator, starts with '~', or ends in an extension such as ``.txt``."""
+    return _PATH_LIKE.fullmatch(source) is not None
+
+
+@dataclass(frozen=True)
+class TextInput:
+    """A text a command read, and where from (for its messages)."""
+
+    text: str
+    origin: str  # "the text", "stdin", or the file's path
+
+
+def read_text(source: str | None, *, literal: bool = False) -> TextInput:
+    """The text a command was given: with ``literal`` (``--text``) the argument itself;
+    else stdin ('-' or nothing), a file ('@file', or an existing file's path), or the
+    argument as text. A one-word argument that looks like a file name but names no file
+    is an error (exit 2), never text: a mistyped file name is not scored."""
+    if literal:
+        if source is None:
+            raise fail("--text takes the text itself as the argument")
+        return TextInput(source, "the text")
     if source is None or source == "-":
         if sys.stdin.isatty():
             raise fail("no text given: pass TEXT, a file, or pipe text on stdin")
-        data = sys.stdin.buffer.read()
-        origin = "stdin"
-    else:
-        path = Path(source[1:] if source.startswith("@") else source)
-        if source.startswith("@") or (len(source) < 4096 and "\n" not in source and _is_file(path)):
-            try:
-                data = path.read_bytes()
-            except OSError as exc:
-                raise fail(f"cannot read {path}: {exc.strerror}") from None
-            origin = str(path)
-        else:
-            return source
+        return TextInput(_decode(sys.stdin.buffer.read(), "stdin"), "stdin")
+    if source.startswith("@"):
+        return _read_file(Path(source[1:]))
+    if len(source) < 4096 and "\n" not in source:
+        path = Path(source).expanduser()
+        if is_file(path):
+            return _read_file(path)
+        if looks_like_path(source):
+            if _is_dir(path):
+                raise fail(f"{source} is a folder, not a text file")
+            raise fail(f"{source}: no such file (to use these words as the text, add --text)")
+    return TextInput(source, "the text")
+
+
+def _read_file(path: Path) -> TextInput:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read {path}: {exc.strerror}") from None
+    return TextInput(_decode(data, str(path)), str(path))
+
+
+def _decode(data: bytes, origin: str) -> str:
     if b"\0" in data:
         raise fail(f"{origin} is binary, not text")
     try:
@@ -141,12 +246,59 @@ def read_text(source: str | None) -> str:
         raise fail(f"{origin} is not UTF-8 text") from None
 
 
-def _is_file(path: Path) -> bool:
+def require_sentences(given: TextInput, what: str = "text") -> None:
+    """Fail (exit 2) before any model loads when ``given`` has no sentence."""
+    from samark.segment import split_sentences
+
+    if not split_sentences(given.text):
+        raise fail(f"{given.origin} is empty: no sentence to {what}")
+
+
+def is_file(path: Path) -> bool:
     """Whether ``path`` names a file; a text too long to be a file name is not one."""
     try:
         return path.is_file()
     except OSError:  # ENAMETOOLONG: a one-line text of more than 255 bytes
         return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def check_new_file(path: Path, what: str, *, force: bool = False) -> None:
+    """Fail (exit 2) before any work where ``path`` cannot be written as a new ``what``:
+    it exists (unless ``force``), is a folder, or its folder is missing or read-only."""
+    if _is_dir(path):
+        raise fail(f"{path} is a folder: name the {what} to write")
+    if path.exists() and not force:
+        raise fail(f"{path} exists; refusing to overwrite a {what} (--force replaces it)")
+    parent = path.parent
+    if not _is_dir(parent):
+        raise fail(f"cannot write {what} {path}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise fail(f"cannot write {what} {path}: folder {parent} is not writable")
+
+
+def check_embedder_name(name: str) -> None:
+    """Fail (exit 2) before loading where ``name`` is neither an embedder preset nor a
+    folder (the preset's package may still be missing: loading says so)."""
+    from samark.models import preset
+
+    known = preset(name)
+    if known is not None and known.kind == "embedder":
+        return
+    if not _is_dir(Path(name).expanduser()):
+        from samark.models import PRESETS
+
+        names = ", ".join(n for n, p in PRESETS.items() if p.kind == "embedder")
+        raise fail(
+            f"unknown embedder {name!r}: use a preset ({names}) or a local "
+            "sentence-transformers folder"
+        )
 
 
 def load_key(key: Path) -> Any:

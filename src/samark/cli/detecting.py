@@ -18,10 +18,16 @@ import typer
 from samark.cli.app import app
 from samark.cli.common import (
     KeyOption,
+    TextFlag,
+    TextInput,
+    counted,
     err,
     fail,
+    is_file,
+    looks_like_path,
     progress,
     read_text,
+    require_sentences,
 )
 from samark.cli.loading import (
     COMMAND_STATISTIC,
@@ -82,17 +88,37 @@ def detect(
             "text's date is known: fewer keys, more power."
         ),
     ] = None,
+    literal: TextFlag = False,
 ) -> None:
     """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY,
     or of any key of a KEYRING (one p-value with family-wise error control, and the key
-    that marked it)."""
+    that marked it). SOURCE is a file where one exists; a one-word SOURCE that looks like
+    a file name (a '/', or an extension such as .txt) but names none is an error, unless
+    --text says it is the text."""
     if chunk < 1 or (ray is not None and ray < 1):
         raise fail("--chunk and --ray must be >= 1")
+    if not 0 < alpha < 1:
+        raise fail(f"--alpha must be between 0 and 1, got {alpha}")
     if at is not None and keyring is None:
         raise fail("--at chooses the keys of a --keyring in use at a date")
     samark_family = scheme_name in SAMARK_SCHEMES
     if not samark_family and (ray is not None or statistic is not None):
         raise fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
+    # what to read is checked before any model loads: a missing file, an empty text or
+    # a file without records fails at once
+    records: tuple[Path, int] | None = None
+    given: TextInput | None = None
+    if ray is not None:
+        if source is None or out_dir is None or literal:
+            raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+        if at is not None:
+            raise fail("--at is not available with --ray")
+        _check_ray_source(Path(source))
+    else:
+        records = None if literal else _records_file(source)
+        if records is None:
+            given = read_text(source, literal=literal)
+            require_sentences(given, "score")
     # a bad key or ring fails here, before Ray starts
     detector: Any
     if keyring is not None:
@@ -102,10 +128,7 @@ def detect(
     else:
         detector = load_other_scheme(scheme_name, key, alpha=alpha)
     if ray is not None:
-        if source is None or out_dir is None:
-            raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
-        if at is not None:
-            raise fail("--at is not available with --ray")
+        assert source is not None and out_dir is not None
         raise typer.Exit(
             _detect_on_ray(
                 Path(source),
@@ -122,16 +145,49 @@ def detect(
     embedder = getattr(detector.schemes[0] if keyring is not None else detector, "embedder", None)
     if embedder is not None:
         embedder.progress_over = 2000  # a book-length text takes minutes: show it
-    _detect_with(detector, source, field, details, chunk)
+    if records is not None:
+        raise typer.Exit(_detect_file(detector, *records, field, details, chunk))
+    assert given is not None
+    _detect_text(detector, given.text, details)
 
 
-def _detect_with(
-    scheme: Any, source: str | None, field: str, details: bool, chunk: int = 32
-) -> NoReturn:
-    """Detect with ``scheme`` in a text or a file of records; exits 0 if watermarked."""
-    if source and source.endswith((".jsonl", ".parquet")) and Path(source).is_file():
-        raise typer.Exit(_detect_file(scheme, Path(source), field, details, chunk))
-    text = read_text(source)
+def _p_from_z(statistic: str) -> bool:
+    """Whether a detection's p-value is computed from its ``z`` (SAMark's ``z`` statistic,
+    KGW's and UPV's z-tests)."""
+    return statistic == "z" or statistic.endswith("_z")
+
+
+def _records_file(source: str | None) -> tuple[Path, int] | None:
+    """A .jsonl / .parquet SOURCE and its count of records; None for any other SOURCE.
+    Fails (exit 2) where such a file is missing, unreadable or holds no record."""
+    from samark.record_detection import count_records
+
+    if source is None or not source.endswith((".jsonl", ".parquet")):
+        return None
+    path = Path(source).expanduser()
+    if not is_file(path):
+        if not looks_like_path(source):
+            return None  # words that end in ".jsonl": a text
+        what = "is a folder, not a file" if path.is_dir() else "no such file"
+        raise fail(f"{source}: {what} (to score these words as the text, add --text)")
+    try:
+        total = count_records(path)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    if total == 0:
+        raise fail(f"{source} holds no records: nothing to detect")
+    return path, total
+
+
+def _check_ray_source(source: Path) -> None:
+    if source.suffix not in (".jsonl", ".parquet") and not source.is_dir():
+        raise fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
+    if not source.exists():
+        raise fail(f"{source}: no such file or folder")
+
+
+def _detect_text(scheme: Any, text: str, details: bool) -> NoReturn:
+    """Detect with ``scheme`` in one text; exits 0 if watermarked, 1 if not."""
     try:
         result = scheme.detect(text)
     except SamarkError as exc:
@@ -148,42 +204,62 @@ def _detect_with(
         err.print(
             f"{verdict}{found}{payload}: p = {result.p_value:.4g} over a ring of "
             f"{result.ring_size} keys ({result.method}; alpha {result.alpha}), "
-            f"{result.n_units} {result.detection.unit}s",
+            f"{counted(result.n_units, result.detection.unit)}",
             soft_wrap=True,
         )
     else:
+        # z only where the p-value is computed from it: beside the scan's or Fisher's p,
+        # the paper's z reads as a verdict it is not (it stays in the JSON line)
+        z = f", z = {result.z:.2f}" if _p_from_z(result.statistic) else ""
         err.print(
             f"{verdict}: p = {result.p_value:.4g} (alpha {result.alpha}), "
-            f"{result.n_units} {result.unit}s, z = {result.z:.2f} (a score, not the decision)"
+            f"{counted(result.n_units, result.unit)}{z}",
+            soft_wrap=True,
         )
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 
-def _detect_file(scheme: Any, path: Path, field: str, details: bool, chunk: int) -> int:
-    """One result line per record of a JSONL or Parquet file, streamed in chunks whose
-    sentences are embedded together (constant memory); a record that cannot be read gets
-    an ``error`` line, never a crash."""
-    from samark.record_detection import detect_records, parquet_rows, read_jsonl, read_parquet
+def _detect_file(scheme: Any, path: Path, total: int, field: str, details: bool, chunk: int) -> int:
+    """One result line per record of a JSONL or Parquet file (``total`` records),
+    streamed in chunks whose sentences are embedded together (constant memory); a record
+    that cannot be read or scored gets an ``error`` line, never a crash, and makes the
+    exit code 2 (as grep's for a file it could not read). Progress counts the records
+    whose results are written."""
+    from samark.record_detection import (
+        NO_SENTENCE,
+        UnreadableRecord,
+        detect_records,
+        no_text_field,
+        read_jsonl,
+        read_parquet,
+    )
 
     found = False
-    parquet = path.suffix == ".parquet"
-    try:
-        total = parquet_rows(path) if parquet else path.stat().st_size
-    except OSError as exc:
-        raise fail(f"cannot read {path}: {exc.strerror}") from None
+    failed: list[int] = []
+    errors = (no_text_field(field), NO_SENTENCE)
     with progress() as bar:
-        task = bar.add_task(f"detecting {path.name}", total=total)
-
-        def advance(n: int) -> None:
-            bar.advance(task, n)
-
-        records = read_parquet(path, advance) if parquet else read_jsonl(path, advance)
+        task = bar.add_task(f"detecting {path.name}", total=total, unit="records")
+        records = read_parquet(path) if path.suffix == ".parquet" else read_jsonl(path)
         try:
-            for record in detect_records(scheme, records, field, details=details, chunk=chunk):
+            for number, record in enumerate(
+                detect_records(scheme, records, field, details=details, chunk=chunk), 1
+            ):
                 found |= bool(record.get("is_watermarked"))
+                if isinstance(record, UnreadableRecord) or record.get("error") in errors:
+                    failed.append(number)
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))
+                bar.advance(task, 1)
         except SamarkError as exc:
             raise fail(str(exc)) from None
+    if failed:
+        shown = ", ".join(map(str, failed[:10])) + (", ..." if len(failed) > 10 else "")
+        lines = (
+            f"output line {shown} carries" if len(failed) == 1 else f"output lines {shown} carry"
+        )
+        raise fail(
+            f"{len(failed)} of {counted(total, 'record')} of {path} not scored: {lines} "
+            "the error; the others are scored"
+        )
     return 0 if found else 1
 
 
@@ -208,8 +284,6 @@ def _detect_on_ray(
         from samark.ray_detection import detect_dataset
     except ImportError as exc:
         raise fail(f"--ray needs ray[data] ({exc}): pip install 'samark[scale]'") from None
-    if source.suffix not in (".jsonl", ".parquet") and not source.is_dir():
-        raise fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
     start = time.monotonic()
     # one CPU per detecting actor, and one for the tasks that read and write files
     ray.init(
@@ -239,21 +313,22 @@ def _detect_on_ray(
             workers=workers,
         ).materialize()
         detected.write_parquet(str(out_dir))
-        flags = [
-            bool(x)
-            for batch in detected.select_columns(["is_watermarked"]).iter_batches()
-            for x in batch["is_watermarked"]
-            if x is not None
-        ]
+        flags: list[bool] = []
+        failed = 0
+        for batch in detected.select_columns(["is_watermarked", "error"]).iter_batches():
+            flags += [bool(x) for x in batch["is_watermarked"] if x is not None]
+            failed += sum(1 for e in batch["error"] if isinstance(e, str))
         count = detected.count()
     finally:
         ray.shutdown()
     seconds = time.monotonic() - start
     err.print(
-        f"{count} records, {sum(flags)} watermarked, {seconds:.0f} s, "
+        f"{counted(count, 'record')}, {sum(flags)} watermarked, {seconds:.0f} s, "
         f"{workers} Ray workers: {out_dir}",
         highlight=False,
     )
+    if failed:  # as for a file read in-process: every row written, exit 2
+        raise fail(f"{failed} of {counted(count, 'record')} not scored: see their error column")
     return 0 if any(flags) else 1
 
 
@@ -264,7 +339,7 @@ def check_key(
         typer.Argument(
             help="Human text of the domain the key will mark: a data set name "
             "(`cnn_dailymail`, `wikipedia_leads`, `jane_austen`, `debian_handbook`, ...) "
-            "or a .jsonl / .parquet file."
+            "or a .jsonl / .parquet file of at least 20 records with a text field (--field)."
         ),
     ],
     key: KeyOption = Path("samark.key"),
@@ -283,11 +358,19 @@ def check_key(
 ) -> None:
     """Measure KEY's false-positive rate on human text of your domain: a key that leans
     towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
-    With --keyring, every key of the ring and the ring's family-wise answer. Exits 0 if
+    With --keyring, every key of the ring and the ring's family-wise answer. Check the
+    --scheme you mark with (default samark). Needs at least 20 human texts. Exits 0 if
     each count of p < alpha is within the 99.9% binomial bound and the p-values are not
-    below uniform (one-sided KS, at 0.001)."""
-    if sentences < 0 or limit < 1:
-        raise fail("--sentences must be >= 0 and --limit >= 1")
+    below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a record that cannot
+    be read or has no text field, named by its line; too few texts)."""
+    from samark.key_check import MIN_TEXTS
+
+    if sentences < 0:
+        raise fail(f"--sentences must be 0 (whole texts) or more, got {sentences}")
+    if limit < MIN_TEXTS:
+        raise fail(f"--limit must be at least {MIN_TEXTS}: a key check needs {MIN_TEXTS} texts")
+    if not 0 < alpha < 1:
+        raise fail(f"--alpha must be between 0 and 1, got {alpha}")
     if statistic is not None and scheme_name not in SAMARK_SCHEMES:
         raise fail("--statistic is SAMark's; leave it out for " + scheme_name)
     targets: list[tuple[str | None, Path]] = [(None, key)]
@@ -300,6 +383,12 @@ def check_key(
             raise fail(str(exc)) from None
         targets = [(e.label, ring.path / e.file) for e in ring.entries]
     texts = human_heads(source, field, sentences, limit)
+    scorable = sum(1 for text in texts if text.strip())
+    if scorable < MIN_TEXTS:  # before any model loads
+        each = f" of at least {min(3, sentences)} sentences" if sentences else ""
+        raise fail(
+            f"a key check needs at least {MIN_TEXTS} human texts{each}; {source} has {scorable}"
+        )
     holds = True
     with contextlib.ExitStack() as stack:
         for label, path in targets:

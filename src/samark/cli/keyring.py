@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from samark.cli.common import err, fail, load_key, out
+from samark.cli.common import check_embedder_name, err, fail, load_key, out
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER
 
@@ -33,20 +33,36 @@ ScreenTextsOption = Annotated[
 ]
 
 
-def _key_maker(embedder: Any, screen: list[str] | None, texts: int) -> Callable[[], Any]:
-    """Draws a new key for ``embedder``; with ``screen``, one that passes ``check-key`` at
-    p < 0.01 on each source's human text (redrawn otherwise). Returns (key, refused)."""
+def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
+    """The human texts of each --screen source (their first 10 sentences), read and
+    checked before any model loads."""
+    if not screen:
+        return []
+    from samark.cli.loading import human_heads
+    from samark.key_check import MIN_TEXTS
+
+    if texts < MIN_TEXTS:
+        raise fail(f"--screen-texts must be at least {MIN_TEXTS}, got {texts}")
+    corpora = [human_heads(source, "text", 10, texts) for source in screen]
+    for source, human in zip(screen, corpora, strict=True):
+        if len(human) < MIN_TEXTS:
+            raise fail(
+                f"--screen {source}: a key check needs at least {MIN_TEXTS} human texts "
+                f"of at least 3 sentences; it has {len(human)}"
+            )
+    return corpora
+
+
+def _key_maker(embedder: Any, corpora: list[list[str]]) -> Callable[[], Any]:
+    """Draws a new key for ``embedder``; with screening ``corpora``, one that passes
+    ``check-key`` at p < 0.01 on each (redrawn otherwise). Returns (key, refused)."""
     from samark.embed import new_key
 
-    if not screen:
+    if not corpora:
         return lambda: (new_key(embedder), 0)
-    from samark.cli.loading import COMMAND_STATISTIC, human_heads
+    from samark.cli.loading import COMMAND_STATISTIC
     from samark.key_check import check_key, screen_key
     from samark.schemes import create_scheme
-
-    if texts < 20:
-        raise fail("--screen-texts must be >= 20")
-    corpora = [human_heads(source, "text", 10, texts) for source in screen]
 
     def audit(key: Any) -> list[Any]:
         scheme = create_scheme("samark", key=key, embedder=embedder, statistic=COMMAND_STATISTIC)
@@ -85,14 +101,21 @@ def keyring_new(
     from samark.keyring import Keyring, check_flag_bits, check_label
 
     if keys < 0:
-        raise fail("--keys must be >= 0")
+        raise fail(f"--keys must be 0 (an empty ring) or more, got {keys}")
     width = max(2, len(str(keys - 1)))
+    if ring.exists() and (not ring.is_dir() or any(ring.iterdir())):
+        raise fail(f"{ring} exists and is not an empty folder; refusing to use it")
     try:
         check_label(f"{prefix}-0")
         check_flag_bits(flag_bits)  # before any key is drawn
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    check_embedder_name(embedder)
+    corpora = _screen_texts(screen, screen_texts)  # all before any model loads
+    try:
         emb = load_embedder(embedder)
         with emb.remembering():  # the screening texts are embedded once for every key
-            make = _key_maker(emb, screen, screen_texts)
+            make = _key_maker(emb, corpora)
             drawn = [make() for _ in range(keys)]  # all keys before the folder exists
         made = Keyring.create(ring, emb.identity, flag_bits=flag_bits)
         for i, (key, _) in enumerate(drawn):
@@ -121,19 +144,23 @@ def keyring_add(
     --screen, one that passes check-key on human text). The newest key that is not
     retired marks text by default."""
     from samark.embed import load_embedder
-    from samark.keyring import Keyring
+    from samark.keyring import Keyring, check_label
 
     if key is not None and screen:
         raise fail("--screen draws a new key; audit an existing one with `samark check-key`")
     refused = 0
     try:
-        opened = Keyring.load(ring)
+        opened = Keyring.load(ring)  # before any model loads: the ring, the label, the texts
+        check_label(label)
+        if label in opened.labels():
+            raise fail(f"the ring already has a key labelled {label!r}")
         if key is not None:
             added = load_key(key)
         else:
+            corpora = _screen_texts(screen, screen_texts)
             emb = load_embedder(opened.embedder.name)
             with emb.remembering():
-                added, refused = _key_maker(emb, screen, screen_texts)()
+                added, refused = _key_maker(emb, corpora)()
         entry = opened.add(added, label)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -165,15 +192,34 @@ def keyring_list(
         typer.echo(json.dumps(record))
         return
     table = Table(title=f"{ring} ({opened.embedder.name})")
-    for column in ("#", "label", "key id", "created", "retired", ""):
-        table.add_column(column)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("label")
+    table.add_column("key id", no_wrap=True)
+    table.add_column("created (UTC)", no_wrap=True)
+    table.add_column("status")
     for i, e in enumerate(opened.entries):
-        mark = "current" if e.label == current else ""
-        table.add_row(str(i), e.label, e.key_id, e.created, e.retired or "", mark)
+        if e.retired:
+            status = f"retired {_minute(e.retired)}"
+        else:
+            status = "current: marks text" if e.label == current else "in use"
+        table.add_row(str(i), e.label, e.key_id, _minute(e.created), status)
     out.print(table)
     if opened.payload_bits:
         flags = f", then {opened.flag_bits} in the flags" if opened.flag_bits else ""
         out.print(f"payload: {opened.payload_bits} bits (the key's position{flags})")
+
+
+def _minute(value: str) -> str:
+    """An ISO 8601 time of the ring as ``YYYY-MM-DD HH:MM`` in UTC (``--json`` keeps it
+    whole); a value that does not parse is shown as it is."""
+    from datetime import UTC
+
+    from samark.keyring import KeyringError, instant
+
+    try:
+        return instant(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+    except KeyringError:
+        return value
 
 
 @keyring_app.command("retire")

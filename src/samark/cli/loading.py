@@ -171,30 +171,54 @@ def human_heads(source: str, field: str, sentences: int, limit: int) -> list[str
 
 
 def _human_texts(source: str, field: str, limit: int) -> list[str]:
-    """Up to ``limit`` texts of a data set by name, or of a JSONL / Parquet file's ``field``."""
+    """Up to ``limit`` texts of a data set by name, or of a JSONL / Parquet file's
+    ``field``; a record that cannot be read, or has no such field, is an error (exit 2)
+    naming its line (JSONL) or row (Parquet)."""
     from samark.datasets import dataset_names, load_dataset
-    from samark.record_detection import no_text_field, read_jsonl, read_parquet
 
-    path = Path(source)
+    path = Path(source).expanduser()
+    if path.suffix in (".jsonl", ".parquet"):
+        if not path.is_file():
+            what = "is a folder, not a file" if path.is_dir() else "no such file"
+            raise fail(f"{source}: {what}")
+        try:
+            return _file_texts(path, field, limit)
+        except SamarkError as exc:
+            raise fail(str(exc)) from None
+    if source not in dataset_names():
+        raise fail(
+            f"{source!r} is neither a .jsonl / .parquet file nor a data set "
+            f"({', '.join(dataset_names())})"
+        )
     try:
-        if path.suffix in (".jsonl", ".parquet") and path.is_file():
-            records = read_parquet(path) if path.suffix == ".parquet" else read_jsonl(path)
-            texts = []
-            for record in records:
-                text = record.get(field)
-                if not isinstance(text, str):
-                    raise SamarkError(f"{path}: {no_text_field(field)}")
-                texts.append(text)
-                if len(texts) == limit:
-                    break
-            return texts
-        if source not in dataset_names():
-            raise SamarkError(
-                f"{source!r} is neither a .jsonl / .parquet file nor a data set "
-                f"({', '.join(dataset_names())})"
-            )
         return [doc.text for doc in load_dataset(source)[:limit]]
-    except OSError as exc:
-        raise fail(f"cannot read {source}: {exc.strerror}") from None
     except SamarkError as exc:
         raise fail(str(exc)) from None
+
+
+def _file_texts(path: Path, field: str, limit: int) -> list[str]:
+    """The first ``limit`` records' ``field`` of a JSONL or Parquet file."""
+    from samark.record_detection import (
+        UnreadableRecord,
+        no_text_field,
+        numbered_jsonl,
+        read_parquet,
+    )
+
+    if path.suffix == ".parquet":
+        numbered = ((f"{path}, row {i}", r) for i, r in enumerate(read_parquet(path), 1))
+    else:
+        numbered = ((f"{path}:{n}", r) for n, r in numbered_jsonl(path))
+    texts: list[str] = []
+    for place, record in numbered:
+        if isinstance(record, UnreadableRecord):
+            raise SamarkError(f"{place}: {record['error']}")
+        text = record.get(field)
+        if not isinstance(text, str):
+            raise SamarkError(f"{place}: {no_text_field(field)}")
+        texts.append(text)
+        if len(texts) == limit:
+            break
+    if not texts:
+        raise SamarkError(f"{path} holds no records")
+    return texts

@@ -11,10 +11,14 @@ import typer
 from samark.cli.app import app
 from samark.cli.common import (
     KeyOption,
+    TextFlag,
+    check_embedder_name,
+    check_new_file,
     err,
     fail,
     progress,
     read_text,
+    require_positive,
     sentence_progress,
 )
 from samark.cli.loading import (
@@ -40,6 +44,8 @@ def keygen(
     force: Annotated[bool, typer.Option(help="Overwrite an existing key file.")] = False,
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
+    check_new_file(output, "key file", force=force)
+    check_embedder_name(embedder)
     from samark.embed import load_embedder, new_key
 
     try:
@@ -91,10 +97,15 @@ def generate(
             help="With --keyring of 2**b keys: write this b-bit value (a tenant or user id)."
         ),
     ] = None,
+    literal: TextFlag = False,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING
-    (its current key, the key LABEL, or the key that writes PAYLOAD)."""
-    text = read_text(prompt)
+    (its current key, the key LABEL, or the key that writes PAYLOAD). PROMPT is a file
+    where one exists; a one-word PROMPT that looks like a file name (a '/', or an
+    extension such as .txt) but names none is an error, unless --text says it is the
+    prompt."""
+    require_positive(sentences=sentences, candidates=candidates)
+    text = read_text(prompt, literal=literal).text
     if not text.strip():
         raise fail("the prompt is empty")
     marked_by: dict[str, str] = {}
