@@ -26,7 +26,7 @@ DETECTABLE = [n for n in scheme_names() if scheme_info(n).detectable]
 
 def _needs(name: str) -> list[pytest.MarkDecorator]:
     """A scheme that needs an extra (vllm-gumbel: vLLM) is checked where it is installed
-    (the vLLM tier, tests/vllm) and skipped, saying so, elsewhere."""
+    (the vLLM tier, tests/vllm_tier) and skipped, saying so, elsewhere."""
     info = scheme_info(name)
     reason = f"{name} needs {', '.join(info.requires)}"
     return [pytest.mark.skipif(not info.available(), reason=reason)] if info.requires else []

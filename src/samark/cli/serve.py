@@ -42,6 +42,15 @@ def serve(
         str,
         typer.Option(help="Local generator preset or folder; with --upstream, its chat template."),
     ] = DEFAULT_GENERATOR,
+    engine_name: Annotated[
+        str | None,
+        typer.Option(
+            "--engine",
+            help="Where the generator runs: 'transformers' (local, the default) or 'vllm' "
+            "(in-process vLLM: a GPU, or the CPU recipe of docs/usage.md). Default: the "
+            "scheme's own (vllm-gumbel writes through vLLM only).",
+        ),
+    ] = None,
     tokens_file: Annotated[
         Path | None,
         typer.Option(help="API bearer tokens, one per line (also: SAMARK_API_TOKENS=a,b)."),
@@ -95,6 +104,7 @@ def serve(
             f"--upstream draws SAMark's candidates ({', '.join(SAMARK_SCHEMES)}); "
             f"{scheme_name} writes with the local generator"
         )
+    engine_name = _engine_for(scheme_name, engine_name, upstream)
     try:
         import uvicorn
 
@@ -124,14 +134,40 @@ def serve(
     elif label is not None:
         raise fail("--label chooses a key of a --keyring")
     scheme = _served_scheme(
-        key, scheme_name, generator, upstream, statistic, candidates, sentences, alpha, concurrency
+        key,
+        scheme_name,
+        generator,
+        upstream,
+        statistic,
+        candidates,
+        sentences,
+        alpha,
+        concurrency,
+        engine_name,
     )
     app_ = _served_app(
         scheme, settings, generator, upstream, timeout, keyring, marked_by, statistic, alpha
     )
     if no_auth:
         err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
-    uvicorn.run(app_, host=host, port=port, log_level="info")
+    uvicorn.run(app_, host=host, port=port, log_level="info", log_config=log_config())
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging, with the server's own logger (``samark.serve``: one line per
+    completion naming its key id, and errors) on uvicorn's stderr handler at INFO;
+    without a handler of its own Python prints only its warnings."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config["loggers"]["samark.serve"] = {
+        "handlers": ["default"],
+        "level": "INFO",
+        "propagate": False,
+    }
+    return config
 
 
 def _served_scheme(
@@ -144,21 +180,23 @@ def _served_scheme(
     sentences: int,
     alpha: float,
     concurrency: int,
+    engine_name: str,
 ) -> Any:
     """The served scheme: SAMark's family with its options (and, for concurrent requests
-    on the local generator, a batching engine), any other scheme at its defaults."""
+    on a local engine, a batching engine), any other scheme at its defaults."""
     if scheme_name not in SAMARK_SCHEMES:  # any other scheme with a key and a detector
         scheme = load_other_scheme(scheme_name, key, generator=generator)
-        err.print(f"loading {generator} ...")
+        err.print(f"loading {generator} ({engine_name}) ...")
         return scheme
     engine = None
-    if upstream is None and concurrency > 1:  # requests share batches
+    if upstream is None and (concurrency > 1 or engine_name == "vllm"):
         from samark.sampling.batching import BatchingSampler
-        from samark.sampling.transformers_engine import load_transformers_sampler
 
-        err.print(f"loading {generator} ...")
+        err.print(f"loading {generator} ({engine_name}) ...")
         try:
-            engine = BatchingSampler(load_transformers_sampler(generator))
+            local = _local_engine(engine_name, generator)
+            # requests share batches; vLLM's engine takes one caller at a time
+            engine = BatchingSampler(local) if concurrency > 1 else local
         except (SamarkError, ValueError, OSError) as exc:
             raise fail(str(exc)) from None
     scheme = load_scheme(
@@ -175,6 +213,39 @@ def _served_scheme(
     if engine is None:
         err.print(f"loading {generator} ...")
     return scheme
+
+
+def _engine_for(scheme_name: str, engine_name: str | None, upstream: str | None) -> str:
+    """The engine a served scheme writes through: the one asked, if the scheme can, else
+    its own default (SchemeInfo.engines)."""
+    from samark.schemes.base import scheme_info
+
+    try:
+        engines = scheme_info(scheme_name).engines
+    except (KeyError, ValueError, SamarkError):
+        return engine_name or "transformers"  # an unknown scheme: its loader says so
+    if upstream:
+        if engine_name not in (None, "openai"):
+            raise fail("--upstream draws candidates from a server; --engine runs a local one")
+        return "openai"
+    if engine_name is None:
+        return next(e for e in engines if e != "openai")
+    if engine_name not in ("transformers", "vllm"):
+        raise fail(f"--engine is 'transformers' or 'vllm', not {engine_name!r}")
+    if engine_name not in engines:
+        raise fail(f"{scheme_name} writes through {' or '.join(engines)}, not {engine_name}")
+    return engine_name
+
+
+def _local_engine(engine_name: str, generator: str) -> Any:
+    """The process's candidate engine for ``generator``."""
+    if engine_name == "vllm":
+        from samark.sampling.vllm_engine import load_vllm_sampler
+
+        return load_vllm_sampler(generator)
+    from samark.sampling.transformers_engine import load_transformers_sampler
+
+    return load_transformers_sampler(generator)
 
 
 def _served_app(
@@ -199,8 +270,8 @@ def _served_app(
         from samark.models import resolve_generator
         from samark.openai_client import async_openai_client
 
-        # a sentence-level scheme's candidate engine, a token-level scheme's model
-        sampler = getattr(scheme, "sampler", None) or scheme.lm
+        # a sentence-level scheme's candidate engine, a token-level scheme's engine or model
+        sampler = getattr(scheme, "sampler", None) or getattr(scheme, "engine", None) or scheme.lm
         tokenizer = (
             AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
             if upstream

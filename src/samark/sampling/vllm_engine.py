@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ class VLLMSampler(BatchSampler):
             self.name = source = model  # a model vLLM finds itself (a hub id, with network)
         engine_args.setdefault("enable_prefix_caching", True)
         engine_args.setdefault("logits_processors", [PROCESSOR])
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's own info lines
         if cpu_only():
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
             engine_args.setdefault("dtype", "float32")
@@ -101,6 +103,9 @@ class VLLMSampler(BatchSampler):
             raise SamarkError(f"{self.name}: its tokenizer has no end-of-sequence token")
         self.stop_id = int(eos)
         self.eos_ids = {self.stop_id}
+        #: ``LLM.generate`` takes one caller at a time (a server's threads queue here;
+        #: a BatchingSampler in front batches their draws instead)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"VLLMSampler({self.name!r})"
@@ -212,11 +217,14 @@ class VLLMSampler(BatchSampler):
     def _generate(self, prompts: list[list[int]], settings: list[Any]) -> list[Any]:
         from vllm.inputs import TokensPrompt
 
-        return list(
-            self.llm.generate(
-                [TokensPrompt(prompt_token_ids=ids) for ids in prompts], settings, use_tqdm=False
+        with self._lock:
+            return list(
+                self.llm.generate(
+                    [TokensPrompt(prompt_token_ids=ids) for ids in prompts],
+                    settings,
+                    use_tqdm=False,
+                )
             )
-        )
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -23,7 +23,7 @@ request, at each step:
    ``context_width`` generated tokens padded with -1, vLLM's ``repeated_context_mask``
    (a repeated context is sampled without the mark, ``deduplicate_contexts="single_turn"``)
    and ``GumbelWatermarker.sample`` for the pick, then leaves only the picked token for
-   vLLM's sampler. ``tests/vllm`` checks the picks against ``GumbelWatermarker``'s.
+   vLLM's sampler. ``tests/vllm_tier`` checks the picks against ``GumbelWatermarker``'s.
 
 The spec, derived secrets included, crosses from vLLM's front end to its engine-core
 process on the same machine, never a network. vLLM applies logits processors before

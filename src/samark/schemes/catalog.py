@@ -24,6 +24,9 @@ class SchemeInfo:
     detectable: bool = True
     #: modules it needs beyond samark's own dependencies, to write and to detect (an extra)
     requires: tuple[str, ...] = ()
+    #: the engines it writes through, its default first: "transformers" (local),
+    #: "vllm" (in-process vLLM), "openai" (an OpenAI-compatible completions server)
+    engines: tuple[str, ...] = ("transformers",)
 
     def available(self) -> bool:
         """Whether the modules it needs are installed (found without importing them)."""
@@ -44,6 +47,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "sentence",
                 "SAMark: self-anchored sentence-level watermark (this project's paper); exact "
                 "key-exchangeability p-value",
+                engines=("transformers", "vllm", "openai"),
             ),
         ),
         (
@@ -52,6 +56,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "samark-dagger",
                 "sentence",
                 "SAMark without the diversity terms and hard filters (the paper's ablation)",
+                engines=("transformers", "vllm", "openai"),
             ),
         ),
         (
@@ -62,6 +67,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "SAMark plus a keyed 4-token-context green-list token layer sampled inside "
                 "the candidate engine; one exact p-value (Fisher over both layers, scan "
                 "statistic)",
+                engines=("transformers", "vllm"),
             ),
         ),
         (
@@ -133,6 +139,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "tokens, written through vLLM and detected by its GumbelWatermarkDetector; "
                 "exact Gamma p-value (needs vLLM)",
                 requires=("vllm",),
+                engines=("vllm",),
             ),
         ),
         (

@@ -6,7 +6,7 @@ Generation runs in vLLM (:class:`~samark.sampling.vllm_engine.VLLMSampler`). vLL
 path needs its Model Runner V2, hence Triton, hence a GPU; elsewhere the row applies the
 same sampler rule through samark's logits processor, built from vLLM's own pieces (its
 PRF, ``GumbelWatermarker``, ``apply_top_k_top_p``, ``repeated_context_mask``:
-:mod:`samark.sampling.vllm_processors`), and ``tests/vllm`` checks its picks against
+:mod:`samark.sampling.vllm_processors`), and ``tests/vllm_tier`` checks its picks against
 ``GumbelWatermarker``'s. Detection is vLLM's ``GumbelWatermarkDetector`` on the generator
 tokenizer's ids of the text: the sum of ``-log(1 - u)`` over the text's tokens with
 distinct contexts is Gamma(n, 1) on a text that does not depend on the key, so its p-value

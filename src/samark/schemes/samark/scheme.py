@@ -217,9 +217,11 @@ def _check_engine(sampler: Any, c: SAMarkConfig) -> None:
     """Steering and row pruning run inside the local transformers engine only."""
     wanted = [name for name, on in (("steer > 0", c.steer > 0), ("prune_at", c.prune_at)) if on]
     if wanted and not getattr(sampler, "supports_steering", False):
+        them = "them" if len(wanted) > 1 else "it"
         raise SamarkError(
-            f"{' and '.join(wanted)} need the local transformers engine; {sampler!r} cannot "
-            "apply them (vLLM's logits processor carries only the green-list layer so far)"
+            f"{' and '.join(wanted)} {'need' if len(wanted) > 1 else 'needs'} the local "
+            f"transformers engine; {sampler!r} cannot apply {them} (vLLM's samark processor "
+            "applies the token layer and sentence ends only)"
         )
 
 

@@ -1,0 +1,20 @@
+"""The vLLM tier (``pytest -m vllm tests/vllm_tier`` in the vLLM environment: docs/usage.md):
+real vLLM on the CPU, one engine per test session. Skipped where vLLM is not installed."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("vllm", reason="the vLLM tier needs vLLM (docs/usage.md, 'vLLM')")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+
+GENERATOR = "smollm2-135m-instruct"
+
+
+@pytest.fixture(scope="session")
+def vllm_engine():
+    from samark.sampling.vllm_engine import load_vllm_sampler
+
+    return load_vllm_sampler(GENERATOR)
