@@ -18,3 +18,15 @@ def vllm_engine():
     from samark.sampling.vllm_engine import load_vllm_sampler
 
     return load_vllm_sampler(GENERATOR)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vllm_shut_down_at_the_end():
+    """Stop the session's vLLM engine while pytest still holds its streams (vLLM's own
+    exit hook would log into closed ones)."""
+    yield
+    from samark.sampling.vllm_engine import load_vllm_sampler
+
+    if load_vllm_sampler.cache_info().currsize:
+        load_vllm_sampler(GENERATOR).llm.llm_engine.engine_core.shutdown()
+        load_vllm_sampler.cache_clear()
