@@ -3,8 +3,10 @@ trade-off and power against length.
 
 Every plot is a grid of small panels, at most ``COLUMNS`` across (readable at 1,600 px),
 with at most ``MAX_SERIES`` series per panel, each in its own colour and marker, and the
-legend outside the panels. The paper's rows and the research rows (``research = true``
-in the experiment) go to separate files (``roc.png`` and ``roc-research.png``, ...).
+legend in the grid's free cells beside the last panels (below them only where the grid is
+full). Text is set at ``FONT`` sizes, legible when the figure is shown at page width. The
+paper's rows and the research rows (``research = true`` in the experiment) go to separate
+files (``roc.png`` and ``roc-research.png``, ...).
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ from samark.evaluation.runner import Run
 
 COLUMNS = 4
 MAX_SERIES = 8
-PANEL = (3.2, 2.7)  # inches per panel; 120 dpi
+PANEL = (3.4, 2.9)  # inches per panel; 120 dpi
 DPI = 120
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+#: points: panel titles, axis labels, tick labels, legends
+FONT = {"title": 12, "label": 11, "tick": 10, "legend": 11}
+#: a thin line from a point's name to the point, for names set apart from it
+LEADER = {"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 1, "shrinkB": 4}
 
 
 def _style(i: int) -> dict[str, Any]:
@@ -39,33 +45,56 @@ def _style(i: int) -> dict[str, Any]:
     return {"color": colours[i % MAX_SERIES], "marker": MARKERS[i % MAX_SERIES]}
 
 
-def _grid(panels: int, legend_rows: int) -> tuple[Any, list[Any], float]:
-    """A figure of ``panels`` axes, ``COLUMNS`` across, with room below for a legend of
-    ``legend_rows`` rows; returns the figure, the used axes and the legend's height share."""
+def _grid(panels: int, legend_rows: int) -> tuple[Any, list[Any], Any]:
+    """A figure of ``panels`` axes, ``COLUMNS`` across, and where its legend goes: an
+    axes spanning the last row's free cells, or, where that row is full, a strip below
+    the panels sized for ``legend_rows`` rows of entries."""
     import matplotlib.pyplot as plt
 
     cols = min(COLUMNS, panels)
     rows = math.ceil(panels / cols)
-    legend = 0.25 * legend_rows + 0.3
-    height = PANEL[1] * rows + legend
-    fig, axes = plt.subplots(rows, cols, figsize=(PANEL[0] * cols + 0.4, height), squeeze=False)
-    flat = list(axes.ravel())
-    for ax in flat[panels:]:
-        ax.set_visible(False)
-    return fig, flat[:panels], legend / height
+    free = rows * cols - panels
+    strip = 0.0 if free else 0.32 * legend_rows + 0.2
+    fig = plt.figure(figsize=(PANEL[0] * cols + 0.4, PANEL[1] * rows + strip))
+    heights = [PANEL[1]] * rows + ([strip] if strip else [])
+    grid = fig.add_gridspec(len(heights), cols, height_ratios=heights)
+    axes = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(panels)]
+    legend_ax = fig.add_subplot(grid[rows - 1, cols - free :] if free else grid[rows, :])
+    legend_ax.axis("off")
+    return fig, axes, legend_ax
 
 
-def _save(
-    fig: Any, path: Path, handles: Sequence[Any], labels: Sequence[str], share: float
-) -> None:
+def _legend(legend_ax: Any, handles: Sequence[Any], labels: Sequence[str], **kw: Any) -> None:
+    """The figure's legend in its own cell(s), in columns that fit them."""
+    width = legend_ax.get_position().width * legend_ax.figure.get_figwidth()
+    longest = max((len(label) for label in labels), default=1)
+    # an entry is about its label's width in characters of the legend font, plus its marker
+    per_entry = (longest * 0.6 + 3.5) * FONT["legend"] / 72
+    ncol = max(1, min(len(labels), int(width // per_entry)))
+    legend_ax.legend(
+        handles,
+        labels,
+        loc="center",
+        ncol=ncol,
+        fontsize=FONT["legend"],
+        frameon=False,
+        **kw,
+    )
+
+
+def _save(fig: Any, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    fig.legend(
-        handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False
-    )
-    fig.tight_layout(rect=(0, share, 1, 1))
+    fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
+
+
+def _decorate(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+    ax.set_title(title, fontsize=FONT["title"])
+    ax.set_xlabel(xlabel, fontsize=FONT["label"])
+    ax.set_ylabel(ylabel, fontsize=FONT["label"])
+    ax.tick_params(labelsize=FONT["tick"])
 
 
 def _groups(schemes: list[SchemeSpec]) -> list[tuple[str, list[SchemeSpec]]]:
@@ -120,7 +149,7 @@ def _roc(
 ) -> None:
     """One panel per row: its ROC under no attack and the plotted attacks."""
     attacks = [NO_ATTACK, *plot_attacks(run)]
-    fig, axes, share = _grid(len(rows), math.ceil(len(attacks) / 4))
+    fig, axes, legend_ax = _grid(len(rows), math.ceil(len(attacks) / 4))
     handles: dict[str, Any] = {}
     for ax, spec in zip(axes, rows, strict=True):
         mine = records[records["scheme"] == spec.label]
@@ -133,19 +162,24 @@ def _roc(
             thr = np.unique(np.concatenate([neg, pos, [np.inf]]))[::-1]
             fpr = [(neg >= t).mean() for t in thr]
             tpr = [(pos >= t).mean() for t in thr]
-            (line,) = ax.plot(fpr, tpr, lw=1.1, ms=4, markevery=0.25, label=a, **_style(i))
+            (line,) = ax.plot(fpr, tpr, lw=1.3, ms=5, markevery=0.25, label=a, **_style(i))
             handles.setdefault(a, line)
-        ax.plot([0, 1], [0, 1], color="0.7", ls=":", lw=0.6)
-        ax.axvline(run.experiment.metrics.fprs[0], color="0.6", lw=0.6)
+        ax.plot([0, 1], [0, 1], color="0.7", ls=":", lw=0.7)
+        ax.axvline(run.experiment.metrics.fprs[0], color="0.6", lw=0.7)
         ax.set_xscale("symlog", linthresh=0.01)
         ax.set_xlim(0, 1)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(spec.label, fontsize=9)
-        ax.set_xlabel("FPR on human text (symlog)", fontsize=8)
-        ax.set_ylabel("TPR", fontsize=8)
-        ax.tick_params(labelsize=7)
+        _decorate(ax, spec.label, "FPR on human text (symlog)", "TPR")
     labels = [a for a in attacks if a in handles]
-    _save(fig, path, [handles[a] for a in labels], labels, share)
+    level = run.experiment.metrics.fprs[0]
+    _legend(
+        legend_ax,
+        [handles[a] for a in labels],
+        labels,
+        title=f"attack (grey line: FPR = {level:g})",
+        title_fontsize=FONT["legend"],
+    )
+    _save(fig, path)
 
 
 def _p_values(
@@ -158,7 +192,7 @@ def _p_values(
     """One panel per row: -log10 p of human, watermarked and attacked texts, with the
     decision's line."""
     alpha = run.experiment.metrics.alpha
-    fig, axes, share = _grid(len(rows), 1)
+    fig, axes, legend_ax = _grid(len(rows), 1)
     handles: dict[str, Any] = {}
     for ax, spec in zip(axes, rows, strict=True):
         mine = records[records["scheme"] == spec.label]
@@ -183,13 +217,11 @@ def _p_values(
                     **({"alpha": 0.45} if i == 0 else {"histtype": "step", "lw": 1.4}),
                 )
                 handles.setdefault(name, patches[0])
-        ax.axvline(-math.log10(alpha), color="k", lw=0.8, ls="--")
+        ax.axvline(-math.log10(alpha), color="k", lw=0.9, ls="--")
         ax.set_yscale("log")
-        ax.set_title(spec.label, fontsize=9)
-        ax.set_xlabel(f"-log10 p (dashed: p = {alpha:g})", fontsize=8)
-        ax.set_ylabel("texts", fontsize=8)
-        ax.tick_params(labelsize=7)
-    _save(fig, path, list(handles.values()), list(handles), share)
+        _decorate(ax, spec.label, f"-log10 p (dashed: p = {alpha:g})", "texts")
+    _legend(legend_ax, list(handles.values()), list(handles))
+    _save(fig, path)
 
 
 def _tradeoff(
@@ -201,8 +233,11 @@ def _tradeoff(
     path: Path,
 ) -> bool:
     """Detection under the hardest faithful paraphrase against Distinct-2: each row a
-    numbered point, its name in the legend (no label over another)."""
+    point named beside it (placed so that no name covers another or a point), its marker
+    and colour the unit its mark lives in (token or sentence), explained in the legend."""
     import matplotlib.pyplot as plt
+
+    from samark.schemes.base import scheme_info
 
     if det.empty or qual.empty or "distinct2" not in qual:
         return False
@@ -222,32 +257,104 @@ def _tradeoff(
         q = qual[qual["scheme"] == spec.label]
         d = det[(det["scheme"] == spec.label) & (det["attack"] == hardest)]
         if len(q) and len(d) and math.isfinite(q.iloc[0]["distinct2"]):
-            points.append((spec.label, q.iloc[0]["distinct2"], 100 * d.iloc[0][tag]))
+            unit = scheme_info(spec.name).unit
+            points.append((spec.label, unit, q.iloc[0]["distinct2"], 100 * d.iloc[0][tag]))
     if not points:
         return False
-    fig, ax = plt.subplots(figsize=(6.4, 4.4 + 0.25 * math.ceil(len(points) / 3)))
-    handles = []
-    for i, (_, x, y) in enumerate(points):
-        handles.append(
-            ax.scatter([x], [y], s=36, color=_style(i)["color"], marker=MARKERS[(i // 8) % 8])
-        )
-        ax.annotate(str(i + 1), (x, y), xytext=(4, 3), textcoords="offset points", fontsize=8)
-    ax.set_xlabel("Distinct-2 (quality, higher is better)")
-    ax.set_ylabel(f"{tag.replace('tp@fp', 'TP@FP')} (%) under {hardest}")
-    ax.set_ylim(-3, 103)
-    share = (0.25 * math.ceil(len(points) / 3) + 0.3) / fig.get_figheight()
-    fig.legend(
-        handles,
-        [f"{i + 1} {p[0]}" for i, p in enumerate(points)],
+    fig, ax = plt.subplots(figsize=(8.0, 5.6))
+    units = list(dict.fromkeys(unit for _, unit, _, _ in points))
+    for k, unit in enumerate(units):
+        xs = [x for _, u, x, _ in points if u == unit]
+        ys = [y for _, u, _, y in points if u == unit]
+        ax.scatter(xs, ys, s=48, label=f"{unit}-level mark", zorder=3, **_style(k))
+    xs = [x for *_, x, _ in points]
+    pad = 0.08 * (max(xs) - min(xs) or 0.1)
+    ax.set_xlim(min(xs) - pad, max(xs) + 2.5 * pad)  # room for the names on the right
+    # 0-100, or the tens the points occupy where they all sit high (the research rows)
+    low = min(y for *_, y in points)
+    ax.set_ylim(max(-4.0, 10 * math.floor(low / 10) - 6), 106)
+    ax.grid(color="0.92", lw=0.6)
+    _decorate(
+        ax,
+        f"Robustness against quality ({hardest}, the hardest faithful paraphrase)",
+        "Distinct-2 (quality, higher is better)",
+        f"{tag.replace('tp@fp', 'TP@FP')} (%) under {hardest}",
+    )
+    # the legend between the title and the axes: it covers no point and no name
+    ax.set_title(ax.get_title(), fontsize=FONT["label"], pad=30)
+    ax.legend(
+        fontsize=FONT["legend"],
         loc="lower center",
-        ncol=3,
-        fontsize=8,
+        bbox_to_anchor=(0.5, 1.0),
+        ncol=len(units),
         frameon=False,
     )
-    fig.tight_layout(rect=(0, share, 1, 1))
+    fig.tight_layout()
+    _name_points(ax, [(label, x, y) for label, _, x, y in points])
     fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return True
+
+
+def _name_points(ax: Any, points: list[tuple[str, float, float]]) -> None:
+    """Write each point's name beside it, at the first of a few offsets (right, left,
+    above, below, then farther out) where the name overlaps no name already placed, no
+    point and no edge of the axes; the name keeps the point's nearest offset otherwise."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    dots = [ax.transData.transform((x, y)) for _, x, y in points]
+    placed: list[Any] = []
+    offsets = [  # points from the dot: beside it, above or below, then farther out
+        (7, 0, "left"),
+        (-7, 0, "right"),
+        (0, 7, "center"),
+        (0, -9, "center"),
+        (10, 12, "left"),
+        (10, -12, "left"),
+        (-10, 12, "right"),
+        (-10, -12, "right"),
+        (0, 22, "center"),
+        (0, -22, "center"),
+        (24, 0, "left"),
+        (-24, 0, "right"),
+    ]
+    # the most crowded names first: those with the nearest neighbour
+    order = sorted(
+        range(len(points)),
+        key=lambda i: min(
+            (float(np.hypot(*(dots[i] - d))) for j, d in enumerate(dots) if j != i),
+            default=0.0,
+        ),
+    )
+    for i in order:
+        label, x, y = points[i]
+        for dx, dy, ha in offsets:
+            text = ax.annotate(
+                label,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                ha=ha,
+                va="bottom" if dy > 0 else "top" if dy < -8 else "center",
+                fontsize=FONT["tick"],
+                arrowprops=LEADER,
+            )
+            box = text.get_window_extent(renderer).expanded(1.04, 1.1)
+            inside = frame.contains(box.x0, box.y0) and frame.contains(box.x1, box.y1)
+            clear = not any(box.overlaps(other) for other in placed) and not any(
+                box.contains(*dot) for j, dot in enumerate(dots) if j != i
+            )
+            if inside and clear:
+                break
+            text.remove()
+        else:  # nowhere clear: the first offset, on top
+            dx, dy, ha = offsets[0]
+            text = ax.annotate(
+                label, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha,
+                va="center", fontsize=FONT["tick"], arrowprops=LEADER,
+            )  # fmt: skip
+            box = text.get_window_extent(renderer)
+        placed.append(box)
 
 
 def write_length_plot(run: Run, by_length: pd.DataFrame, folder: Path) -> list[str]:
@@ -271,11 +378,17 @@ def write_length_plot(run: Run, by_length: pd.DataFrame, folder: Path) -> list[s
             same = [s for s in rows if scheme_info(s.name).unit == unit]
             bands += [same[i : i + MAX_SERIES] for i in range(0, len(same), MAX_SERIES)]
         cols = len(attacks) + 1  # the last column holds the band's legend
-        width = min(PANEL[0] * cols, 13.2)
+        width = min(PANEL[0] * cols, 14.0)
         fig, axes = plt.subplots(
-            len(bands), cols, figsize=(width, PANEL[1] * len(bands)), squeeze=False
+            len(bands), cols, figsize=(width, (PANEL[1] + 0.3) * len(bands)), squeeze=False
         )
-        for band, axrow in zip(bands, axes, strict=True):
+        units = [scheme_info(band[0].name).unit for band in bands]
+        for b, (band, axrow) in enumerate(zip(bands, axes, strict=True)):
+            # each row of panels says whose rows it holds: "token-level rows (2 of 2)"
+            name = f"{units[b]}-level rows"
+            if units.count(units[b]) > 1:
+                part = units[: b + 1].count(units[b])
+                name += f" ({part} of {units.count(units[b])})"
             handles, labels = [], []
             for ax, attack in zip(axrow[:-1], attacks, strict=True):
                 for i, spec in enumerate(band):
@@ -287,21 +400,29 @@ def write_length_plot(run: Run, by_length: pd.DataFrame, folder: Path) -> list[s
                     (line,) = ax.plot(
                         sub["sentences"],
                         100 * sub[tag],
-                        lw=1.1,
-                        ms=4,
+                        lw=1.3,
+                        ms=5,
                         label=spec.label,
                         **_style(i),
                     )
                     if spec.label not in labels:
                         handles.append(line)
                         labels.append(spec.label)
-                ax.set_title(attack, fontsize=9)
-                ax.set_xlabel("sentences", fontsize=8)
-                ax.set_ylabel(tag.replace("tp@fp", "TP@FP") + " (%)", fontsize=8)
+                ylabel = tag.replace("tp@fp", "TP@FP") + " (%)"
+                if ax is axrow[0]:
+                    ylabel = f"{name}\n{ylabel}"
+                _decorate(ax, attack, "sentences", ylabel)
                 ax.set_ylim(-3, 103)
-                ax.tick_params(labelsize=7)
             axrow[-1].axis("off")
-            axrow[-1].legend(handles, labels, loc="center left", fontsize=8, frameon=False)
+            axrow[-1].legend(
+                handles,
+                labels,
+                loc="center left",
+                fontsize=FONT["legend"],
+                frameon=False,
+                title=name,
+                title_fontproperties={"weight": "bold", "size": FONT["legend"]},
+            )
         fig.tight_layout()
         fig.savefig(folder / f"length{suffix}.png", dpi=DPI)
         plt.close(fig)
