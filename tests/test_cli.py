@@ -628,3 +628,38 @@ def test_serve_refuses_what_it_cannot_serve(runner, key_file) -> None:
     assert out.exit_code == 2 and "writes with the local generator" in out.output, out.output
     out = runner.invoke(app, [*common, "--scheme", "unwatermarked"])
     assert out.exit_code == 2 and "no key" in out.output, out.output
+
+
+def test_serve_logs_each_completion_with_its_key_id() -> None:
+    """`samark serve` hands uvicorn a logging config in which the server's own logger
+    (samark.serve) prints at INFO: the per-completion line naming the key id appears
+    (without a handler, Python printed only its warnings)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("uvicorn")
+    script = (
+        "import logging, logging.config\n"
+        "from samark.cli.serve import log_config\n"
+        "logging.config.dictConfig(log_config())\n"
+        "logging.getLogger('samark.serve').info("
+        "'generated %d sentences in %.1f s (finish %s, key %s)', 12, 3.5, 'length', 'k1d')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "INFO:" in done.stderr and "(finish length, key k1d)" in done.stderr, done.stderr
+
+
+def test_serve_defaults_to_the_timeout_of_its_settings() -> None:
+    """The CLI's --timeout default is the server's (a default completion took 1,047 s on
+    a busy 2-core CPU: 120 s refused every one there)."""
+    pytest.importorskip("fastapi")
+    import typer.main
+
+    from samark.serving.settings import DEFAULT_TIMEOUT_S, ServeSettings
+
+    command = typer.main.get_command(app).commands["serve"]
+    timeout = next(p for p in command.params if p.name == "timeout")
+    assert timeout.default == DEFAULT_TIMEOUT_S == ServeSettings(auth=False).request_timeout_s
+    assert DEFAULT_TIMEOUT_S >= 1200

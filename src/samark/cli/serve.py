@@ -81,7 +81,14 @@ def serve(
         typer.Option(help="Detection statistic: scan (default), z or alignment."),
     ] = None,
     alpha: Annotated[float, typer.Option(help="Significance level of /v1/detect.")] = 0.01,
-    timeout: Annotated[float, typer.Option(help="Seconds a request may wait and run.")] = 120.0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            help="Seconds a request may wait and run. The default fits a default completion "
+            "(N = 64, 12 sentences) with the local generator on a busy 2-core CPU "
+            "(docs/serving.md)."
+        ),
+    ] = 1800.0,  # ServeSettings.request_timeout_s's default (samark.serving: the extra)
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
     scheme_name: SchemeOption = "samark",
     keyring: Annotated[

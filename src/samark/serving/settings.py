@@ -11,6 +11,12 @@ from samark.errors import SamarkError
 #: a bearer token shorter than this is refused: it would be guessable
 MIN_TOKEN_CHARS = 16
 
+#: seconds a request may wait and run unless the operator says: a default completion
+#: (N = 64, up to 12 sentences, SmolLM2 on the local engine) took 1,047 s on a 2-core CPU
+#: at load 4-9 (18.7 s a sentence quiet: about 4 minutes), so 120 s failed every default
+#: request there; 30 minutes fits it with room to spare (docs/serving.md)
+DEFAULT_TIMEOUT_S = 1800.0
+
 
 @dataclass(frozen=True)
 class ServeSettings:
@@ -27,7 +33,7 @@ class ServeSettings:
     max_body_bytes: int = 1_000_000
     max_text_chars: int = 100_000  # one text of /v1/detect (about 1,000 sentences)
     max_batch: int = 64  # texts of one /v1/detect request
-    request_timeout_s: float = 120.0
+    request_timeout_s: float = DEFAULT_TIMEOUT_S
     default_sentences: int = 12
     max_sentences: int = 48
     #: generations that run at once; their candidate draws share the engine's batches
