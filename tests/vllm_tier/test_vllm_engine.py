@@ -44,11 +44,18 @@ def test_candidates_are_one_complete_sentence_each(vllm_engine) -> None:
     assert batch.tokens_sampled < 0.75 * 16 * 64
     again = vllm_engine.sample(PREFIX, 16, params, seed=7)
     assert [c.text for c in again.candidates] == [c.text for c in batch.candidates]
-    out = vllm_engine._generate(
-        [vllm_engine.encode(PREFIX, 64)],
-        [vllm_engine._params(2, 0.7, 0.95, 8, 1, _plain())],
-    )[0]
-    assert (out.num_cached_tokens or 0) > 0  # the prefix was prefilled before
+    # vLLM caches whole blocks of a prompt: a prompt of several blocks, drawn twice
+    block = int(vllm_engine.llm.llm_engine.vllm_config.cache_config.block_size)
+    long_prefix = " ".join([HUMAN] * (3 * block // 40 + 2))
+    assert len(vllm_engine.encode(long_prefix, 64)) > 2 * block
+    first, again = (
+        vllm_engine._generate(
+            [vllm_engine.encode(long_prefix, 64)],
+            [vllm_engine._params(2, 0.7, 0.95, 4, seed, _plain())],
+        )[0]
+        for seed in (1, 2)
+    )
+    assert (again.num_cached_tokens or 0) >= block, (first.num_cached_tokens, block)
 
 
 def _plain():
