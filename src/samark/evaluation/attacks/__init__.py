@@ -11,8 +11,11 @@ from samark.evaluation.attacks import (  # noqa: F401  (registration)
     human_mix,
     lm_rewrite,
     local_paraphrase,
+    piggyback,
+    semantic_stealing,
     shuffle,
     token_rewrite,
+    token_stealing,
     translation,
     word_edit,
 )

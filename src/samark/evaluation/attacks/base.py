@@ -26,6 +26,10 @@ class Attack(abc.ABC):
     #: rewrites whole paragraphs in other words (the report's robustness-quality plot uses
     #: the last meaning-preserving one of the experiment)
     paraphrase: bool = False
+    #: ``"removal"`` (the mark should survive: a detection is a success) or ``"forgery"``
+    #: (text the key did not write, or whose meaning changed, should not be detected: a
+    #: detection is the attacker's success; docs/evaluation.md, "Forgery attacks")
+    kind: str = "removal"
 
     def apply_batch(
         self, texts: list[str], *, seeds: Sequence[int], human: list[str] | None = None
@@ -77,6 +81,11 @@ def create_attack(name: str, **params: Any) -> Attack:
 def attack_summary(name: str) -> str:
     factory = ATTACKS.get(name)
     return str(getattr(factory, "summary", ""))
+
+
+def attack_kind(name: str) -> str:
+    """``"removal"`` or ``"forgery"``: what a detection of the attacked text means."""
+    return str(getattr(ATTACKS.get(name), "kind", "removal"))
 
 
 def attack_is_paraphrase(name: str) -> bool:

@@ -1,0 +1,113 @@
+"""Semantic stealing: estimate a sentence mark's pivot geometry from marked texts, then
+assemble human sentences that fall in one orthant of it.
+
+SAMark's texts lean, sentence after sentence, toward one orthant of the key's pivots (the
+text's flags, drawn per text). Averaged over a text, that lean moves its mean embedding off
+the human mean along the pivot plane, in a direction that changes from text to text, so the
+marked texts' means scatter more than human texts' do inside that plane. The forger takes
+the top eigenvector ``d`` of the difference of the two scatter matrices (marked texts' means
+about the human mean, minus human texts' own), which points into the plane, and builds each
+forgery from the public human sentences that project farthest along ``+d`` or ``-d`` (the
+side drawn per text: either is one orthant, as the detector infers a text's flags by
+majority vote). It is the estimator of ``benchmarks/flag_payload_leak.py`` ("random flags"),
+made an attack.
+
+The forger holds only public things: the operator's embedder (a public model: Kerckhoffs),
+``n`` marked texts, and a pool of public human text. A forgery attack (``kind =
+"forgery"``): the input text only sets the forgery's length (as many sentences), and a
+detection of the result is the attacker's success.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+
+import numpy as np
+
+from samark.errors import SamarkError
+from samark.evaluation.attacks.base import PerTextAttack, register_attack
+from samark.evaluation.attacks.token_stealing import read_texts
+from samark.segment import split_sentences
+
+
+def stolen_direction(
+    marked_means: np.ndarray, human_means: np.ndarray, human_mean: np.ndarray | None = None
+) -> np.ndarray:
+    """The unit direction along which ``marked_means`` (one row per marked text) scatter
+    most in excess of ``human_means`` (one row per human text), about the human mean."""
+    centre = human_means.mean(axis=0) if human_mean is None else human_mean
+    dev = marked_means - centre
+    human_scatter = np.cov(human_means.T)
+    excess = dev.T @ dev / len(dev) - human_scatter
+    direction = np.linalg.eigh(excess)[1][:, -1]
+    return direction / np.linalg.norm(direction)
+
+
+@register_attack("semantic-stealing")
+class SemanticStealing(PerTextAttack):
+    """From ``marked`` texts (a list or a JSONL file's ``text`` field; the first ``n``),
+    estimate the pivot plane's direction of largest excess scatter, then write each forgery
+    from the public pool's sentences farthest along it: drawn at random among the
+    ``spread`` x (sentences asked) farthest on the side drawn for the text."""
+
+    name = "semantic-stealing"
+    summary = "forgery: estimate a sentence mark's orthant from n marked texts, fill it"
+    kind = "forgery"
+
+    def __init__(
+        self,
+        marked: str | Sequence[str] = (),
+        *,
+        n: int | None = None,
+        embedder: str = "all-mpnet-base-v2",
+        pool: Sequence[str] = ("cnn_dailymail", "wikipedia_leads"),
+        pool_texts: int = 300,
+        window: int = 12,
+        spread: int = 2,
+        pool_sentences: Sequence[Sequence[str]] | None = None,
+        pool_vectors: np.ndarray | None = None,
+    ) -> None:
+        texts = [t for t in read_texts(marked) if t.strip()]
+        if n is not None:
+            if not 2 <= n <= len(texts):
+                raise SamarkError(f"n = {n}: needs 2 to {len(texts)} marked texts")
+            texts = texts[:n]
+        if len(texts) < 2:
+            raise SamarkError("semantic-stealing needs at least 2 marked texts")
+        if spread < 1:
+            raise SamarkError(f"spread must be >= 1, got {spread}")
+        from samark.embed import load_embedder
+
+        self.embedder = load_embedder(embedder)
+        self.n, self.spread = len(texts), spread
+        if pool_sentences is None:
+            from samark.datasets import human_windows, load_dataset
+
+            windows = [
+                split_sentences(d.text)
+                for name in pool
+                for d in human_windows(load_dataset(name), sentences=window, count=pool_texts)
+            ]
+            pool_sentences, pool_vectors = windows, None
+        self.pool = [s for text in pool_sentences for s in text]
+        if pool_vectors is None:
+            pool_vectors = self.embedder.encode(self.pool)
+        if len(pool_vectors) != len(self.pool):
+            raise SamarkError("pool_vectors must have one row per pool sentence")
+        bounds = np.cumsum([0, *map(len, pool_sentences)])
+        human_means = np.stack(
+            [pool_vectors[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds) if b > a]
+        )
+        marked_means = np.stack(
+            [self.embedder.encode(split_sentences(t)).mean(axis=0) for t in texts]
+        )
+        self.direction = stolen_direction(marked_means, human_means, pool_vectors.mean(axis=0))
+        self._order = np.argsort(-(pool_vectors @ self.direction))  # farthest along +d first
+
+    def apply_one(self, text: str, rng: random.Random, human: str | None) -> str:
+        k = max(1, len(split_sentences(text)))
+        ranked = self._order if rng.random() < 0.5 else self._order[::-1]
+        chosen = rng.sample(list(ranked[: self.spread * k]), k)
+        return " ".join(self.pool[int(j)] for j in chosen)

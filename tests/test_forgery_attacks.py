@@ -1,0 +1,156 @@
+"""Forgery attacks (issue 36): piggyback edits change the asked facts and little else;
+token stealing learns the preferences its counts show; semantic stealing finds the
+direction marked texts scatter along."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from samark.errors import SamarkError
+from samark.evaluation.attacks import create_attack
+from samark.evaluation.attacks.base import attack_kind
+from samark.evaluation.attacks.piggyback import piggyback
+from samark.evaluation.attacks.semantic_stealing import stolen_direction
+from samark.evaluation.attacks.token_stealing import StolenBias, StolenPreferences
+from samark.segment import split_sentences
+
+TEXT = (
+    "The city council approved the new budget on Tuesday after a long debate. "
+    "Several members said Anna Berg had raised concerns about rising costs for transport. "
+    "The mayor said the plan would protect schools and hospitals in Oakdale. "
+    "Critics argued that the spending was too high for a town of 12,000 people. "
+    "The vote passed by a narrow margin of 7 to 5. "
+    "Residents will see the changes from next spring."
+)
+
+
+def test_forgery_attacks_are_registered_as_forgeries() -> None:
+    for name in ("piggyback", "token-stealing", "semantic-stealing"):
+        assert attack_kind(name) == "forgery"
+    assert attack_kind("shuffle") == "removal"
+
+
+def test_piggyback_changes_the_asked_facts() -> None:
+    out, edits = piggyback(TEXT, random.Random(3), negations=2, numbers=2, entities=1, insertions=2)
+    assert (edits.negations, edits.numbers, edits.entity_swaps, edits.inserted) == (2, 2, 1, 2)
+    assert edits.facts_changed == 7
+    assert out.count(" not ") == TEXT.count(" not ") + 2
+    numbers = re.findall(r"\d[\d,]*", out)
+    assert len(numbers) == 3 and sorted(numbers) != sorted(["12,000", "7", "5"])
+    # the two names changed places
+    assert out.index("Oakdale") < out.index("Anna Berg")
+    assert len(split_sentences(out)) == len(split_sentences(TEXT)) + 2
+    # seeded, and another seed edits elsewhere
+    attack = create_attack("piggyback", negations=2, numbers=2, entities=1, insertions=2)
+    assert attack.apply(TEXT, seed=3) == attack.apply(TEXT, seed=3)
+    assert {attack.apply(TEXT, seed=s) for s in range(6)} != {attack.apply(TEXT, seed=3)}
+
+
+def test_piggyback_makes_no_edit_it_cannot_and_checks_its_counts() -> None:
+    plain = "Birds sing in the trees. Rivers run to the sea."
+    out, edits = piggyback(
+        plain, random.Random(0), negations=3, numbers=3, entities=1, insertions=0
+    )
+    assert out == plain and edits.facts_changed == 0
+    with pytest.raises(SamarkError):
+        create_attack("piggyback", negations=-1)
+    with pytest.raises(SamarkError):
+        create_attack("piggyback", insertions=1.5)
+
+
+@pytest.mark.slow  # loads MiniLM: about 5 s alone, a minute on a busy machine
+def test_piggyback_keeps_what_an_embedder_sees() -> None:
+    """The attack's premise, measured: many facts changed, the sentences still aligned."""
+    from samark.embed import load_embedder
+    from samark.evaluation.fidelity import measure
+
+    out, edits = piggyback(TEXT, random.Random(1), negations=3, numbers=2, entities=1, insertions=0)
+    assert edits.facts_changed >= 5
+    (fid,) = measure(load_embedder("all-minilm-l6-v2"), [TEXT], [out])
+    # 5 facts in 6 sentences: every sentence still has its counterpart (measured 0.80)
+    assert fid.aligned_similarity > 0.75
+    assert fid.similarity > 0.95 and fid.word_overlap > 0.9
+
+
+def test_stolen_preferences_learn_a_context_and_a_token() -> None:
+    # in "marked" text token 7 always follows token 3 and token 9 is common; in base text
+    # every token is equally likely after every other
+    rng = np.random.default_rng(0)
+    base = [list(rng.integers(0, 20, 400)) for _ in range(5)]
+    marked = []
+    for _ in range(5):
+        ids = list(rng.integers(0, 20, 400))
+        ids = [9 if x in (10, 11) else x for x in ids]
+        marked.append([t for x in ids for t in ((x, 7) if x == 3 else (x,))])
+    stolen = StolenPreferences(marked, base, 20, context=1, cap=2.0, min_count=2)
+    after_3 = stolen.scores([5, 3])
+    assert after_3[7] == pytest.approx(1.0)  # 20x as likely after 3: capped at 1
+    assert stolen.context_free[9] > 0.9  # about 3x as frequent
+    assert stolen.context_free[10] == 0 and stolen.context_free[11] == 0  # never seen
+    assert stolen.scores([5, 4])[7] < after_3[7]  # no context evidence for 7 after 4
+    # the bias adds delta x the scores to each row's logits, per row context
+    import torch
+
+    bias = StolenBias(stolen, 4.0)
+    scores = torch.zeros(2, 20)
+    out = bias(torch.tensor([[1, 3], [1, 4]]), scores)
+    assert out[0, 7] == pytest.approx(4.0)
+    assert out[1, 7] < out[0, 7]
+    with pytest.raises(SamarkError):
+        StolenPreferences(marked, base, 20, cap=1.0)
+
+
+def test_token_stealing_needs_unmarked_text_and_enough_marked() -> None:
+    with pytest.raises(SamarkError, match="unmarked"):
+        create_attack("token-stealing", marked=["a b c"], unmarked=[])
+    with pytest.raises(SamarkError, match="n = 5"):
+        create_attack("token-stealing", marked=["a b c"], unmarked=["d e f"], n=5)
+
+
+def test_stolen_direction_finds_the_plane_marked_texts_scatter_along() -> None:
+    rng = np.random.default_rng(1)
+    dim = 64
+    pivot = rng.standard_normal(dim)
+    pivot /= np.linalg.norm(pivot)
+    human = rng.standard_normal((300, dim)) * 0.1
+    signs = rng.choice([-1.0, 1.0], 40)
+    marked = rng.standard_normal((40, dim)) * 0.1 + 0.3 * signs[:, None] * pivot
+    d = stolen_direction(marked, human)
+    assert abs(d @ pivot) > 0.9
+    random_cos = abs(stolen_direction(rng.standard_normal((40, dim)) * 0.1, human) @ pivot)
+    assert random_cos < 0.6
+
+
+def test_semantic_stealing_fills_an_orthant_from_the_pool() -> None:
+    pool = [
+        ["Cats purr softly.", "Dogs bark at night.", "Parliament passed the bill."],
+        ["Stocks fell on Monday.", "The striker scored twice.", "Rain is expected."],
+        ["A new vaccine was approved.", "The river flooded the town.", "He sang a song."],
+    ]
+    from samark.embed import load_embedder
+
+    embedder = load_embedder("all-minilm-l6-v2")
+    vectors = embedder.encode([s for text in pool for s in text])
+    marked = ["Stocks fell on Monday. Markets slid.", "The striker scored. Fans cheered."]
+    attack = create_attack(
+        "semantic-stealing",
+        marked=marked,
+        embedder="all-minilm-l6-v2",
+        pool_sentences=pool,
+        pool_vectors=vectors,
+        spread=1,
+    )
+    out = attack.apply("One. Two. Three.", seed=0)
+    got = split_sentences(out)
+    assert len(got) == 3 and set(got) <= {s for text in pool for s in text}
+    # spread 1: the three sentences farthest along one side of the stolen direction
+    proj = vectors @ attack.direction
+    flat = [s for text in pool for s in text]
+    sides = [set(np.array(flat)[np.argsort(-proj)[:3]]), set(np.array(flat)[np.argsort(proj)[:3]])]
+    assert set(got) in sides
+    with pytest.raises(SamarkError):
+        create_attack("semantic-stealing", marked=marked[:1], embedder="all-minilm-l6-v2")
