@@ -351,20 +351,67 @@ def test_attack_list_and_usage(runner) -> None:
 
 
 @pytest.mark.slow
-def test_demo_streams_sentences_and_says_what_it_used(runner, smollm2, mpnet) -> None:
-    result = runner.invoke(app, ["demo", "--candidates", "4", "--sentences", "2", "--seed", "3"])
+def test_demo_is_reproducible_and_clean_in_a_pipe(runner, smollm2, mpnet) -> None:
+    args = ["demo", "--candidates", "4", "--sentences", "2", "--seed", "3"]
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "Watermarked continuation:" in result.stdout and "Detection" in result.stdout
     assert "4 candidates each" in result.stderr and "N = 64" in result.stderr
+    assert "a demo key derived from seed 3" in result.stderr
     assert re.search(r"sentence 1/2: \d+ candidates, \d+ matched", result.stderr)
     assert "total" in result.stdout and "human" in result.stdout
     # the layered mark: both layers' p-values, and a paraphrased copy (Doc-P) tested too
     assert "samark-layered" in result.stderr and "token p" in result.stdout
     assert "paraphrased" in result.stdout and "Paraphrased copy" in result.stdout
-    # not a terminal: the text is printed whole, progress stays on stderr, apart from it
+    # not a terminal: the text is printed whole, one line, progress on stderr apart from it
     assert "sentence 1/2" not in result.stdout
     line = next(x for x in result.stdout.splitlines() if "Watermarked continuation:" in x)
     assert len(line.split("Watermarked continuation:")[1].strip()) > 10
+    prompt = next(x for x in result.stdout.splitlines() if x.startswith("Prompt:"))
+    assert len(prompt) > 100  # never hard-wrapped at 80 columns
+    # the same seed: the same key, text and p-values (only the timings differ)
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+
+    def steady(out: str) -> list[str]:
+        return [x for x in out.splitlines() if not x.startswith("generation ")]
+
+    assert steady(again.stdout) == steady(result.stdout)
+
+
+def test_demo_key_follows_the_seed(mpnet) -> None:
+    from samark.cli.demo import demo_key
+
+    first, same, other = demo_key(mpnet, 8), demo_key(mpnet, 8), demo_key(mpnet, 9)
+    assert first.key_id == same.key_id != other.key_id
+    assert demo_key(mpnet, None).key_id != demo_key(mpnet, None).key_id  # no seed: random
+    # the same law as keygen's keys: pivots away from the shipped reference directions
+    assert first.avoid.shape == mpnet.reference_directions().shape
+
+
+def test_demo_display_keeps_text_whole_and_labels_unsplit() -> None:
+    """On a terminal the text is drawn above the bar in one live region (never split by
+    it); the results table fits 80 columns without wrapping a label."""
+    import io
+
+    from rich.console import Console
+
+    from samark.cli.demo import _DemoProgress, _results_table
+    from samark.detection import Detection
+
+    bar = _DemoProgress()
+    bar.written += ["\n\nFirst sentence here.", " A second one."]  # as the engine gives them
+    console = Console(file=io.StringIO(), width=80)
+    console.print(*bar.get_renderables())
+    drawn = console.file.getvalue()
+    assert "Watermarked continuation: First sentence here. A second one." in drawn
+    d = Detection("samark-layered", 2.5e-08, 0.01, 0.0, "fisher", 1.0, 6,
+                  details={"p_semantic": 0.297, "p_token": 4e-09})  # fmt: skip
+    console = Console(file=io.StringIO(), width=80)
+    console.print(_results_table([("sentences shuffled", d), ("human", d)]))
+    table = console.file.getvalue().splitlines()
+    assert any("sentences shuffled" in row for row in table)
+    assert max(len(row) for row in table) <= 80
 
 
 @pytest.mark.slow

@@ -3,28 +3,35 @@ text, tested."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import random
 import time
+from collections.abc import Iterable
 from importlib import resources
 from typing import Annotated, Any
 
 import typer
+from rich.console import RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from samark.cli.app import app
 from samark.cli.common import (
+    LineProgress,
+    counted,
     err,
     fail,
     out,
-    progress,
+    require_positive,
     sentence_progress,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
 
-#: the demo's settings, chosen by measurement to finish within a minute on a 2-core CPU
-#: (README, "Quickstart"); the paper's are N = 64 and 12-sentence texts from 8B-24B models
+#: the demo's settings (the paper's are N = 64 and 12-sentence texts from 8B-24B models)
 DEMO_CANDIDATES = 32
 
 
@@ -37,57 +44,71 @@ def demo(
     candidates: Annotated[
         int, typer.Option(help="Candidates per sentence (N; the paper's is 64).")
     ] = DEMO_CANDIDATES,
-    seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Seed: the same seed gives the same key, text and p-values (the key is "
+            "derived from it: a demo key, never a secret)."
+        ),
+    ] = None,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            help="Torch threads (default: one fewer than the CPUs this process may use, at "
+            "least 1, so that other work on the machine slows the demo gracefully)."
+        ),
+    ] = None,
 ) -> None:
     """Generate a news continuation with the layered mark (SAMark plus a token layer), then
     test it, a paraphrased copy, a sentence-shuffled copy and a human text, with a
-    throwaway key (under a minute on a laptop CPU)."""
-    from samark.embed import load_embedder, new_key
+    throwaway key (a few minutes on a 2-core CPU: README, Quickstart)."""
+    require_positive(sentences=sentences, candidates=candidates)
+    if threads is not None:
+        require_positive(threads=threads)
+    import torch
+
+    from samark.embed import load_embedder
     from samark.schemes import create_scheme
 
+    torch.set_num_threads(threads or demo_threads())
     start = time.monotonic()
     data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
+    keyed = "a throwaway key" if seed is None else f"a demo key derived from seed {seed}"
     err.print(
-        f"demo: {DEFAULT_GENERATOR} writes {sentences} sentences with samark-layered: "
-        f"{candidates} candidates each, sampled under a keyed green-list token layer, and "
-        f"SAMark picks one whose meaning (embedder {DEFAULT_EMBEDDER}, c = 2 channels) "
-        f"leans the key's way. A throwaway key, never written. The paper: N = 64, "
-        f"12-sentence texts, 8B-24B generators (docs/parameters.md).",
+        f"demo: {DEFAULT_GENERATOR} writes {counted(sentences, 'sentence')} with "
+        f"samark-layered: {counted(candidates, 'candidate')} each, sampled under a keyed "
+        f"green-list token layer, and SAMark picks one whose meaning (embedder "
+        f"{DEFAULT_EMBEDDER}, c = 2 channels) leans the key's way; {keyed}, never written. "
+        f"The paper: N = 64, 12-sentence texts, 8B-24B generators (docs/parameters.md). "
+        f"{counted(torch.get_num_threads(), 'torch thread')}.",
         highlight=False,
         soft_wrap=True,
     )
-    err.print("loading the embedder ...")
+    err.print("loading the embedder ...", highlight=False)
     try:
         embedder = load_embedder(DEFAULT_EMBEDDER)
-        key = new_key(embedder)
         scheme: Any = create_scheme(
-            "samark-layered", key=key, embedder=embedder, candidates=candidates
+            "samark-layered", key=demo_key(embedder, seed), embedder=embedder, candidates=candidates
         )
-        err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)")
+        err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False)
         scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
     except SamarkError as exc:
         raise fail(f"{exc} (run `samark models install`)") from None
-    # stream sentences only where the live bar and the text share a terminal; elsewhere
-    # (a log, a pipe) progress lines would run into the text, so it is printed whole
-    stream = out.is_terminal and err.is_terminal
-    out.print(f"[bold]Prompt:[/] {data['prompt']}\n")
-    if stream:
-        out.print("[bold]Watermarked continuation:[/]", end="")
-    with progress() as bar:
+    out.print(f"[bold]Prompt:[/] {data['prompt']}\n", highlight=False, soft_wrap=True)
+    with _DemoProgress() if err.is_terminal else LineProgress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)
         show = sentence_progress(bar, task, sentences)
 
         def on_sentence(sentence: str, step: Any) -> None:
-            if stream:
-                out.print(sentence, end="", highlight=False, soft_wrap=True)
+            if isinstance(bar, _DemoProgress):
+                bar.written.append(sentence)
             show(sentence, step)
 
         gen = scheme.generate(
             data["prompt"], max_new_sentences=sentences, seed=seed, on_sentence=on_sentence
         )
-    if not stream:
-        out.print(f"[bold]Watermarked continuation:[/] {gen.text}", highlight=False)
-    out.print("\n")
+    # the text once, whole, after the progress display is gone: never split or wrapped
+    out.print(f"[bold]Watermarked continuation:[/] {gen.text}\n", highlight=False, soft_wrap=True)
     shuffled = list(gen.sentences)
     random.Random(seed).shuffle(shuffled)
     texts = [("watermarked", gen.text)]
@@ -95,38 +116,96 @@ def demo(
     if paraphrased is not None:
         texts.append(("paraphrased", paraphrased))
     texts += [("sentences shuffled", " ".join(shuffled)), ("human", data["human"])]
-    table = Table(title="Detection (p < 0.01 means watermarked)")
-    for col in ("text", "sentences", "p-value", "watermarked", "semantic p", "token p"):
-        table.add_column(col)
-    for label, text in texts:
-        d = scheme.detect(text)
-        table.add_row(
-            label,
-            str(d.n_units),
-            f"{d.p_value:.2g}",
-            str(d.is_watermarked),
-            f"{d.details['p_semantic']:.3f}",
-            f"{d.details['p_token']:.2g}",
-        )
-    out.print(table)
+    out.print(_results_table((label, scheme.detect(text)) for label, text in texts))
     if paraphrased is not None:
         out.print(
             "[bold]Paraphrased copy[/] (Doc-P: sentences split, back-translated through "
             f"Portuguese, merged and moved): {paraphrased}\n",
             highlight=False,
+            soft_wrap=True,
         )
     else:
         # no markup: rich would read "[eval]" as a style tag and drop it
         out.print(
             "(a paraphrased copy needs offline back-translation: pip install 'samark[eval]')",
             markup=False,
+            soft_wrap=True,
         )
     out.print(
         f"generation {gen.seconds:.0f} s ({gen.tokens_sampled} tokens sampled for "
         f"{gen.output_tokens} output tokens), total {time.monotonic() - start:.0f} s; "
         f"fallbacks: {gen.fallbacks or 'none'}",
         highlight=False,
+        soft_wrap=True,
     )
+
+
+def demo_threads() -> int:
+    """Torch threads for the demo: one fewer than the CPUs this process may use, at least
+    one. A torch thread that waits for a core another process holds stalls the others at
+    every barrier. Measured on 2 cores beside other jobs (load 4-9, 2026-11-26, seed 9):
+    with 1 thread the whole demo took 151 s (85 s of CPU); with 2 threads its first two
+    sentences alone took 288 s and 218 s (23 s and 24 s with 1 thread)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, cpus - 1)
+
+
+def demo_key(embedder: Any, seed: int | None) -> Any:
+    """The demo's key: a new random one, or with ``seed`` one derived from it (the same
+    seed, the same key: the run is reproducible; a derived key is public, not a secret).
+    Its pivots avoid the same reference directions as ``samark keygen``'s."""
+    from samark.embed import new_key
+    from samark.keys import WatermarkKey
+
+    if seed is None:
+        return new_key(embedder)
+    secret = hashlib.sha256(f"samark/demo-key/{seed}".encode()).digest()
+    return WatermarkKey(secret, embedder.identity, embedder.reference_directions())
+
+
+def _results_table(results: Iterable[tuple[str, Any]]) -> Table:
+    """The detections, one row per text; no column wraps its label or number (fits 80
+    columns)."""
+    table = Table(title="Detection (p < 0.01 means watermarked)", title_justify="left")
+    table.add_column("text", no_wrap=True)
+    for col in ("sentences", "p-value", "marked", "semantic p", "token p"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for label, d in results:
+        table.add_row(
+            label,
+            str(d.n_units),
+            f"{d.p_value:.2g}",
+            "yes" if d.is_watermarked else "no",
+            f"{d.details['p_semantic']:.3f}",
+            f"{d.details['p_token']:.2g}",
+        )
+    return table
+
+
+class _DemoProgress(Progress):
+    """On a terminal: the continuation as it is written, with the bar below it, in one
+    live region (so the bar never overwrites or splits the text); transient, so the text
+    is then printed once, whole, on stdout."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []  # before Progress, which may draw at once
+        super().__init__(
+            TextColumn("[progress.description]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        written = " ".join(sentence.strip() for sentence in self.written)
+        text = Text.assemble(("Watermarked continuation: ", "bold"), written)
+        yield text
+        yield self.make_tasks_table(self.tasks)
 
 
 def _demo_paraphrase(text: str, seed: int) -> str | None:
