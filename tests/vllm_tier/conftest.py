@@ -25,8 +25,6 @@ def _vllm_shut_down_at_the_end():
     """Stop the session's vLLM engine while pytest still holds its streams (vLLM's own
     exit hook would log into closed ones)."""
     yield
-    from samark.sampling.vllm_engine import load_vllm_sampler
+    from samark.sampling.vllm_engine import close_vllm_samplers
 
-    if load_vllm_sampler.cache_info().currsize:
-        load_vllm_sampler(GENERATOR).llm.llm_engine.engine_core.shutdown()
-        load_vllm_sampler.cache_clear()
+    close_vllm_samplers()

@@ -89,11 +89,19 @@ def test_serve_on_vllm_marks_and_detects(tmp_path, minilm, free_port) -> None:
             "those needs.",
         )
         assert human["p_value"] > 0.01, human
+        import psutil  # vLLM's own dependency
+
+        engine = [c.pid for c in psutil.Process(process.pid).children(recursive=True)]
+        assert engine  # vLLM's engine core and worker
     finally:
         process.terminate()
         try:
-            process.wait(timeout=60)
+            process.wait(timeout=120)
         except subprocess.TimeoutExpired:
             process.kill()
+    # the server stopped vLLM's processes with it: none is left running
+    time.sleep(2)
+    left = [p for p in engine if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    assert not left, f"vLLM processes outlived the server: {left}"
     secret = json.loads(key_file.read_text())["secret"]
     assert secret not in log.read_text() and secret not in text

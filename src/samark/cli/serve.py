@@ -152,8 +152,22 @@ def serve(
         concurrency,
         engine_name,
     )
+    on_close = None
+    if engine_name == "vllm":  # vLLM's engine processes stop with the server
+        from samark.sampling.vllm_engine import close_vllm_samplers
+
+        on_close = close_vllm_samplers
     app_ = _served_app(
-        scheme, settings, generator, upstream, timeout, keyring, marked_by, statistic, alpha
+        scheme,
+        settings,
+        generator,
+        upstream,
+        timeout,
+        keyring,
+        marked_by,
+        statistic,
+        alpha,
+        on_close,
     )
     if no_auth:
         err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
@@ -265,6 +279,7 @@ def _served_app(
     marked_by: dict[str, Any],
     statistic: str | None,
     alpha: float,
+    on_close: Any = None,
 ) -> Any:
     """The application: the local generator loaded now (not in the first request) and
     lending its tokenizer (chat template, token counts), the upstream for unmarked
@@ -302,6 +317,7 @@ def _served_app(
             count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
             upstream=link,
             keys=keys,
+            on_close=on_close,
         )
     except SamarkError as exc:
         raise fail(str(exc)) from None

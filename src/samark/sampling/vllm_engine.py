@@ -15,7 +15,6 @@ SAMark's semantic steering run in the local transformers engine only.
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 import time
@@ -226,6 +225,13 @@ class VLLMSampler(BatchSampler):
                 )
             )
 
+    def close(self) -> None:
+        """Stop vLLM's engine-core and worker processes (a server stopping, a test
+        session ending); the sampler is unusable afterwards."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None:
+            core.shutdown()
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -234,8 +240,22 @@ class VLLMSampler(BatchSampler):
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
 
-@functools.lru_cache(maxsize=1)
+#: the process's engines by model (vLLM reserves its KV cache when it starts: one is usual)
+_ENGINES: dict[str, VLLMSampler] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
 def load_vllm_sampler(model: str) -> VLLMSampler:
-    """The process-wide vLLM engine for ``model`` (one model per process: vLLM reserves
-    its KV cache when it starts)."""
-    return VLLMSampler(model)
+    """The process-wide vLLM engine for ``model``, started on first use."""
+    with _ENGINES_LOCK:
+        if model not in _ENGINES:
+            _ENGINES[model] = VLLMSampler(model)
+        return _ENGINES[model]
+
+
+def close_vllm_samplers() -> None:
+    """Stop every engine :func:`load_vllm_sampler` started (their vLLM processes too)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.close()
+        _ENGINES.clear()

@@ -39,6 +39,7 @@ def create_app(
     count_tokens: Callable[[str], int] | None = None,
     upstream: Upstream | None = None,
     keys: Keys | None = None,
+    on_close: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The application serving ``scheme`` (its key stays inside it).
 
@@ -46,8 +47,9 @@ def create_app(
     ``/v1/chat/completions`` answers 400); ``count_tokens`` counts usage and applies
     ``max_tokens`` (default: the sampler's tokenizer, else words); ``upstream`` serves
     ``"watermark": false`` requests unchanged; ``keys`` adds a keyring (payloads, and
-    detection against every key). Every marked response carries the id of the key that
-    marked it in its ``samark`` field, never the key.
+    detection against every key); ``on_close`` runs when the server stops (an engine's
+    own processes, vLLM's, stop with it). Every marked response carries the id of the key
+    that marked it in its ``samark`` field, never the key.
     """
     metrics = ServeMetrics()
     worker = Worker(scheme, settings, keys=keys, count_tokens=count_tokens, metrics=metrics)
@@ -56,6 +58,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
         worker.close()
+        if on_close is not None:
+            on_close()
 
     app = FastAPI(
         title="samark",
