@@ -23,6 +23,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -267,36 +268,40 @@ def _gguf_to_folder(source: Path) -> Path:
         model = AutoModelForCausalLM.from_pretrained(
             source.parent, gguf_file=source.name, dtype=torch.float32
         )
-    model.hf_quantizer = None  # type: ignore[assignment]
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        built = Path(tmp) / "model"
-        model.save_pretrained(built)
-        tok.save_pretrained(built)
-        _publish(built, target, "config.json")
+        model.hf_quantizer = None  # type: ignore[assignment]
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            built = Path(tmp) / "model"
+            model.save_pretrained(built)
+            tok.save_pretrained(built)
+            _publish(built, target, "config.json")
     return target
 
 
 @contextlib.contextmanager
 def _quiet_gguf_bar() -> Iterator[None]:
-    """transformers' GGUF reader draws a tqdm bar of its tensors on stderr (outside its
-    own progress-bar switch); it redraws over, or in a pipe runs into, a command's output."""
-    try:
+    """No progress bars while a GGUF is converted: transformers' GGUF reader draws a tqdm
+    bar of its tensors (outside its own switch) and transformers draws its loading and
+    writing bars; on stderr they redraw over, or in a pipe run into, a command's output."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    gguf_utils: Any = None
+    with contextlib.suppress(ImportError):
         import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:
-        yield
-        return
     bar = getattr(gguf_utils, "tqdm", None)
-    if bar is None:
-        yield
-        return
-    gguf_utils.tqdm = functools.partial(bar, disable=True)
+    if bar is not None:
+        gguf_utils.tqdm = functools.partial(bar, disable=True)
     try:
         yield
     finally:
-        gguf_utils.tqdm = bar
+        if bar is not None:
+            gguf_utils.tqdm = bar
+        if shown:
+            hf_logging.enable_progress_bar()
 
 
 def resolve_generator(name_or_path: str) -> tuple[str, Path]:
