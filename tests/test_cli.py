@@ -264,6 +264,13 @@ def test_generate_with_a_server_that_is_down_fails_clearly(key_file, runner) -> 
     )
     assert result.exit_code == 2
     assert "unreachable" in result.output
+    # --text: a prompt that looks like a file name gets as far as the server
+    said = runner.invoke(
+        app,
+        ["generate", "prompt.txt", "--text", "--key", str(key_file), "--sentences", "1",
+         "--candidates", "2", "--sampler", "http://127.0.0.1:9/v1#m"],
+    )  # fmt: skip
+    assert said.exit_code == 2 and "unreachable" in said.output, said.output
 
 
 def test_eval_rejects_a_bad_experiment(runner, tmp_path) -> None:
@@ -621,6 +628,10 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
         (["keyring", "new", "r2", "--screen", "few.jsonl"], "--screen few.jsonl: a key check"),
         (["keyring", "add", str(tmp_path / "ring"), "--label", "k0"], "already has a key"),
         (["keyring", "add", str(tmp_path / "ring"), "--label", "a b"], "invalid key label"),
+        (["attack", "shuffle", "gone.jsonl", "-o", "o.jsonl"], "gone.jsonl: no such file"),
+        (["attack", "shuffle", "empty.jsonl", "-o", "o.jsonl"], "empty.jsonl holds no records"),
+        (["attack", "shuffle", "bad.jsonl", "-o", "o.jsonl"], "bad.jsonl:3: invalid JSON"),
+        (["attack", "shuffle", "nofield.jsonl", "-o", "o.jsonl"], "nofield.jsonl:2: no string"),
     ]
     results = _without_models(tmp_path, *(args for args, _ in cases))
     for (args, message), result in zip(cases, results, strict=True):
@@ -628,6 +639,7 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
         assert message in result["err"], (args, result["err"])
         assert not result["torch"], (args, "imported torch before failing")
     assert not (tmp_path / "r2").exists() and not (tmp_path / "new.key").exists()
+    assert not (tmp_path / "o.jsonl").exists()
 
 
 def test_listing_and_help_load_nothing(tmp_path) -> None:

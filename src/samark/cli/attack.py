@@ -58,14 +58,19 @@ def attack(
         return
     if name is None or source is None or output is None:
         raise fail("usage: samark attack NAME INPUT.jsonl -o OUTPUT.jsonl [--param k=v]")
+    try:  # the attack's name and parameters, then the files, before any model loads
+        ATTACKS.get(name)
+        params = parse_params(param or [])
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    total = _check_files(source, output, field, human_field)
     from samark.embed import load_embedder
 
     try:
-        params = parse_params(param or [])
         attacker = create_attack(name, **params)
         encoder = load_embedder(embedder)
         with progress() as bar:
-            task = bar.add_task(f"{name} on {source.name}", total=None)
+            task = bar.add_task(f"{name} on {source.name}", total=total, unit="records")
             summary = attack_jsonl(
                 attacker,
                 params,
@@ -80,3 +85,23 @@ def attack(
     except SamarkError as exc:
         raise fail(str(exc)) from None
     err.print(f"{output}: {summary.line()}", highlight=False, soft_wrap=True)
+
+
+def _check_files(source: Path, output: Path, field: str, human_field: str | None) -> int:
+    """The count of records of ``source``, every one read and checked; fails (exit 2)
+    where it is missing, empty or holds a record the attack cannot use (named by its
+    line), or where ``output`` is a folder."""
+    from samark.evaluation.attack_file import check_records
+
+    if not source.is_file():
+        what = "is a folder, not a file" if source.is_dir() else "no such file"
+        raise fail(f"{source}: {what}")
+    if output.is_dir():
+        raise fail(f"{output} is a folder: name the JSONL file to write")
+    try:
+        total = check_records(source, field, human_field)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    if total == 0:
+        raise fail(f"{source} holds no records: nothing to attack")
+    return total

@@ -66,6 +66,13 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     return params
 
 
+def check_records(path: Path, text_field: str = "text", human_field: str | None = None) -> int:
+    """The count of records of ``path``, each read and checked as the attack will read it
+    (a cheap pass before any model loads); raises :class:`SamarkError` naming the first
+    line that cannot be used."""
+    return sum(1 for _ in _records(path, text_field, human_field))
+
+
 def _records(path: Path, text_field: str, human_field: str | None) -> Iterator[dict[str, Any]]:
     """The records of ``path``; the first one that cannot be used stops the run (an attack
     output must hold every input record)."""
