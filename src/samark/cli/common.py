@@ -166,7 +166,7 @@ def sentence_progress(bar: Any, task: int, total: int) -> Any:
             task,
             completed=done,
             description=(
-                f"sentence {done}/{total}: {step['candidates']} candidates, "
+                f"sentence {done}/{total}: {counted(step['candidates'], 'candidate')}, "
                 f"{step['matched']} matched, {now - last:.1f} s"
             ),
         )

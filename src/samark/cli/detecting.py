@@ -203,7 +203,7 @@ def _detect_text(scheme: Any, text: str, details: bool) -> NoReturn:
         payload = f", payload {result.payload}" if result.payload is not None else ""
         err.print(
             f"{verdict}{found}{payload}: p = {result.p_value:.4g} over a ring of "
-            f"{result.ring_size} keys ({result.method}; alpha {result.alpha}), "
+            f"{counted(result.ring_size, 'key')} ({result.method}; alpha {result.alpha}), "
             f"{counted(result.n_units, result.detection.unit)}",
             soft_wrap=True,
         )
@@ -403,7 +403,7 @@ def check_key(
             holds &= _report_check(scheme, texts, alpha, name, {"key_label": label})
         if keyring is not None:
             detector = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
-            name = f"the ring ({len(targets)} keys, {detector.method})"
+            name = f"the ring ({counted(len(targets), 'key')}, {detector.method})"
             holds &= _report_check(detector, texts, alpha, name, {"ring": True})
     raise typer.Exit(0 if holds else 1)
 

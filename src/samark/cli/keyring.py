@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from samark.cli.common import check_embedder_name, err, fail, load_key, out
+from samark.cli.common import check_embedder_name, counted, err, fail, load_key, out
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER
 
@@ -125,8 +125,9 @@ def keyring_new(
     bits = made.payload_bits
     carries = f"; it carries a {bits}-bit payload" if bits else ""
     refused = sum(r for _, r in drawn)
-    screened = f"; the screen refused {refused} keys" if screen else ""
-    err.print(f"made keyring {ring} with {len(made)} keys for {emb.name}{carries}{screened}")
+    screened = f"; the screen refused {counted(refused, 'key')}" if screen else ""
+    made_keys = counted(len(made), "key")
+    err.print(f"made keyring {ring} with {made_keys} for {emb.name}{carries}{screened}")
 
 
 @keyring_app.command("add")
@@ -164,7 +165,7 @@ def keyring_add(
         entry = opened.add(added, label)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
-    screened = f"; the screen refused {refused} keys" if screen else ""
+    screened = f"; the screen refused {counted(refused, 'key')}" if screen else ""
     err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1}){screened}")
 
 
