@@ -16,6 +16,8 @@ SAMark's semantic steering run in the local transformers engine only.
 from __future__ import annotations
 
 import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -89,6 +91,7 @@ class VLLMSampler(BatchSampler):
             engine_args.setdefault("dtype", "float32")
             engine_args.setdefault("enforce_eager", True)
             engine_args.setdefault("max_model_len", 2048)
+        _stop_on_sigterm()
         try:
             self.llm = LLM(model=source, **engine_args)
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
@@ -238,6 +241,16 @@ class VLLMSampler(BatchSampler):
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids (special tokens skipped)."""
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
+
+
+def _stop_on_sigterm() -> None:
+    """Let SIGTERM end this process through ``sys.exit`` where nothing else handles it, so
+    that vLLM's exit hooks stop its engine-core and worker processes (Python's default
+    action ends the process at once and leaves them running)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
 
 
 #: the process's engines by model (vLLM reserves its KV cache when it starts: one is usual)
