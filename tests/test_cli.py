@@ -264,13 +264,6 @@ def test_generate_with_a_server_that_is_down_fails_clearly(key_file, runner) -> 
     )
     assert result.exit_code == 2
     assert "unreachable" in result.output
-    # --text: a prompt that looks like a file name gets as far as the server
-    said = runner.invoke(
-        app,
-        ["generate", "prompt.txt", "--text", "--key", str(key_file), "--sentences", "1",
-         "--candidates", "2", "--sampler", "http://127.0.0.1:9/v1#m"],
-    )  # fmt: skip
-    assert said.exit_code == 2 and "unreachable" in said.output, said.output
 
 
 def test_eval_rejects_a_bad_experiment(runner, tmp_path) -> None:
@@ -612,6 +605,8 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
         (["detect", "Some text."], "no key file samark.key: make one with `samark keygen"),
         (["detect", "Some text.", *key, "--alpha", "2"], "--alpha must be between 0 and 1"),
         (["generate", "nofile.txt", *key], "nofile.txt: no such file"),
+        # --text: the file-like prompt is the prompt; the command goes on to the next check
+        (["generate", "nofile.txt", "--text", "--keyring", "nokeyring"], "nokeyring is not"),
         (["generate", "A prompt.", *key, "--sentences", "0"], "--sentences must be at least 1"),
         (["generate", "A prompt.", *key, "--candidates", "0"], "--candidates must be at least"),
         (["demo", "--sentences", "0"], "--sentences must be at least 1, got 0"),
