@@ -600,6 +600,7 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
         (["detect", "folder.txt", *key], "folder.txt is a folder"),
         (["detect", "empty.txt", *key], "empty.txt is empty: no sentence to score"),
         (["detect", "@missing", *key], "cannot read missing"),
+        (["detect", "@gone.jsonl", *key], "cannot read gone.jsonl"),  # '@': one text
         (["detect", "empty.jsonl", *key], "empty.jsonl holds no records"),
         (["detect", "Some text.", "--key", "none.key"], "key file none.key does not exist"),
         (["detect", "Some text."], "no key file samark.key: make one with `samark keygen"),

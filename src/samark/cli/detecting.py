@@ -162,8 +162,8 @@ def _records_file(source: str | None) -> tuple[Path, int] | None:
     Fails (exit 2) where such a file is missing, unreadable or holds no record."""
     from samark.record_detection import count_records
 
-    if source is None or not source.endswith((".jsonl", ".parquet")):
-        return None
+    if source is None or source.startswith("@") or not source.endswith((".jsonl", ".parquet")):
+        return None  # '@file': a file read whole, as one text
     path = Path(source).expanduser()
     if not is_file(path):
         if not looks_like_path(source):
