@@ -17,7 +17,12 @@ the forger never uses the key). Three attacks (``samark.evaluation.attacks``):
     python benchmarks/forgery.py piggyback experiments/runs/paper --out F.jsonl
     python benchmarks/forgery.py semantic experiments/runs/paper --out F.jsonl
     python benchmarks/forgery.py stealing experiments/runs/paper --out F.jsonl
-    python benchmarks/forgery.py table F.jsonl --plot forgery.png
+    python benchmarks/forgery.py more-marked experiments/runs/paper --row Unigram \
+        --forgeries 60 --sentences 6 --out MORE.jsonl
+    python benchmarks/forgery.py stealing experiments/runs/paper --extra MORE.jsonl \
+        --cells Unigram:100 --forgeries 20 --out F.jsonl
+    python benchmarks/forgery.py precision experiments/runs/paper --out F.jsonl --counts 10,20,40
+    python benchmarks/forgery.py table --out F.jsonl --plot forgery.png
 
 Each cell is one JSONL line (appended); ``table`` prints the Markdown table and plots.
 """
@@ -200,23 +205,18 @@ def semantic(args: argparse.Namespace) -> None:
 
 
 def stealing(args: argparse.Namespace) -> None:
-    from samark.datasets import load_dataset, prompt_examples
     from samark.evaluation.attacks import create_attack
 
     run, specs = _open(args.run)
-    d = run.experiment.dataset
-    fresh = prompt_examples(
-        load_dataset(d.name),
-        prompt_sentences=d.prompt_sentences,
-        sentences=d.sentences,
-        count=d.prompts + args.forgeries,
-    )[d.prompts :]
-    prompts = [e.prompt for e in fresh][: args.forgeries]
+    prompts = _fresh_prompts(run, 0, args.forgeries)
     base = [g["text"] for g in run.row_generations(specs["Unwatermarked"], written=True)]
     layered = run.scheme(specs[LAYERED])
     for cell in args.cells.split(","):
         target, n = cell.split(":")
         marked = [g["text"] for g in run.row_generations(specs[target], written=True)]
+        if args.extra is not None:  # more of the row's texts (more_marked)
+            lines = args.extra.read_text(encoding="utf-8").splitlines()
+            marked += [r["text"] for r in map(json.loads, lines) if r["scheme"] == target]
         n_used = min(int(n), len(marked))
         start = time.perf_counter()
         attack = create_attack(
@@ -243,6 +243,95 @@ def stealing(args: argparse.Namespace) -> None:
         print(f"  {cell}: {time.perf_counter() - start:.0f} s", flush=True)
 
 
+def _fresh_prompts(run: Any, start: int, count: int) -> list[str]:
+    """CNN/DailyMail prompts the run did not use: examples ``start`` to ``start + count``
+    after the run's own."""
+    from samark.datasets import load_dataset, prompt_examples
+
+    d = run.experiment.dataset
+    examples = prompt_examples(
+        load_dataset(d.name),
+        prompt_sentences=d.prompt_sentences,
+        sentences=d.sentences,
+        count=d.prompts + start + count,
+    )
+    return [e.prompt for e in examples[d.prompts + start :]]
+
+
+def more_marked(args: argparse.Namespace) -> None:
+    """More marked texts of a token row (the run's key, as its endpoint would write them),
+    for stealing cells beyond the run's 40: prompts the run and the forger do not use."""
+    run, specs = _open(args.run)
+    scheme = run.scheme(specs[args.row])
+    prompts = _fresh_prompts(run, 1000, args.forgeries)
+    start = time.perf_counter()
+    for i in range(0, len(prompts), 10):
+        batch = scheme.generate_batch(
+            prompts[i : i + 10], max_new_sentences=args.sentences, seed=7000 + i
+        )
+        with args.out.open("a", encoding="utf-8") as f:
+            for g in batch:
+                f.write(json.dumps({"scheme": args.row, "text": g.text}) + "\n")
+        print(f"{i + len(batch)} texts, {time.perf_counter() - start:.0f} s", flush=True)
+
+
+def precision(args: argparse.Namespace) -> None:
+    """How right the stolen preferences are, checked against the key (a truth the forger
+    never sees; no generation): the share of learned (context, token) pairs that are green
+    for KGW (1-token context) and of learned tokens green for Unigram (no context), against
+    gamma = 0.25 for a guess."""
+    import torch
+
+    from samark.evaluation.attacks.token_stealing import StolenPreferences
+    from samark.schemes.lm_generate import vocab_size
+
+    run, specs = _open(args.run)
+    base = [g["text"] for g in run.row_generations(specs["Unwatermarked"], written=True)]
+    for target in ("KGW", "Unigram"):
+        scheme = run.scheme(specs[target])
+        lm = scheme.lm
+        encode = lambda t, lm=lm: lm.tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+        marked = [encode(g["text"]) for g in run.row_generations(specs[target], written=True)]
+        size = vocab_size(lm)
+        if target == "KGW":
+            proc = scheme.logits_processor()
+
+            def green(ctx: tuple[int, ...], t: int, proc: Any = proc) -> bool:
+                ids = proc._get_greenlist_ids(torch.tensor(ctx))  # type: ignore[union-attr]
+                return bool((ids == t).any())
+        else:
+            mask = scheme.green_mask(size).numpy()
+
+            def green(ctx: tuple[int, ...], t: int, mask: Any = mask) -> bool:
+                return bool(mask[t])
+
+        for n in [int(x) for x in args.counts.split(",")]:
+            n = min(n, len(marked))
+            stolen = StolenPreferences(marked[:n], [encode(t) for t in base], size, context=1)
+            if target == "KGW":
+                pairs = [
+                    (ctx, int(t))
+                    for ctx, (ids, sc) in stolen.by_context.items()
+                    for t, v in zip(ids, sc, strict=True)
+                    if v > 0
+                ]
+            else:
+                pairs = [((), int(t)) for t in np.flatnonzero(stolen.context_free > 0)]
+            right = [green(c, t) for c, t in pairs]
+            row = {
+                "attack": "stealing precision",
+                "target": target,
+                "detector": "green share of learned" + (" pairs" if target == "KGW" else " tokens"),
+                "n": n,
+                "learned": len(pairs),
+                "precision": float(np.mean(right)) if right else float("nan"),
+                "marked_tokens": stolen.marked_tokens,
+            }
+            with args.out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{target} n={n}: {len(pairs)} learned, {100 * row['precision']:.1f}% green")
+
+
 def table(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in args.out.read_text().splitlines() if line.strip()]
     print(
@@ -251,6 +340,8 @@ def table(args: argparse.Namespace) -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        if "precision" in r:
+            continue
         if "facts_changed" in r:
             extra = (
                 f"{r['facts_changed']:.1f} facts changed, {100 * r['sentences_edited']:.0f}% of "
@@ -264,8 +355,14 @@ def table(args: argparse.Namespace) -> None:
             f"| {r['attack']} | {r['target']} | {r['detector']} | {r['n']} | {r['forgeries']} | "
             f"{100 * r['detected']:.1f} | {r['median_p']:.2g} | {extra} |"
         )
+    for r in rows:
+        if "precision" in r:
+            print(
+                f"stolen {r['target']}, n = {r['n']} ({r['marked_tokens']} marked tokens): "
+                f"{r['learned']} learned, {100 * r['precision']:.1f}% of them green (guess: 25%)"
+            )
     if args.plot:
-        plot(rows, args.plot)
+        plot([r for r in rows if "precision" not in r], args.plot)
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
@@ -309,7 +406,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=["piggyback", "semantic", "stealing", "table"])
+    ap.add_argument(
+        "what", choices=["piggyback", "semantic", "stealing", "precision", "more-marked", "table"]
+    )
     ap.add_argument("run", type=Path, nargs="?", help="a run folder (not for table)")
     ap.add_argument("--out", type=Path, required=True, help="JSONL of cells (table: reads it)")
     ap.add_argument("--rows", default=",".join([*TOKEN_ROWS, "SAMark", LAYERED]))
@@ -320,11 +419,20 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=6, help="stealing: sentences a forgery")
     ap.add_argument("--delta", type=float, default=4.0, help="stealing: the forger's bias")
     ap.add_argument("--plot", type=Path, default=None)
+    ap.add_argument("--row", default="Unigram", help="more-marked: the token row to write")
+    ap.add_argument("--extra", type=Path, default=None, help="stealing: more-marked's texts")
     args = ap.parse_args()
     if args.what != "table":
         _threads()
         sys.path.insert(0, str(Path(__file__).resolve().parent))
-    commands = {"piggyback": piggyback, "semantic": semantic, "stealing": stealing, "table": table}
+    commands = {
+        "piggyback": piggyback,
+        "semantic": semantic,
+        "stealing": stealing,
+        "precision": precision,
+        "more-marked": more_marked,
+        "table": table,
+    }
     commands[args.what](args)
 
 
