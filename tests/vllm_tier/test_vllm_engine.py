@@ -186,3 +186,35 @@ def test_vllm_gumbel_detects_its_own_text_and_not_human_or_another_key(vllm_engi
         [HUMAN],
         generate=True,
     )
+
+
+def test_the_cli_writes_through_vllm_and_detects(vllm_engine, minilm, tmp_path) -> None:
+    """``samark generate --sampler vllm:MODEL`` (the session's engine: one per process),
+    then ``samark detect`` on what it wrote."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from samark.cli import app
+
+    key_file = tmp_path / "cli.key"
+    key = _key(minilm, b"vllm-cli")
+    key.save(key_file)
+    runner = CliRunner()
+    common = ["--key", str(key_file), "--scheme", "samark-layered"]
+    made = runner.invoke(
+        app,
+        [
+            "generate", "--text", PREFIX, *common, "--sampler", "vllm:smollm2-135m-instruct",
+            "--candidates", "8", "--sentences", "3", "--seed", "4", "--json",
+        ],
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    record = json.loads(made.stdout.splitlines()[-1])
+    assert len(record["sentences"]) == 3
+    text = tmp_path / "out.txt"
+    text.write_text(record["text"])
+    found = runner.invoke(app, ["detect", str(text), *common])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout.splitlines()[0])["p_value"] < 0.01
+    assert json.loads(key_file.read_text())["secret"] not in made.output + found.output
