@@ -31,7 +31,7 @@ FILE_SECONDS = {
     "test_generation.py": 170,
     "test_semstamp.py": 150,
     "test_calibration.py": 150,
-    "test_cli.py": 130,
+    "test_cli.py": 160,
     "test_attacks.py": 110,
     "test_evaluation.py": 100,
     "test_serve.py": 100,
