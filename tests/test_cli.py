@@ -628,7 +628,13 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
         (["attack", "shuffle", "empty.jsonl", "-o", "o.jsonl"], "empty.jsonl holds no records"),
         (["attack", "shuffle", "bad.jsonl", "-o", "o.jsonl"], "bad.jsonl:3: invalid JSON"),
         (["attack", "shuffle", "nofield.jsonl", "-o", "o.jsonl"], "nofield.jsonl:2: no string"),
-    ]
+        (["serve", *key, "--no-auth", "--candidates", "0"], "--candidates must be at least 1"),
+        (["serve", *key, "--no-auth", "--sentences", "9", "--max-sentences", "4"],
+         "--sentences (9) must not exceed --max-sentences (4)"),
+        (["serve", *key, "--no-auth", "--statistic", "t"], "--statistic is one of z,"),
+        (["serve", *key, "--no-auth", "--timeout", "0"], "--timeout must be more than 0"),
+        (["serve", *key, "--scheme", "kgw", "--engine", "vllm"], "kgw writes through"),
+    ]  # fmt: skip
     results = _without_models(tmp_path, *(args for args, _ in cases))
     for (args, message), result in zip(cases, results, strict=True):
         assert result["code"] == 2, (args, result)

@@ -120,6 +120,7 @@ def serve(
         raise fail(
             f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
         ) from None
+    _check_options(candidates, sentences, max_sentences, concurrency, timeout, alpha, statistic)
     try:
         settings = ServeSettings(
             tokens=load_tokens(tokens_file, "SAMARK_API_TOKENS"),
@@ -234,6 +235,36 @@ def _served_scheme(
     if engine is None:
         err.print(f"loading {generator} ...")
     return scheme
+
+
+def _check_options(
+    candidates: int,
+    sentences: int,
+    max_sentences: int,
+    concurrency: int,
+    timeout: float,
+    alpha: float,
+    statistic: str | None,
+) -> None:
+    """The options' errors, named as typed, before any model loads."""
+    from samark.schemes.samark.statistics import STATISTICS
+
+    for option, value in (
+        ("--candidates", candidates),
+        ("--sentences", sentences),
+        ("--max-sentences", max_sentences),
+        ("--concurrency", concurrency),
+    ):
+        if value < 1:
+            raise fail(f"{option} must be at least 1, got {value}")
+    if sentences > max_sentences:
+        raise fail(f"--sentences ({sentences}) must not exceed --max-sentences ({max_sentences})")
+    if not timeout > 0:
+        raise fail(f"--timeout must be more than 0 seconds, got {timeout}")
+    if not 0 < alpha < 1:
+        raise fail(f"--alpha must be between 0 and 1, got {alpha}")
+    if statistic is not None and statistic not in STATISTICS:
+        raise fail(f"--statistic is one of {', '.join(STATISTICS)}, not {statistic!r}")
 
 
 def _engine_for(scheme_name: str, engine_name: str | None, upstream: str | None) -> str:
