@@ -21,6 +21,7 @@ the forger never uses the key). Three attacks (``samark.evaluation.attacks``):
         --forgeries 60 --sentences 6 --out MORE.jsonl
     python benchmarks/forgery.py stealing experiments/runs/paper --extra MORE.jsonl \
         --cells Unigram:100 --forgeries 20 --out F.jsonl
+    python benchmarks/forgery.py localise experiments/runs/paper --out F.jsonl
     python benchmarks/forgery.py precision experiments/runs/paper --out F.jsonl --counts 10,20,40
     python benchmarks/forgery.py table --out F.jsonl --plot forgery.png
 
@@ -78,6 +79,17 @@ def _detections(scheme: Any, texts: list[str]) -> list[Any]:
             out.append(scheme.detect(t))
         except EmptyTextError:
             out.append(None)
+    return out
+
+
+def _each(dets: list[tuple[str, Any, str]], texts: list[str]) -> list[tuple[str, list[float]]]:
+    """(detector label, p-values of ``texts``), each scheme detecting the texts once."""
+    found: dict[int, list[Any]] = {}
+    out = []
+    for label, scheme, how in dets:
+        if id(scheme) not in found:
+            found[id(scheme)] = _detections(scheme, texts)
+        out.append((label, _p_values(found[id(scheme)], how)))
     return out
 
 
@@ -151,9 +163,8 @@ def piggyback(args: argparse.Namespace) -> None:
         texts = [g["text"] for g in gens]
         dets = _detectors(run, specs, target)
         start = time.perf_counter()
-        originals = [d for d in _detections(dets[0][1], texts)]
-        for label, _, how in dets:
-            _write(args.out, _row("original", target, label, 0, _p_values(originals, how)))
+        for label, ps in _each(dets, texts):
+            _write(args.out, _row("original", target, label, 0, ps))
         for level, counts in LEVELS.items():
             attack = create_attack("piggyback", **counts)
             forged, edits = [], []
@@ -170,12 +181,8 @@ def piggyback(args: argparse.Namespace) -> None:
             meaning["aligned_similarity"] = float(np.median([f.aligned_similarity for f in fid]))
             meaning["word_overlap"] = float(np.median([f.word_overlap for f in fid]))
             meaning["ngram4_copy"] = float(np.median([f.ngram4_copy for f in fid]))
-            found = _detections(dets[0][1], forged)
-            for label, _, how in dets:
-                _write(
-                    args.out,
-                    _row(f"piggyback {level}", target, label, 1, _p_values(found, how), **meaning),
-                )
+            for label, ps in _each(dets, forged):
+                _write(args.out, _row(f"piggyback {level}", target, label, 1, ps, **meaning))
         print(f"  {target}: {time.perf_counter() - start:.0f} s", flush=True)
 
 
@@ -196,12 +203,13 @@ def semantic(args: argparse.Namespace) -> None:
                 embedder=run.experiment.embedder,
                 pool_sentences=sentences,
                 pool_vectors=vectors,
+                estimator=args.estimator,
             )
             slots = ["x. " * 12] * args.forgeries  # 12 sentences a forgery
             forged = attack.apply_batch(slots, seeds=list(range(args.forgeries)))
-            found = _detections(dets[0][1], forged)
-            for label, _, how in dets:
-                _write(args.out, _row("semantic", target, label, n, _p_values(found, how)))
+            name = "semantic" + (" orthant" if args.estimator == "orthant" else "")
+            for label, ps in _each(dets, forged):
+                _write(args.out, _row(name, target, label, n, ps))
 
 
 def stealing(args: argparse.Namespace) -> None:
@@ -243,6 +251,59 @@ def stealing(args: argparse.Namespace) -> None:
         print(f"  {cell}: {time.perf_counter() - start:.0f} s", flush=True)
 
 
+def localise(args: argparse.Namespace) -> None:
+    """Where the mark sits in a piggybacked text: the detector's per-sentence p-values
+    (``Detection.marked_sentences(0.05)``) of inserted false sentences, edited sentences
+    (negated, numbers or names changed) and untouched ones, after the heavy piggyback."""
+    import re
+
+    from samark.evaluation.attacks import create_attack
+    from samark.evaluation.attacks.piggyback import _FALSE_CLAIMS
+    from samark.segment import split_sentences
+
+    claims = re.compile(
+        "|".join(re.escape(c).replace(re.escape("{name}"), ".+") for c in _FALSE_CLAIMS),
+        re.IGNORECASE,
+    )
+    run, specs = _open(args.run)
+    for target, label in (("SAMark", "SAMark z"), (LAYERED, "layered fisher")):
+        scheme = run.scheme(specs[target])
+        attack = create_attack("piggyback", **LEVELS["heavy"])
+        marked: dict[str, list[int]] = {"inserted": [], "edited": [], "untouched": []}
+        texts = [g["text"] for g in run.row_generations(specs[target], written=True)]
+        for i, text in enumerate(texts[: args.texts]):
+            forged, _ = attack.edits(text, random.Random(1000 + i))
+            original = set(split_sentences(text))
+            d = scheme.detect(forged)
+            hits = set(d.marked_sentences(0.05))
+            for j, sentence in enumerate(split_sentences(forged)):
+                kind = (
+                    "untouched"
+                    if sentence in original
+                    else "inserted"
+                    if claims.fullmatch(sentence)
+                    else "edited"
+                )
+                marked[kind].append(int(j in hits))
+        row = {
+            "attack": "piggyback localisation",
+            "target": target,
+            "detector": label,
+            "n": 1,
+            "texts": min(args.texts, len(texts)),
+            **{f"{k}_sentences": len(v) for k, v in marked.items()},
+            **{f"{k}_marked": float(np.mean(v)) if v else float("nan") for k, v in marked.items()},
+        }
+        with args.out.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        print(
+            f"{label}: sentences with p < 0.05: "
+            + ", ".join(
+                f"{k} {100 * row[f'{k}_marked']:.1f}% of {len(v)}" for k, v in marked.items()
+            )
+        )
+
+
 def _fresh_prompts(run: Any, start: int, count: int) -> list[str]:
     """CNN/DailyMail prompts the run did not use: examples ``start`` to ``start + count``
     after the run's own."""
@@ -263,7 +324,9 @@ def more_marked(args: argparse.Namespace) -> None:
     for stealing cells beyond the run's 40: prompts the run and the forger do not use."""
     run, specs = _open(args.run)
     scheme = run.scheme(specs[args.row])
-    prompts = _fresh_prompts(run, 1000, args.forgeries)
+    prompts = _fresh_prompts(run, 40, args.forgeries)  # after the forger's prompts
+    if len(prompts) < args.forgeries:
+        raise SystemExit(f"only {len(prompts)} fresh prompts")
     start = time.perf_counter()
     for i in range(0, len(prompts), 10):
         batch = scheme.generate_batch(
@@ -340,7 +403,7 @@ def table(args: argparse.Namespace) -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        if "precision" in r:
+        if "precision" in r or "localisation" in r["attack"]:
             continue
         if "facts_changed" in r:
             extra = (
@@ -348,7 +411,7 @@ def table(args: argparse.Namespace) -> None:
                 f"sentences; aligned sim {r['aligned_similarity']:.3f}"
             )
         elif "distinct2" in r:
-            extra = f"Distinct-2 {r['distinct2']:.3f}, rep-4 {r['rep4']:.3f}"
+            extra = f"Distinct-2 {r['distinct2']:.3f}, rep-4 {r['rep4']:.1f}%"
         else:
             extra = ""
         print(
@@ -361,43 +424,104 @@ def table(args: argparse.Namespace) -> None:
                 f"stolen {r['target']}, n = {r['n']} ({r['marked_tokens']} marked tokens): "
                 f"{r['learned']} learned, {100 * r['precision']:.1f}% of them green (guess: 25%)"
             )
+    for r in rows:
+        if "localisation" in r["attack"]:
+            print(
+                f"{r['detector']}, heavy piggyback, {r['texts']} texts: sentences with p < 0.05 "
+                + ", ".join(
+                    f"{k} {100 * r[k + '_marked']:.1f}% of {r[k + '_sentences']}"
+                    for k in ("inserted", "edited", "untouched")
+                )
+            )
     if args.plot:
-        plot([r for r in rows if "precision" not in r], args.plot)
+        plot([r for r in rows if "precision" not in r and "texts" not in r], args.plot)
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
-    """One panel per attack: share of forgeries detected per detector (bars)."""
+    """Three panels, one per attack, each a horizontal bar per detector and setting: the
+    share of forgeries detected at p < 0.01 (the attacker's success)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def bars(attacks: dict[str, str], keep: Any) -> list[tuple[str, str, float, int]]:
+        out = []
+        for r in rows:
+            if r["attack"] in attacks and keep(r):
+                r = {**r, "n": 40 if r["n"] == 39 else r["n"]}  # Unigram's row wrote 39 texts
+                out.append(
+                    (r["detector"], attacks[r["attack"]].format(**r), r["detected"], r["forgeries"])
+                )
+        return out
+
     panels = [
-        ("piggyback light", "Piggyback, light (6 facts)"),
-        ("piggyback heavy", "Piggyback, heavy (12 facts)"),
-        ("semantic", "Semantic stealing"),
-        ("stealing", "Token stealing"),
+        (
+            "Piggyback: the operator's own text, facts changed",
+            bars(
+                {
+                    "original": "unedited",
+                    "piggyback light": "light (~5 facts)",
+                    "piggyback heavy": "heavy (~9 facts)",
+                },
+                lambda r: True,
+            ),
+        ),
+        (
+            "Token stealing: the forger's own text",
+            bars(
+                {"stealing": "n = {n}"},
+                lambda r: (
+                    r["detector"] == r["target"]
+                    or (r["target"] == LAYERED and r["detector"].startswith("layered"))
+                ),
+            ),
+        ),
+        (
+            "Semantic stealing: public human sentences",
+            bars({"semantic": "n = {n}", "semantic orthant": "n = {n}, orthant"}, lambda r: True),
+        ),
     ]
-    fig, axes = plt.subplots(1, 4, figsize=(16, 5.2), dpi=110, sharex=True)
-    for ax, (attack, title) in zip(axes, panels, strict=True):
-        cells = [r for r in rows if r["attack"] == attack]
-        named = not attack.startswith("piggyback")
-        labels = [r["detector"] + (f" (n={r['n']})" if named else "") for r in cells]
-        values = [100 * r["detected"] for r in cells]
-        colours = ["#d62728" if v >= 50 else "#ff7f0e" if v >= 5 else "#2ca02c" for v in values]
-        y = np.arange(len(cells))
-        ax.barh(y, values, color=colours)
-        ax.set_yticks(y, labels, fontsize=8)
+    settings_colours = ["#9e9e9e", "#ff7f0e", "#d62728", "#1f77b4", "#2ca02c", "#9467bd"]
+    fig, axes = plt.subplots(1, 3, figsize=(17, 7.5), dpi=100)
+    for ax, (title, cells) in zip(axes, panels, strict=True):
+        settings = list(dict.fromkeys(c[1] for c in cells))
+        detectors = list(dict.fromkeys(c[0] for c in cells))
+        height = 0.8 / max(1, len(settings))
+        for k, setting in enumerate(settings):
+            for d, detector in enumerate(detectors):
+                hit = [c for c in cells if c[0] == detector and c[1] == setting]
+                if not hit:
+                    continue
+                _, _, share, count = hit[0]
+                y = d + (k - (len(settings) - 1) / 2) * height
+                ax.barh(
+                    y,
+                    100 * share,
+                    height=height * 0.9,
+                    color=settings_colours[k % len(settings_colours)],
+                    label=setting
+                    if d
+                    == next(
+                        i
+                        for i, x in enumerate(detectors)
+                        if any(c[0] == x and c[1] == setting for c in cells)
+                    )
+                    else None,
+                )
+                ax.text(
+                    100 * share + 1, y, f"{100 * share:.0f}% ({count})", va="center", fontsize=7
+                )
+        ax.set_yticks(range(len(detectors)), detectors, fontsize=9)
         ax.invert_yaxis()
         ax.axvline(1, color="k", ls="--", lw=0.8)
-        for yi, v, r in zip(y, values, cells, strict=True):
-            ax.text(min(v + 1, 80), yi, f"{v:.0f}% of {r['forgeries']}", va="center", fontsize=7)
-        ax.set_xlim(0, 105)
+        ax.set_xlim(0, 115)
         ax.set_title(title, fontsize=10)
-        ax.set_xlabel("forgeries detected at p < 0.01 (%)")
+        ax.set_xlabel("forged texts detected at p < 0.01 (%)  (count: forgeries)")
+        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     fig.suptitle(
-        "Forgery: share of forged texts the detector attributes to the key "
-        "(red >= 50%, orange >= 5%, green < 5%; dashed: 1%)",
+        "Forgery on the paper run's texts (SmolLM2-135M, 12 sentences): what the detector "
+        "wrongly attributes to the key; dashed: 1%",
         fontsize=11,
     )
     fig.tight_layout()
@@ -407,7 +531,16 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "what", choices=["piggyback", "semantic", "stealing", "precision", "more-marked", "table"]
+        "what",
+        choices=[
+            "piggyback",
+            "semantic",
+            "stealing",
+            "precision",
+            "more-marked",
+            "localise",
+            "table",
+        ],
     )
     ap.add_argument("run", type=Path, nargs="?", help="a run folder (not for table)")
     ap.add_argument("--out", type=Path, required=True, help="JSONL of cells (table: reads it)")
@@ -419,6 +552,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=6, help="stealing: sentences a forgery")
     ap.add_argument("--delta", type=float, default=4.0, help="stealing: the forger's bias")
     ap.add_argument("--plot", type=Path, default=None)
+    ap.add_argument("--estimator", default="scatter", help="semantic: scatter or orthant")
     ap.add_argument("--row", default="Unigram", help="more-marked: the token row to write")
     ap.add_argument("--extra", type=Path, default=None, help="stealing: more-marked's texts")
     args = ap.parse_args()
@@ -431,6 +565,7 @@ def main() -> None:
         "stealing": stealing,
         "precision": precision,
         "more-marked": more_marked,
+        "localise": localise,
         "table": table,
     }
     commands[args.what](args)

@@ -14,7 +14,7 @@ from samark.errors import SamarkError
 from samark.evaluation.attacks import create_attack
 from samark.evaluation.attacks.base import attack_kind
 from samark.evaluation.attacks.piggyback import piggyback
-from samark.evaluation.attacks.semantic_stealing import stolen_direction
+from samark.evaluation.attacks.semantic_stealing import stolen_direction, stolen_orthant
 from samark.evaluation.attacks.token_stealing import StolenBias, StolenPreferences
 from samark.segment import split_sentences
 
@@ -123,6 +123,20 @@ def test_stolen_direction_finds_the_plane_marked_texts_scatter_along() -> None:
     assert abs(d @ pivot) > 0.9
     random_cos = abs(stolen_direction(rng.standard_normal((40, dim)) * 0.1, human) @ pivot)
     assert random_cos < 0.6
+
+
+def test_stolen_orthant_aims_between_two_pivots() -> None:
+    rng = np.random.default_rng(4)
+    dim = 64
+    p1, p2 = np.linalg.qr(rng.standard_normal((dim, 2)))[0].T
+    human = rng.standard_normal((300, dim)) * 0.05
+    s1, s2 = rng.choice([-1.0, 1.0], (2, 60))
+    marked = rng.standard_normal((60, dim)) * 0.05 + 0.3 * (s1[:, None] * p1 + s2[:, None] * p2)
+    d = stolen_orthant(marked, human)
+    # both pivots' signs agree along d: it points at an orthant's centre, not an axis
+    assert min(abs(d @ p1), abs(d @ p2)) > 0.6
+    along = stolen_direction(marked, human)
+    assert abs(along @ p1) ** 2 + abs(along @ p2) ** 2 > 0.9  # in the plane, any angle
 
 
 def test_semantic_stealing_fills_an_orthant_from_the_pool() -> None:

@@ -10,7 +10,9 @@ about the human mean, minus human texts' own), which points into the plane, and 
 forgery from the public human sentences that project farthest along ``+d`` or ``-d`` (the
 side drawn per text: either is one orthant, as the detector infers a text's flags by
 majority vote). It is the estimator of ``benchmarks/flag_payload_leak.py`` ("random flags"),
-made an attack.
+made an attack. With ``estimator="orthant"`` it aims instead at an orthant's centre in
+the plane of the two largest excess directions (:func:`stolen_orthant`), where both of two
+channels' pivots agree.
 
 The forger holds only public things: the operator's embedder (a public model: Kerckhoffs),
 ``n`` marked texts, and a pool of public human text. A forgery attack (``kind =
@@ -45,6 +47,25 @@ def stolen_direction(
     return direction / np.linalg.norm(direction)
 
 
+def stolen_orthant(
+    marked_means: np.ndarray, human_means: np.ndarray, human_mean: np.ndarray | None = None
+) -> np.ndarray:
+    """A unit direction toward one orthant of two channels' pivots: in the plane of the two
+    directions of largest excess scatter, the marked texts' means sit near four directions
+    a quarter turn apart (the orthants' centres, ``+-p1 +- p2``); quadrupling each text's
+    angle folds the four into one, whose circular mean, divided by four, is one of them."""
+    centre = human_means.mean(axis=0) if human_mean is None else human_mean
+    dev = marked_means - centre
+    excess = dev.T @ dev / len(dev) - np.cov(human_means.T)
+    plane = np.linalg.eigh(excess)[1][:, -2:]  # (dim, 2)
+    xy = dev @ plane
+    angles = np.arctan2(xy[:, 1], xy[:, 0])
+    weights = np.linalg.norm(xy, axis=1)
+    theta = np.angle(np.sum(weights * np.exp(4j * angles))) / 4
+    direction = plane @ np.array([np.cos(theta), np.sin(theta)])
+    return direction / np.linalg.norm(direction)
+
+
 @register_attack("semantic-stealing")
 class SemanticStealing(PerTextAttack):
     """From ``marked`` texts (a list or a JSONL file's ``text`` field; the first ``n``),
@@ -66,6 +87,7 @@ class SemanticStealing(PerTextAttack):
         pool_texts: int = 300,
         window: int = 12,
         spread: int = 2,
+        estimator: str = "scatter",
         pool_sentences: Sequence[Sequence[str]] | None = None,
         pool_vectors: np.ndarray | None = None,
     ) -> None:
@@ -78,6 +100,8 @@ class SemanticStealing(PerTextAttack):
             raise SamarkError("semantic-stealing needs at least 2 marked texts")
         if spread < 1:
             raise SamarkError(f"spread must be >= 1, got {spread}")
+        if estimator not in ("scatter", "orthant"):
+            raise SamarkError(f"estimator must be 'scatter' or 'orthant', got {estimator!r}")
         from samark.embed import load_embedder
 
         self.embedder = load_embedder(embedder)
@@ -103,7 +127,8 @@ class SemanticStealing(PerTextAttack):
         marked_means = np.stack(
             [self.embedder.encode(split_sentences(t)).mean(axis=0) for t in texts]
         )
-        self.direction = stolen_direction(marked_means, human_means, pool_vectors.mean(axis=0))
+        estimate = stolen_direction if estimator == "scatter" else stolen_orthant
+        self.direction = estimate(marked_means, human_means, pool_vectors.mean(axis=0))
         self._order = np.argsort(-(pool_vectors @ self.direction))  # farthest along +d first
 
     def apply_one(self, text: str, rng: random.Random, human: str | None) -> str:
