@@ -354,7 +354,11 @@ def precision(args: argparse.Namespace) -> None:
         scheme = run.scheme(specs[target])
         lm = scheme.lm
         encode = lambda t, lm=lm: lm.tokenizer(t, add_special_tokens=False)["input_ids"]  # noqa: E731
-        marked = [encode(g["text"]) for g in run.row_generations(specs[target], written=True)]
+        texts = [g["text"] for g in run.row_generations(specs[target], written=True)]
+        if args.extra is not None:  # more of the row's texts (more_marked)
+            lines = args.extra.read_text(encoding="utf-8").splitlines()
+            texts += [r["text"] for r in map(json.loads, lines) if r["scheme"] == target]
+        marked = [encode(t) for t in texts]
         size = vocab_size(lm)
         if target == "KGW":
             proc = scheme.logits_processor()
@@ -437,6 +441,11 @@ def table(args: argparse.Namespace) -> None:
         plot([r for r in rows if "precision" not in r and "texts" not in r], args.plot)
 
 
+def _n_of(setting: str) -> int:
+    digits = "".join(ch if ch.isdigit() else " " for ch in setting).split()
+    return int(digits[0]) if digits else -1
+
+
 def plot(rows: list[dict[str, Any]], path: Path) -> None:
     """Three panels, one per attack, each a horizontal bar per detector and setting: the
     share of forgeries detected at p < 0.01 (the attacker's success)."""
@@ -453,7 +462,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
                 out.append(
                     (r["detector"], attacks[r["attack"]].format(**r), r["detected"], r["forgeries"])
                 )
-        return out
+        return sorted(out, key=lambda c: (c[1].startswith("n ="), _n_of(c[1])))
 
     panels = [
         (
@@ -483,7 +492,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ),
     ]
     settings_colours = ["#9e9e9e", "#ff7f0e", "#d62728", "#1f77b4", "#2ca02c", "#9467bd"]
-    fig, axes = plt.subplots(1, 3, figsize=(17, 7.5), dpi=100)
+    fig, axes = plt.subplots(1, 3, figsize=(17, 8.2), dpi=100)
     for ax, (title, cells) in zip(axes, panels, strict=True):
         settings = list(dict.fromkeys(c[1] for c in cells))
         detectors = list(dict.fromkeys(c[0] for c in cells))
@@ -518,7 +527,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         ax.set_xlim(0, 115)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("forged texts detected at p < 0.01 (%)  (count: forgeries)")
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.09), ncol=3, fontsize=8)
     fig.suptitle(
         "Forgery on the paper run's texts (SmolLM2-135M, 12 sentences): what the detector "
         "wrongly attributes to the key; dashed: 1%",

@@ -168,3 +168,22 @@ def test_semantic_stealing_fills_an_orthant_from_the_pool() -> None:
     assert set(got) in sides
     with pytest.raises(SamarkError):
         create_attack("semantic-stealing", marked=marked[:1], embedder="all-minilm-l6-v2")
+
+
+@pytest.mark.slow  # loads SmolLM2 and writes two short texts
+def test_token_stealing_writes_seeded_text_leaning_to_what_it_learned() -> None:
+    marked = [TEXT, TEXT.replace("council", "committee")]
+    unmarked = ["A reporter watched the meeting. Nobody left early. The room was warm."]
+    attack = create_attack(
+        "token-stealing", marked=marked, unmarked=unmarked, sentences=2, delta=8.0
+    )
+    assert attack.n == 2 and attack.stolen.marked_tokens > 50
+    prompt = "The city council met on Monday."
+    out = attack.apply(prompt, seed=5)
+    assert 1 <= len(split_sentences(out)) <= 2
+    assert attack.apply(prompt, seed=5) == out  # seeded
+    # a strong bias toward the marked texts' tokens: most of what it writes is among them
+    tok = attack.lm.tokenizer
+    learned = set(np.flatnonzero(attack.stolen.context_free > 0).tolist())
+    ids = tok(out, add_special_tokens=False)["input_ids"]
+    assert sum(t in learned for t in ids) / len(ids) > 0.5
