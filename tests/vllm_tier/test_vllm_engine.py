@@ -64,6 +64,16 @@ def _plain():
     return RowRules(sampling=(0.7, 0.95))
 
 
+def test_many_seeded_rows_of_a_short_prompt_draw(vllm_engine) -> None:
+    """64 seeded rows of a 90-token prompt pass the step's token budget (4,096): with
+    vLLM's chunked prefill its CPU runner split a row's prefill and died ("CPU Generator
+    does not use offset"); the engine prefills whole prompts on a CPU."""
+    prefix = " ".join([HUMAN] * 2)
+    assert 64 * len(vllm_engine.encode(prefix, 64)) > 4096
+    batch = vllm_engine.sample(prefix, 64, SamplingParams(), seed=3)
+    assert len(batch.candidates) == 64 and len(batch.complete) >= 48
+
+
 def test_concurrent_draws_run_in_one_generate_call(vllm_engine) -> None:
     """Several callers' draws in one ``sample_many``: one vLLM call, each its own prefix."""
     params = SamplingParams()

@@ -62,8 +62,8 @@ def cpu_only() -> bool:
 class VLLMSampler(BatchSampler):
     """samark's engine over an in-process ``vllm.LLM``. ``model`` is a generator preset
     or folder (``samark models``) or anything vLLM loads; ``engine_args`` go to ``LLM``
-    (on a CPU the defaults are float32, eager mode, a 4 GiB KV cache and a 2,048-token
-    context)."""
+    (on a CPU the defaults are float32, eager mode, a 4 GiB KV cache, a 2,048-token
+    context and whole-prompt prefills)."""
 
     #: the layered mark's token layer runs in vLLM's sampler (one logits processor)
     supports_token_layer = True
@@ -91,6 +91,10 @@ class VLLMSampler(BatchSampler):
             engine_args.setdefault("dtype", "float32")
             engine_args.setdefault("enforce_eager", True)
             engine_args.setdefault("max_model_len", 2048)
+            # vLLM's CPU runner crashes ("CPU Generator does not use offset") when a seeded
+            # request's prefill is split across steps, as N rows of one prompt are once
+            # N x prompt tokens pass the step's token budget: prefill whole prompts only
+            engine_args.setdefault("enable_chunked_prefill", False)
         _stop_on_sigterm()
         try:
             self.llm = LLM(model=source, **engine_args)
@@ -218,15 +222,22 @@ class VLLMSampler(BatchSampler):
 
     def _generate(self, prompts: list[list[int]], settings: list[Any]) -> list[Any]:
         from vllm.inputs import TokensPrompt
+        from vllm.v1.engine.exceptions import EngineDeadError
 
         with self._lock:
-            return list(
-                self.llm.generate(
-                    [TokensPrompt(prompt_token_ids=ids) for ids in prompts],
-                    settings,
-                    use_tqdm=False,
+            try:
+                return list(
+                    self.llm.generate(
+                        [TokensPrompt(prompt_token_ids=ids) for ids in prompts],
+                        settings,
+                        use_tqdm=False,
+                    )
                 )
-            )
+            except EngineDeadError as exc:
+                raise SamarkError(
+                    f"vLLM's engine stopped ({exc}); its log above names the cause. The "
+                    "engine cannot serve again: restart the process"
+                ) from None
 
     def close(self) -> None:
         """Stop vLLM's engine-core and worker processes (a server stopping, a test
