@@ -114,6 +114,11 @@ class LMGenerateScheme(Watermark):
             self._lm = load_transformers_sampler(self.generator)
         return self._lm
 
+    def count_tokens(self, text: str) -> int:
+        """The generator's token count of ``text`` (a scheme that writes elsewhere says
+        how its engine counts)."""
+        return self.lm.count_tokens(text)
+
     def watermarking_config(self) -> Any:
         """transformers' watermarking config (None: no watermark); its
         ``construct_processor`` builds the processor the engine applies."""
@@ -138,7 +143,7 @@ class LMGenerateScheme(Watermark):
                     kept = out.sentences[: i + 1]
                     text = " ".join(kept)
                     out = dataclasses.replace(
-                        out, text=text, sentences=kept, output_tokens=self.lm.count_tokens(text)
+                        out, text=text, sentences=kept, output_tokens=self.count_tokens(text)
                     )
                     break
         if progress:

@@ -20,7 +20,6 @@ installed; it loads the generator's tokenizer, never the model.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +30,6 @@ from samark.keys import WatermarkKey
 from samark.models import resolve_generator
 from samark.schemes.base import (
     Generation,
-    ProgressCallback,
-    SentenceCallback,
     SharedResources,
     check,
     register_scheme,
@@ -93,27 +90,8 @@ class VLLMGumbel(TokenWatermark):
     def detector_id(self) -> str:
         return f"vllm-gumbel/h{self.config.context_width}"
 
-    def generate(
-        self,
-        prompt: str,
-        *,
-        max_new_sentences: int | None = None,
-        seed: int | None = None,
-        progress: ProgressCallback | None = None,
-        on_sentence: SentenceCallback | None = None,
-    ) -> Generation:
-        out = self.generate_batch([prompt], max_new_sentences=max_new_sentences, seed=seed)[0]
-        if on_sentence is not None:
-            for i, sentence in enumerate(out.sentences):
-                if on_sentence(sentence, {"index": i}):
-                    kept = out.sentences[: i + 1]
-                    text = " ".join(kept)
-                    count = self.engine.count_tokens(text)
-                    out = dataclasses.replace(out, text=text, sentences=kept, output_tokens=count)
-                    break
-        if progress:
-            progress(len(out.sentences), max_new_sentences or self.max_new_sentences)
-        return out
+    def count_tokens(self, text: str) -> int:
+        return int(self.engine.count_tokens(text))
 
     def generate_batch(
         self, prompts: list[str], *, max_new_sentences: int | None = None, seed: int | None = None
