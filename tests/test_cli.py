@@ -724,3 +724,58 @@ def test_serve_defaults_to_the_timeout_of_its_settings() -> None:
     timeout = next(p for p in command.params if p.name == "timeout")
     assert timeout.default == DEFAULT_TIMEOUT_S == ServeSettings(auth=False).request_timeout_s
     assert DEFAULT_TIMEOUT_S >= 1200
+
+
+def test_a_centring_reference_of_the_domain_lets_a_leaning_key_hold(
+    runner, tmp_path, minilm, key_file
+) -> None:
+    # The key with the largest lean towards the news mean (of 300 secrets, no avoided
+    # directions) fails check-key on news; a centring reference built from *other* news
+    # text (sentences 10-20 of the articles, never scored here) removes that lean.
+    import numpy as np
+
+    from samark.datasets import load_dataset
+    from samark.pivots import derive_pivots
+    from samark.segment import split_sentences
+
+    docs = load_dataset("cnn_dailymail")
+    later = [split_sentences(d.text)[10:20] for d in docs]
+    with minilm.remembering():
+        mean = minilm.encode([s for t in later[:80] for s in t]).mean(axis=0)
+        mean /= np.linalg.norm(mean)
+        secret = max(
+            (bytes([i % 256, i // 256]) * 16 for i in range(300)),
+            key=lambda s: np.abs(derive_pivots(s, minilm.dim, 2) @ mean).max(),
+        )
+        WatermarkKey(secret, minilm.identity).save(tmp_path / "leaning.key")
+        key = ["--key", str(tmp_path / "leaning.key")]
+        source = tmp_path / "my-news.jsonl"
+        source.write_text(
+            "".join(json.dumps({"text": " ".join(t)}) + "\n" for t in later if len(t) >= 3)
+        )
+        ref = tmp_path / "news.centring"
+        out = runner.invoke(
+            app, ["centring", "build", str(source), "-o", str(ref), *key, "--neighbours", "16"]
+        )
+        assert out.exit_code == 0 and ref.is_file(), out.output
+        assert "secret" not in out.output
+        again = runner.invoke(app, ["centring", "build", str(source), "-o", str(ref), *key])
+        assert again.exit_code == 2 and "exists" in again.output
+
+        args = ["check-key", "cnn_dailymail", "--limit", "150", "--sentences", "10", *key]
+        raw = runner.invoke(app, args)
+        assert raw.exit_code == 1, raw.output
+        centred = runner.invoke(app, [*args, "--centring", str(ref)])
+        record = json.loads(centred.stdout.splitlines()[0])
+        assert centred.exit_code == 0 and record["holds"], centred.output
+        low, high = record["fpr_95"]
+        assert low <= record["fpr"] <= high and high < 0.1
+
+        # detection reads the same file; a reference of another embedder is refused
+        text = " ".join(split_sentences(docs[0].text)[:6])
+        out = runner.invoke(app, ["detect", text, *key, "--centring", str(ref)])
+        assert out.exit_code in (0, 1), out.output
+        missing = runner.invoke(app, ["detect", text, *key, "--centring", str(tmp_path / "no")])
+        assert missing.exit_code == 2 and "does not exist" in missing.output
+    other = runner.invoke(app, ["detect", text, "--key", str(key_file), "--centring", str(ref)])
+    assert other.exit_code == 2 and "another embedder" in other.output, other.output

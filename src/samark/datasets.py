@@ -348,3 +348,7 @@ def leading_sentences(
         if len(sents) >= min_sentences:
             out.append(sents)
     return out
+
+
+# more genres from Debian packages register themselves on import
+import samark.debian_corpora  # noqa: E402, F401

@@ -43,6 +43,15 @@ class KeyCheck:
         return self.flagged / self.texts
 
     @property
+    def fpr_interval(self) -> tuple[float, float]:
+        """A two-sided 95% (Clopper-Pearson) interval for this key's false-positive rate
+        on the domain the texts come from: what one key gives there, with its uncertainty."""
+        k, n = self.flagged, self.texts
+        low = 0.0 if k == 0 else float(stats.beta.ppf(0.025, k, n - k + 1))
+        high = 1.0 if k == n else float(stats.beta.ppf(0.975, k + 1, n - k))
+        return low, high
+
+    @property
     def holds(self) -> bool:
         """Within the bound, and no sign that p is smaller than uniform (at 1 - confidence)."""
         return self.flagged <= self.bound and self.ks_pvalue > 1.0 - self.confidence
@@ -65,6 +74,7 @@ class KeyCheck:
             "texts": self.texts,
             "flagged": self.flagged,
             "fpr": self.fpr,
+            "fpr_95": list(self.fpr_interval),
             "alpha": self.alpha,
             "confidence": self.confidence,
             "bound": self.bound,

@@ -11,7 +11,16 @@ import importlib
 from samark.cli.app import app
 
 #: the command modules, in the order ``samark --help`` lists their commands
-COMMAND_MODULES = ("marking", "detecting", "demo", "serve", "attack", "catalog", "evaluate")
+COMMAND_MODULES = (
+    "marking",
+    "detecting",
+    "centring",
+    "demo",
+    "serve",
+    "attack",
+    "catalog",
+    "evaluate",
+)
 for _module in COMMAND_MODULES:
     importlib.import_module(f"samark.cli.{_module}")
 

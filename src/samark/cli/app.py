@@ -46,3 +46,10 @@ app.add_typer(eval_app, name="eval")
 schemes_app = typer.Typer(help="The registered watermarking schemes.", no_args_is_help=True)
 app.add_typer(schemes_app, name="schemes")
 app.add_typer(keyring_app, name="keyring")
+
+
+centring_app = typer.Typer(
+    help="Centring references: hold each key's false-positive rate on your own domain.",
+    no_args_is_help=True,
+)
+app.add_typer(centring_app, name="centring")

@@ -31,6 +31,8 @@ from samark.cli.common import (
 )
 from samark.cli.loading import (
     COMMAND_STATISTIC,
+    CentringOption,
+    centring_fields,
     SAMARK_SCHEMES,
     KeyringOption,
     SchemeOption,
@@ -89,6 +91,7 @@ def detect(
         ),
     ] = None,
     literal: TextFlag = False,
+    centring: CentringOption = None,
 ) -> None:
     """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY,
     or of any key of a KEYRING (one p-value with family-wise error control, and the key
@@ -102,8 +105,13 @@ def detect(
     if at is not None and keyring is None:
         raise fail("--at chooses the keys of a --keyring in use at a date")
     samark_family = scheme_name in SAMARK_SCHEMES
-    if not samark_family and (ray is not None or statistic is not None):
-        raise fail("--ray and --statistic are SAMark's; leave them out for " + scheme_name)
+    if not samark_family and (ray is not None or statistic is not None or centring):
+        raise fail(
+            "--ray, --statistic and --centring are SAMark's; leave them out for " + scheme_name
+        )
+    if centring is not None and ray is not None:
+        raise fail("--centring is not available with --ray")
+    fields = centring_fields(centring)
     # what to read is checked before any model loads: a missing file, an empty text or
     # a file without records fails at once
     records: tuple[Path, int] | None = None
@@ -122,9 +130,11 @@ def detect(
     # a bad key or ring fails here, before Ray starts
     detector: Any
     if keyring is not None:
-        detector = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha, at=at)
+        detector = load_ring_detector(
+            keyring, scheme_name, statistic=statistic, alpha=alpha, at=at, **fields
+        )
     elif samark_family:
-        detector = load_scheme(key, scheme_name, statistic=statistic, alpha=alpha)
+        detector = load_scheme(key, scheme_name, statistic=statistic, alpha=alpha, **fields)
     else:
         detector = load_other_scheme(scheme_name, key, alpha=alpha)
     if ray is not None:
@@ -355,6 +365,7 @@ def check_key(
     ] = None,
     scheme_name: SchemeOption = "samark",
     keyring: KeyringOption = None,
+    centring: CentringOption = None,
 ) -> None:
     """Measure KEY's false-positive rate on human text of your domain: a key that leans
     towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
@@ -371,8 +382,9 @@ def check_key(
         raise fail(f"--limit must be at least {MIN_TEXTS}: a key check needs {MIN_TEXTS} texts")
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if statistic is not None and scheme_name not in SAMARK_SCHEMES:
-        raise fail("--statistic is SAMark's; leave it out for " + scheme_name)
+    if (statistic is not None or centring is not None) and scheme_name not in SAMARK_SCHEMES:
+        raise fail("--statistic and --centring are SAMark's; leave them out for " + scheme_name)
+    fields = centring_fields(centring)
     targets: list[tuple[str | None, Path]] = [(None, key)]
     if keyring is not None:
         from samark.keyring import Keyring
@@ -393,7 +405,7 @@ def check_key(
     with contextlib.ExitStack() as stack:
         for label, path in targets:
             if scheme_name in SAMARK_SCHEMES:
-                scheme = load_scheme(path, scheme_name, statistic=statistic, alpha=alpha)
+                scheme = load_scheme(path, scheme_name, statistic=statistic, alpha=alpha, **fields)
                 scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
                 stack.enter_context(scheme.embedder.remembering())  # once for every key
             else:
@@ -402,7 +414,9 @@ def check_key(
             err.print(f"scoring {len(texts)} human texts with {name} ...")
             holds &= _report_check(scheme, texts, alpha, name, {"key_label": label})
         if keyring is not None:
-            detector = load_ring_detector(keyring, scheme_name, statistic=statistic, alpha=alpha)
+            detector = load_ring_detector(
+                keyring, scheme_name, statistic=statistic, alpha=alpha, **fields
+            )
             name = f"the ring ({counted(len(targets), 'key')}, {detector.method})"
             holds &= _report_check(detector, texts, alpha, name, {"ring": True})
     raise typer.Exit(0 if holds else 1)
@@ -419,16 +433,19 @@ def _report_check(
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
     typer.echo(json.dumps({**{k: v for k, v in tag.items() if v}, **result.to_dict()}))
+    low, high = result.fpr_interval
     if result.holds:
         err.print(
             f"[bold green]holds[/] for {name}: {result.flagged} of {result.texts} human texts "
-            f"at p < {alpha} ({100 * result.fpr:.1f}%), bound {result.bound}"
+            f"at p < {alpha} ({100 * result.fpr:.1f}%; 95% interval {100 * low:.1f}-"
+            f"{100 * high:.1f}%), bound {result.bound}"
         )
     else:
         err.print(
             f"[bold red]does not hold[/] for {name}: {result.flagged} of {result.texts} human "
-            f"texts at p < {alpha} ({100 * result.fpr:.1f}%, bound {result.bound}; KS p = "
-            f"{result.ks_pvalue:.2g}). A key that leans towards this domain should be "
-            "replaced: make another and check it."
+            f"texts at p < {alpha} ({100 * result.fpr:.1f}%; 95% interval {100 * low:.1f}-"
+            f"{100 * high:.1f}%; bound {result.bound}; KS p = {result.ks_pvalue:.2g}). "
+            "Detect with a centring reference built from other human text of this domain "
+            "(`samark centring build`, then --centring), or make another key and check it."
         )
     return bool(result.holds)

@@ -90,6 +90,25 @@ def _require_detector(name: str) -> None:
         raise fail(f"{name} writes no watermark: it has no key and no detector")
 
 
+CentringOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--centring",
+        help="A centring reference built from your own human text (`samark centring build`): "
+        "each key then holds its false-positive rate on that domain (docs/operators.md).",
+    ),
+]
+
+
+def centring_fields(centring: Path | None) -> dict[str, Any]:
+    """The SAMark config field of ``--centring`` (checked before any model loads)."""
+    if centring is None:
+        return {}
+    if not centring.is_file():
+        raise fail(f"centring reference {centring} does not exist")
+    return {"centring": str(centring)}
+
+
 KeyringOption = Annotated[
     Path | None,
     typer.Option(
@@ -107,13 +126,15 @@ def load_ring_detector(
     alpha: float,
     at: str | None = None,
     generator: str = DEFAULT_GENERATOR,
+    **fields: Any,
 ) -> Any:
     """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
-    with the commands' statistic; ``generator`` is the layered mark's tokenizer)."""
+    with the commands' statistic and SAMarkConfig ``fields``; ``generator`` is the layered
+    mark's tokenizer)."""
     from samark.keyring import Keyring
     from samark.ring_detection import RingDetector
 
-    params: dict[str, Any] = {"generator": generator}
+    params: dict[str, Any] = {"generator": generator, **fields}
     if name in SAMARK_SCHEMES:
         params["statistic"] = statistic or COMMAND_STATISTIC
     elif statistic is not None:

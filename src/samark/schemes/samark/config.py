@@ -99,6 +99,9 @@ class SAMarkConfig(SchemeConfig):
     n_null: int = 999
     null_seed: int = 0
     alpha: float = 0.01
+    # topic centring at detection (samark.centring): a reference file built from the
+    # operator's own human text (``samark centring build``), or None (the paper: none)
+    centring: str | None = None
 
     def __post_init__(self) -> None:
         check(self.channels >= 1, "channels must be >= 1")
@@ -139,6 +142,10 @@ class SAMarkConfig(SchemeConfig):
         check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         check(self.n_null >= 19, "n_null must be >= 19")
         check(0 < self.alpha < 1, "alpha must be in (0, 1)")
+        check(
+            self.centring is None or (isinstance(self.centring, str) and bool(self.centring)),
+            "centring must be the path of a centring reference file (or None)",
+        )
         _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
 
     @property

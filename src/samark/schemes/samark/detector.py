@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from samark.detection import Detection
+from samark.centring import NeighbourCentring
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
@@ -56,8 +57,13 @@ class SAMarkDetector:
         n_null: int = 999,
         null_seed: int = 0,
         alpha: float = 0.01,
+        centring: NeighbourCentring | None = None,
     ) -> None:
         key.check_embedder(embedder.identity)
+        if centring is not None and centring.dim != embedder.dim:
+            raise ValueError(
+                f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
+            )
         if statistic not in STATISTICS:
             raise ValueError(f"unknown statistic {statistic!r}; choose one of {STATISTICS}")
         if n_null < 19:
@@ -72,6 +78,8 @@ class SAMarkDetector:
         self.n_null = n_null
         self.null_seed = null_seed
         self.alpha = alpha
+        #: topic centring applied to every text before any pivot sees it (samark.centring)
+        self.centring = centring
         self._pivots = key.pivots(embedder.dim, channels)
         self._law = key.pivot_law(embedder.dim)
 
@@ -109,6 +117,7 @@ class SAMarkDetector:
             and (self.channels, self.kappa, self.tanh_detection, self.statistic)
             == (other.channels, other.kappa, other.tanh_detection, other.statistic)
             and (self.n_null, self.null_seed) == (other.n_null, other.null_seed)
+            and _centring_id(self.centring) == _centring_id(other.centring)
         )
 
     def score_embeddings(
@@ -121,6 +130,8 @@ class SAMarkDetector:
             self._law, self.n_null, self.embedder.dim, self.channels, self.null_seed
         )
         all_pivots = np.concatenate([self._pivots[None], nulls], axis=0)
+        if self.centring is not None:
+            embeddings = self.centring(embeddings)
         responses = channel_responses(embeddings, all_pivots)
         evidence = alignment(responses, self.kappa, self.tanh_detection)
         values = statistic_values(evidence, self.statistic)
@@ -161,6 +172,10 @@ class SAMarkDetector:
                 "channel_evidence": tuple(float(x) for x in own.mean(axis=0)),
             },
         )
+
+
+def _centring_id(centring: NeighbourCentring | None) -> str | None:
+    return None if centring is None else centring.sha256
 
 
 def embed_sentences(embedder: Embedder, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
@@ -217,6 +232,8 @@ def _ring_evidence(
         first._law, first.n_null, first.embedder.dim, first.channels, first.null_seed
     )
     own = np.stack([d._pivots for d in detectors])
+    if first.centring is not None:
+        embeddings = first.centring(embeddings)
     # responses, not pivots, are joined: a large ring's null pool is not copied per text
     responses = np.concatenate(
         [channel_responses(embeddings, own), channel_responses(embeddings, nulls)], axis=0

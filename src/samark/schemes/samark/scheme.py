@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from samark.centring import NeighbourCentring
 from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import SamarkError
@@ -57,6 +58,9 @@ class SAMark(SentenceLevelWatermark):
             n_null=c.n_null,
             null_seed=c.null_seed,
             alpha=c.alpha,
+            centring=None
+            if c.centring is None
+            else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
         )
 
     def __repr__(self) -> str:
@@ -75,6 +79,7 @@ class SAMark(SentenceLevelWatermark):
         return (
             f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
+            + ("" if self.detector.centring is None else f"/centring{self.detector.centring.sha256[:16]}")
         )
 
     # ---------- the sentence loop's hooks (Alg. 1) ----------

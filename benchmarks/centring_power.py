@@ -1,0 +1,135 @@
+"""What topic centring costs in power, on a run's records: the share of a SAMark row's texts
+(unattacked and under each attack) with p < 0.01, and TP@FP1% against the run's human
+negatives, for each centring rule of benchmarks/per_key_fpr.py.
+
+The texts were generated without centring (Alg. 1 selects on raw cosines); centring is
+applied at detection only, to the key and the null sets alike.
+
+    python benchmarks/centring_power.py experiments/runs/paper --rows SAMark \\
+        --rules none neighbours-16 "own mean" --out docs/results/2026-11-26-per-key-fpr/power.json
+
+``--negatives 0`` skips TP@FP1% (no human text to embed); embeddings are cached
+(benchmarks/detection_statistics.py's cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from samark.centring import NeighbourCentring
+from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
+from samark.evaluation.runner import Run
+from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
+from samark.segment import split_sentences
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from detection_statistics import EmbeddingCache
+from per_key_fpr import reference_means
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--rows", nargs="+", default=["SAMark"])
+    ap.add_argument("--rules", nargs="+", default=["none", "neighbours-16", "own mean"])
+    ap.add_argument("--statistics", nargs="+", default=["z", "scan"])
+    ap.add_argument("--negatives", type=int, default=1000, help="human negatives for TP@FP1%")
+    ap.add_argument("--cache", type=Path, default=Path.home() / ".cache/samark/research")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+
+    run = Run.open(args.run)
+    embedder, key = run.embedder, run.key
+    frames = np.concatenate([key.pivots(embedder.dim, 2)[None], key.null_pivots(999, embedder.dim, 2, 0)])
+    cache = EmbeddingCache(args.cache / f"{embedder.name}.npz", embedder)
+    paper = EmbeddingCache(args.cache / "paper-mpnet.npz", embedder)
+    cache.table.update(paper.table)
+
+    texts: list[tuple[str, str, list[str]]] = []  # (row, column, sentences)
+    for row in args.rows:
+        texts += [(row, "none", split_sentences(g["text"])) for g in run.generations.records() if g.get("scheme") == row]
+        texts += [(row, a["attack"], split_sentences(a["text"])) for a in run.attacks.records() if a.get("scheme") == row]
+    texts += [("human", "human", split_sentences(d.text)) for d in run.negatives()[: args.negatives]]
+    texts = [t for t in texts if t[2]]
+    cache.fill([s for _, _, ss in texts for s in ss])
+    ref = reference_means(embedder.name) if any(r.startswith("neighbours-") for r in args.rules) else None
+    own = _operator_reference(run) if any(r.startswith("operator ") for r in args.rules) else None
+
+    results: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for rule in args.rules:
+        centre = _rule(rule, own if rule.startswith("operator ") else ref)
+        p: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+        for row, col, sents in texts:
+            ev = alignment(channel_responses(centre(cache.get(sents)), frames), 30.0)
+            for s in args.statistics:
+                v = np.nan_to_num(statistic_values(ev, s), nan=0.0, posinf=1e9)
+                pv = float((1 + np.count_nonzero(v[1:] >= v[0] - 1e-12)) / v.size)
+                p[(row, col, s)].append((pv, float(v[0])))
+        results[rule] = {}
+        for (row, col, s), vals in sorted(p.items()):
+            if row == "human":
+                continue
+            pos = np.array(vals)
+            cell = {"p<0.01": float(np.mean(pos[:, 0] < 0.01)), "n": len(vals)}
+            neg = np.array(p.get(("human", "human", s), []))
+            if len(neg):
+                cell["tp@fp1%"] = tpr_at_fpr(evidence(neg[:, 0], neg[:, 1]), evidence(pos[:, 0], pos[:, 1]), 0.01)
+                cell["human_fpr"] = float(np.mean(neg[:, 0] < 0.01))
+            results[rule].setdefault(f"{row} / {s}", {})[col] = cell
+    columns = sorted({c for r in results.values() for cols in r.values() for c in cols}, key=lambda c: (c != "none", c))
+    print("p < 0.01 rate (TP@FP1%), % -- rows: rule / statistic")
+    print(f"{'':32}" + "".join(f"{c[:14]:>16}" for c in columns))
+    for rule, rows in results.items():
+        for name, cols in rows.items():
+            cells = []
+            for c in columns:
+                cell = cols.get(c)
+                if cell is None:
+                    cells.append(f"{'-':>16}")
+                    continue
+                tp = f" ({100 * cell['tp@fp1%']:.0f})" if "tp@fp1%" in cell else ""
+                cells.append(f"{100 * cell['p<0.01']:>10.1f}{tp:>6}")
+            print(f"{rule + ' / ' + name:32}" + "".join(cells))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"run": str(args.run), "results": results}, indent=1) + "\n")
+
+
+def _operator_reference(run: Run) -> np.ndarray:
+    """An operator's own human traffic, simulated: the first 10 sentences of the
+    CNN/DailyMail articles that none of the run's prompts came from."""
+    from samark.datasets import load_dataset
+    from samark.embed import load_embedder
+
+    from per_key_corpora import embed_cached, test_texts
+
+    prompts = {e.id for e in run.examples()}
+    kept = [d.id for d in load_dataset("cnn_dailymail") if len(split_sentences(d.text)[:10]) >= 3]
+    texts = test_texts("cnn_dailymail")
+    vectors = embed_cached(load_embedder("all-mpnet-base-v2"), "cnn_dailymail", texts)
+    means = [v.mean(axis=0) for doc, v in zip(kept, vectors) if doc not in prompts]
+    print(f"operator reference: {len(means)} news articles no prompt came from", flush=True)
+    return np.array(means)
+
+
+def _rule(rule: str, ref: np.ndarray | None):  # type: ignore[no-untyped-def]
+    if rule.startswith("operator "):
+        rule = rule.removeprefix("operator ")
+    if rule == "none":
+        return lambda e: e
+    if rule == "own mean":
+        return lambda e: e - e.mean(axis=0)
+    if rule.startswith("neighbours-"):
+        assert ref is not None
+        return NeighbourCentring("benchmark", ref, k=int(rule.split("-")[1]))
+    raise SystemExit(f"unknown rule {rule!r}")
+
+
+if __name__ == "__main__":
+    main()
