@@ -1,6 +1,7 @@
 """What topic centring costs in power, on a run's records: the share of a SAMark row's texts
 (unattacked and under each attack) with p < 0.01, and TP@FP1% against the run's human
-negatives, for each centring rule of benchmarks/per_key_fpr.py.
+negatives, for each centring rule of benchmarks/per_key_fpr.py. A samark-layered row also
+gets its one p-value ("layered": the centred scan and the token layer, Fisher).
 
 The texts were generated without centring (Alg. 1 selects on raw cosines); centring is
 applied at detection only, to the key and the null sets alike.
@@ -26,6 +27,7 @@ from samark.centring import NeighbourCentring
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
+from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
 from samark.segment import split_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -52,11 +54,17 @@ def main() -> None:
     cache.table.update(paper.table)
 
     texts: list[tuple[str, str, list[str]]] = []  # (row, column, sentences)
+    token_p: dict[tuple[str, str, int], float] = {}  # the layered rows' token layer
+    layered = _layered(run) if any(_is_layered(run, r) for r in args.rows) else None
     for row in args.rows:
-        texts += [(row, "none", split_sentences(g["text"])) for g in run.generations.records() if g.get("scheme") == row]
-        texts += [(row, a["attack"], split_sentences(a["text"])) for a in run.attacks.records() if a.get("scheme") == row]
+        found = [("none", g["text"]) for g in run.generations.records() if g.get("scheme") == row]
+        found += [(a["attack"], a["text"]) for a in run.attacks.records() if a.get("scheme") == row]
+        for col, text in found:
+            if layered is not None and _is_layered(run, row):
+                n = sum(1 for r, c, _ in texts if (r, c) == (row, col))
+                token_p[(row, col, n)] = layered.token_layer.score(layered.token_ids(text)).p_value
+            texts.append((row, col, split_sentences(text)))
     texts += [("human", "human", split_sentences(d.text)) for d in run.negatives()[: args.negatives]]
-    texts = [t for t in texts if t[2]]
     cache.fill([s for _, _, ss in texts for s in ss])
     ref = reference_means(embedder.name) if any(r.startswith("neighbours-") for r in args.rules) else None
     own = _operator_reference(run) if any(r.startswith("operator ") for r in args.rules) else None
@@ -65,12 +73,21 @@ def main() -> None:
     for rule in args.rules:
         centre = _rule(rule, own if rule.startswith("operator ") else ref)
         p: dict[tuple[str, str, str], list[tuple[float, float]]] = defaultdict(list)
+        seen: dict[tuple[str, str], int] = defaultdict(int)
         for row, col, sents in texts:
+            n = seen[(row, col)]
+            seen[(row, col)] += 1
+            if not sents:
+                continue
             ev = alignment(channel_responses(centre(cache.get(sents)), frames), 30.0)
-            for s in args.statistics:
+            for s in {*args.statistics, "scan"}:
                 v = np.nan_to_num(statistic_values(ev, s), nan=0.0, posinf=1e9)
                 pv = float((1 + np.count_nonzero(v[1:] >= v[0] - 1e-12)) / v.size)
-                p[(row, col, s)].append((pv, float(v[0])))
+                if s in args.statistics:
+                    p[(row, col, s)].append((pv, float(v[0])))
+                if s == "scan" and (row, col, n) in token_p:
+                    both = combine_p_values(pv, token_p[(row, col, n)])
+                    p[(row, col, "layered")].append((both, -both))
         results[rule] = {}
         for (row, col, s), vals in sorted(p.items()):
             if row == "human":
@@ -99,6 +116,18 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"run": str(args.run), "results": results}, indent=1) + "\n")
+
+
+def _is_layered(run: Run, row: str) -> bool:
+    return any(s.label == row and s.name == "samark-layered" for s in run.experiment.schemes)
+
+
+def _layered(run: Run) -> SAMarkLayered:
+    from samark.schemes import create_scheme
+
+    scheme = create_scheme("samark-layered", key=run.key, embedder=run.embedder)
+    assert isinstance(scheme, SAMarkLayered)
+    return scheme
 
 
 def _operator_reference(run: Run) -> np.ndarray:

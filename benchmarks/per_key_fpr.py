@@ -52,6 +52,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from per_key_corpora import TEST_CORPORA, embed_cached, test_texts
 
 ALPHAS = (0.01, 0.05)
+#: the plot's rules and their legend
+PLOTTED = {
+    "none": "none (today)",
+    "neighbours-16": "public reference, 16 nearest",
+    "corpus mean": "oracle: the domain's mean",
+    "own mean": "the text's own mean (no power left)",
+    "corpus neighbours-32": "operator's own domain text, 32 nearest",
+}
 KINDS = ("z", "scan", "layered")
 
 
@@ -73,7 +81,12 @@ def main() -> None:
     )
     ap.add_argument("--no-layered", action="store_true", help="skip the token layer")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--replot", action="store_true", help="only redraw --out's plot from its JSON")
     args = ap.parse_args()
+    if args.replot:
+        saved = json.loads((args.out / "per-key.json").read_text())
+        plot(saved["results"], list(saved["corpora"]), args.out / "per-key-spread.png")
+        return
 
     emb = load_embedder("all-mpnet-base-v2")
     texts = {name: test_texts(name) for name in args.corpora}
@@ -237,24 +250,31 @@ def plot(results: dict[str, dict[str, dict[str, object]]], corpora: list[str], p
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rules = list(results)
+    rules = [r for r in PLOTTED if r in results] or list(results)
     kinds = [k for k in KINDS if k in results[rules[0]][corpora[0]]]
-    fig, axes = plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 4.6), sharey=True)
+    fig, axes = plt.subplots(len(kinds), 1, figsize=(11, 3.3 * len(kinds)), sharex=True)
     width = 0.8 / len(rules)
     for ax, kind in zip(np.atleast_1d(axes), kinds, strict=True):
         for j, rule in enumerate(rules):
             ys = [results[rule][c][kind]["0.01"]["spread_ratio"] for c in corpora]  # type: ignore[index]
-            ax.bar(np.arange(len(corpora)) + (j - (len(rules) - 1) / 2) * width, ys, width, label=rule)
+            x = np.arange(len(corpora)) + (j - (len(rules) - 1) / 2) * width
+            ax.bar(x, ys, width, label=PLOTTED.get(rule, rule), color=f"C{j}")
         ax.axhline(1.0, color="black", lw=0.8)
         ax.axhline(1.1, color="black", lw=0.8, ls="--")
-        ax.set_xticks(range(len(corpora)))
-        labels = [c + (" *" if TEST_CORPORA[c][3] == "unseen" else "") for c in corpora]
-        ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=9)
-        ax.set_title(f"{kind}: per-key spread of p < 0.01 counts")
-    np.atleast_1d(axes)[0].set_ylabel("per-key sd / binomial sd (dashed: 1.1)")
-    np.atleast_1d(axes)[0].legend(fontsize=8, title="centring")
-    fig.suptitle("Per-key false positives, 200 keys (* = domain nothing was fitted on)")
-    fig.tight_layout()
+        ax.set_ylabel(f"{kind}\nsd / binomial sd")
+        ax.set_ylim(0, 2.4)
+    last = np.atleast_1d(axes)[-1]
+    last.set_xticks(range(len(corpora)))
+    labels = [c.replace("_", " ") + (" *" if TEST_CORPORA[c][3] == "unseen" else "") for c in corpora]
+    last.set_xticklabels(labels, fontsize=10)
+    handles, names = np.atleast_1d(axes)[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="upper center", ncol=3, fontsize=9, bbox_to_anchor=(0.5, 0.955))
+    fig.suptitle(
+        "Per-key spread of the count of human texts at p < 0.01, 200 keys "
+        "(1 = binomial, dashed 1.1; * nothing fitted on the domain)",
+        fontsize=11,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
     fig.savefig(path, dpi=110)
 
 
