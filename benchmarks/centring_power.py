@@ -48,7 +48,9 @@ def main() -> None:
 
     run = Run.open(args.run)
     embedder, key = run.embedder, run.key
-    frames = np.concatenate([key.pivots(embedder.dim, 2)[None], key.null_pivots(999, embedder.dim, 2, 0)])
+    frames = np.concatenate(
+        [key.pivots(embedder.dim, 2)[None], key.null_pivots(999, embedder.dim, 2, 0)]
+    )
     cache = EmbeddingCache(args.cache / f"{embedder.name}.npz", embedder)
     paper = EmbeddingCache(args.cache / "paper-mpnet.npz", embedder)
     cache.table.update(paper.table)
@@ -64,9 +66,15 @@ def main() -> None:
                 n = sum(1 for r, c, _ in texts if (r, c) == (row, col))
                 token_p[(row, col, n)] = layered.token_layer.score(layered.token_ids(text)).p_value
             texts.append((row, col, split_sentences(text)))
-    texts += [("human", "human", split_sentences(d.text)) for d in run.negatives()[: args.negatives]]
+    texts += [
+        ("human", "human", split_sentences(d.text)) for d in run.negatives()[: args.negatives]
+    ]
     cache.fill([s for _, _, ss in texts for s in ss])
-    ref = reference_means(embedder.name) if any(r.startswith("neighbours-") for r in args.rules) else None
+    ref = (
+        reference_means(embedder.name)
+        if any(r.startswith("neighbours-") for r in args.rules)
+        else None
+    )
     own = _operator_reference(run) if any(r.startswith("operator ") for r in args.rules) else None
 
     results: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
@@ -96,10 +104,15 @@ def main() -> None:
             cell = {"p<0.01": float(np.mean(pos[:, 0] < 0.01)), "n": len(vals)}
             neg = np.array(p.get(("human", "human", s), []))
             if len(neg):
-                cell["tp@fp1%"] = tpr_at_fpr(evidence(neg[:, 0], neg[:, 1]), evidence(pos[:, 0], pos[:, 1]), 0.01)
+                cell["tp@fp1%"] = tpr_at_fpr(
+                    evidence(neg[:, 0], neg[:, 1]), evidence(pos[:, 0], pos[:, 1]), 0.01
+                )
                 cell["human_fpr"] = float(np.mean(neg[:, 0] < 0.01))
             results[rule].setdefault(f"{row} / {s}", {})[col] = cell
-    columns = sorted({c for r in results.values() for cols in r.values() for c in cols}, key=lambda c: (c != "none", c))
+    columns = sorted(
+        {c for r in results.values() for cols in r.values() for c in cols},
+        key=lambda c: (c != "none", c),
+    )
     print("p < 0.01 rate (TP@FP1%), % -- rows: rule / statistic")
     print(f"{'':32}" + "".join(f"{c[:14]:>16}" for c in columns))
     for rule, rows in results.items():
@@ -133,16 +146,16 @@ def _layered(run: Run) -> SAMarkLayered:
 def _operator_reference(run: Run) -> np.ndarray:
     """An operator's own human traffic, simulated: the first 10 sentences of the
     CNN/DailyMail articles that none of the run's prompts came from."""
+    from per_key_corpora import embed_cached, test_texts
     from samark.datasets import load_dataset
     from samark.embed import load_embedder
 
-    from per_key_corpora import embed_cached, test_texts
-
     prompts = {e.id for e in run.examples()}
-    kept = [d.id for d in load_dataset("cnn_dailymail") if len(split_sentences(d.text)[:10]) >= 3]
     texts = test_texts("cnn_dailymail")
+    kept = [d.id for d in load_dataset("cnn_dailymail") if len(split_sentences(d.text)[:10]) >= 3]
+    kept = kept[: len(texts)]  # the test texts: the first 200 such articles
     vectors = embed_cached(load_embedder("all-mpnet-base-v2"), "cnn_dailymail", texts)
-    means = [v.mean(axis=0) for doc, v in zip(kept, vectors) if doc not in prompts]
+    means = [v.mean(axis=0) for doc, v in zip(kept, vectors, strict=True) if doc not in prompts]
     print(f"operator reference: {len(means)} news articles no prompt came from", flush=True)
     return np.array(means)
 

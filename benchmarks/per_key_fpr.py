@@ -104,14 +104,20 @@ def main() -> None:
         for k in range(args.keys)
     ]
     frames = np.concatenate(
-        [np.stack([k.pivots(emb.dim, 2) for k in keys]), keys[0].null_pivots(args.nulls, emb.dim, 2, 0)]
+        [
+            np.stack([k.pivots(emb.dim, 2) for k in keys]),
+            keys[0].null_pivots(args.nulls, emb.dim, 2, 0),
+        ]
     )
     token_p = None if args.no_layered else token_layer_p_values(keys, texts)
 
     results: dict[str, dict[str, dict[str, object]]] = {}
     for rule in args.rules:
         t0 = time.perf_counter()
-        p = {name: score(vectors[name], frames, args.keys, centring(rule, ref, vectors[name])) for name in texts}
+        p = {
+            name: score(vectors[name], frames, args.keys, centring(rule, ref, vectors[name]))
+            for name in texts
+        }
         print(f"\n== {rule} ({time.perf_counter() - t0:.0f} s)")
         results[rule] = {}
         for name in texts:
@@ -123,7 +129,15 @@ def main() -> None:
         unseen = [n for n in texts if TEST_CORPORA[n][3] == "unseen"]
         if unseen:
             pooled = {
-                kind: summary(np.concatenate([p[n][kind] if kind != "layered" else fisher(p[n]["scan"], token_p[n]) for n in unseen], axis=1))  # type: ignore[index]
+                kind: summary(
+                    np.concatenate(
+                        [
+                            p[n][kind] if kind != "layered" else fisher(p[n]["scan"], token_p[n])
+                            for n in unseen
+                        ],
+                        axis=1,
+                    )
+                )  # type: ignore[index]
                 for kind in (KINDS if token_p is not None else KINDS[:2])
             }
             results[rule]["unseen (pooled)"] = pooled
@@ -181,11 +195,15 @@ def score(
         for s in out:
             v = np.nan_to_num(statistic_values(evidence, s), nan=0.0, posinf=1e9)  # type: ignore[arg-type]
             own, null = v[:n_keys], v[n_keys:]
-            out[s][:, i] = (1 + (null[None, :] >= own[:, None] - 1e-12).sum(axis=1)) / (null.size + 1)
+            out[s][:, i] = (1 + (null[None, :] >= own[:, None] - 1e-12).sum(axis=1)) / (
+                null.size + 1
+            )
     return out
 
 
-def token_layer_p_values(keys: list[WatermarkKey], texts: dict[str, list[list[str]]]) -> dict[str, np.ndarray]:
+def token_layer_p_values(
+    keys: list[WatermarkKey], texts: dict[str, list[list[str]]]
+) -> dict[str, np.ndarray]:
     """The layered mark's token-layer p-value of every text under every key."""
     from samark.schemes import create_scheme
     from samark.schemes.samark_layered import SAMarkLayered
@@ -200,7 +218,9 @@ def token_layer_p_values(keys: list[WatermarkKey], texts: dict[str, list[list[st
     out = {}
     for name, corpus in texts.items():
         ids = [layers[0].token_ids(" ".join(t)) for t in corpus]
-        out[name] = np.array([[layer.token_layer.score(x).p_value for x in ids] for layer in layers])
+        out[name] = np.array(
+            [[layer.token_layer.score(x).p_value for x in ids] for layer in layers]
+        )
     print(f"token layer scored ({time.perf_counter() - t0:.0f} s)", flush=True)
     return out
 
@@ -265,7 +285,9 @@ def plot(results: dict[str, dict[str, dict[str, object]]], corpora: list[str], p
         ax.set_ylim(0, 2.4)
     last = np.atleast_1d(axes)[-1]
     last.set_xticks(range(len(corpora)))
-    labels = [c.replace("_", " ") + (" *" if TEST_CORPORA[c][3] == "unseen" else "") for c in corpora]
+    labels = [
+        c.replace("_", " ") + (" *" if TEST_CORPORA[c][3] == "unseen" else "") for c in corpora
+    ]
     last.set_xticklabels(labels, fontsize=10)
     handles, names = np.atleast_1d(axes)[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="upper center", ncol=3, fontsize=9, bbox_to_anchor=(0.5, 0.955))

@@ -16,7 +16,7 @@ from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import RingPass, SAMarkDetector
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-from build_test_embeddings import stored_embeddings  # noqa: E402
+from build_test_embeddings import stored_embeddings
 
 
 def test_it_subtracts_the_mean_of_the_k_nearest_reference_texts() -> None:

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from samark.datasets import human_windows, load_dataset
+from samark.datasets import human_windows, leading_sentences, load_dataset
 
 
 def test_jane_austen_chapters_from_debian() -> None:
@@ -40,6 +40,31 @@ def test_debian_handbook_sections_from_debian() -> None:
     assert "<div" not in text and "class=" not in text
     assert "Debian" in text and "package" in text
     assert len(human_windows(docs, sentences=10, count=1000)) > 250
+
+
+@pytest.mark.parametrize(
+    ("name", "least", "words", "left_out"),
+    [
+        ("fortunes", 1500, ("love", "never"), ("\n%\n",)),
+        ("licenses", 60, ("License", "copyright"), ("\f",)),
+        ("python_docs", 1500, ("Python", "function"), ("Previous topic", "Next topic")),
+        ("reuters", 60, ("pct", "oil"), ("<BODY>", "&lt;", "Reuter\n")),
+    ],
+)
+def test_more_genres_from_debian_packages(
+    name: str, least: int, words: tuple[str, ...], left_out: tuple[str, ...]
+) -> None:
+    # the per-key benchmark's other genres: documents of prose, distinct ids, no markup,
+    # separators or page furniture
+    if shutil.which("apt-get") is None:
+        pytest.skip(f"the {name} corpus comes from a Debian package")
+    docs = load_dataset(name)
+    assert len(docs) >= least and len({d.id for d in docs}) == len(docs)
+    text = "\n".join(d.text for d in docs)
+    assert not any(x in text for x in left_out)
+    assert all(w in text for w in words)
+    heads = leading_sentences((d.text for d in docs), limit=50, stop=10)
+    assert len(heads) == 50 and all(len(h) >= 3 for h in heads)
 
 
 def test_cnn_dailymail_ships_with_the_package(tmp_path, monkeypatch) -> None:

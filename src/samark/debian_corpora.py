@@ -58,7 +58,16 @@ def fortunes(min_sentences: int = 3) -> list[Document]:
 
 
 #: one text of each family of Debian's common licenses (near-identical versions dropped)
-LICENSES = ("Apache-2.0", "Artistic", "CC0-1.0", "GFDL-1.3", "GPL-2", "GPL-3", "LGPL-2.1", "MPL-2.0")
+LICENSES = (
+    "Apache-2.0",
+    "Artistic",
+    "CC0-1.0",
+    "GFDL-1.3",
+    "GPL-2",
+    "GPL-3",
+    "LGPL-2.1",
+    "MPL-2.0",
+)
 
 
 @register_dataset("licenses")
@@ -76,7 +85,9 @@ def licenses(sentences: int = 10) -> list[Document]:
         flat = [s for p in paragraphs for s in split_sentences(" ".join(p.split()))]
         flat = [s for s in flat if len(s.split()) >= 4]  # headings, numbering, rules
         for k in range(len(flat) // sentences):
-            docs.append(Document(f"{name}#{k}", " ".join(flat[k * sentences : (k + 1) * sentences])))
+            docs.append(
+                Document(f"{name}#{k}", " ".join(flat[k * sentences : (k + 1) * sentences]))
+            )
     if not docs:
         raise SamarkError(f"no license text found under {root / 'usr/share/common-licenses'}")
     return docs

@@ -31,11 +31,11 @@ from samark.cli.common import (
 )
 from samark.cli.loading import (
     COMMAND_STATISTIC,
-    CentringOption,
-    centring_fields,
     SAMARK_SCHEMES,
+    CentringOption,
     KeyringOption,
     SchemeOption,
+    centring_fields,
     human_heads,
     load_other_scheme,
     load_ring_detector,

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from samark.detection import Detection
 from samark.centring import NeighbourCentring
+from samark.detection import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey

@@ -79,7 +79,11 @@ class SAMark(SentenceLevelWatermark):
         return (
             f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
-            + ("" if self.detector.centring is None else f"/centring{self.detector.centring.sha256[:16]}")
+            + (
+                ""
+                if self.detector.centring is None
+                else f"/centring{self.detector.centring.sha256[:16]}"
+            )
         )
 
     # ---------- the sentence loop's hooks (Alg. 1) ----------
