@@ -38,6 +38,7 @@ FILE_SECONDS = {
     "test_server.py": 90,
     "test_conformance.py": 80,
     "test_layered.py": 60,
+    "test_centring.py": 30,
     "test_record_detection.py": 45,
     "test_batching.py": 40,
     "test_sampling.py": 40,

@@ -70,7 +70,7 @@ def test_the_p_value_stays_exact_over_keys_with_centring(mpnet, news_and_wiki) -
     centring = NeighbourCentring("wiki", reference, k=16)
     avoid = mpnet.reference_directions()
     p = []
-    for i in range(20):
+    for i in range(10):
         key = WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, avoid)
         det = SAMarkDetector(key, mpnet, statistic="scan", centring=centring)
         p += [det.score_embeddings(e).p_value for e in news_and_wiki["cnn_dailymail"]]

@@ -634,6 +634,13 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
         (["serve", *key, "--no-auth", "--statistic", "t"], "--statistic is one of z,"),
         (["serve", *key, "--no-auth", "--timeout", "0"], "--timeout must be more than 0"),
         (["serve", *key, "--scheme", "kgw", "--engine", "vllm"], "kgw writes through"),
+        (["serve", *key, "--no-auth", "--centring", "no.centring"], "no.centring does not exist"),
+        (["serve", *key, "--scheme", "kgw", "--centring", "few.jsonl"], "--centring is SAMark's"),
+        (["detect", "Some text.", *key, "--centring", "no.centring"], "no.centring does not"),
+        (["check-key", "cnn_dailymail", *key, "--centring", "no.c"], "no.c does not exist"),
+        (["centring", "build", "few.jsonl", *key, "-o", "r.c"], "more than --neighbours (32)"),
+        (["centring", "build", "few.jsonl", *key, "-o", "few.jsonl"], "few.jsonl exists; pass"),
+        (["centring", "build", "few.jsonl", *key, "-o", "r.c", "--neighbours", "0"], ">= 1"),
     ]  # fmt: skip
     results = _without_models(tmp_path, *(args for args, _ in cases))
     for (args, message), result in zip(cases, results, strict=True):

@@ -15,7 +15,9 @@ from samark.cli.common import (
 )
 from samark.cli.loading import (
     SAMARK_SCHEMES,
+    CentringOption,
     SchemeOption,
+    centring_fields,
     load_other_scheme,
     load_ring_detector,
     load_scheme,
@@ -102,6 +104,7 @@ def serve(
     label: Annotated[
         str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
     ] = None,
+    centring: CentringOption = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API, for any scheme
     with a key (--scheme; --candidates, --statistic and --upstream are SAMark's family's)."""
@@ -111,6 +114,9 @@ def serve(
             f"--upstream draws SAMark's candidates ({', '.join(SAMARK_SCHEMES)}); "
             f"{scheme_name} writes with the local generator"
         )
+    if centring is not None and not samark_family:
+        raise fail("--centring is SAMark's; leave it out for " + scheme_name)
+    fields = centring_fields(centring)
     engine_name = _engine_for(scheme_name, engine_name, upstream)
     try:
         import uvicorn
@@ -152,6 +158,7 @@ def serve(
         alpha,
         concurrency,
         engine_name,
+        fields,
     )
     on_close = None
     if engine_name == "vllm":  # vLLM's engine processes stop with the server
@@ -203,9 +210,11 @@ def _served_scheme(
     alpha: float,
     concurrency: int,
     engine_name: str,
+    fields: dict[str, Any],
 ) -> Any:
-    """The served scheme: SAMark's family with its options (and, for concurrent requests
-    on a local engine, a batching engine), any other scheme at its defaults."""
+    """The served scheme: SAMark's family with its options and config ``fields`` (and, for
+    concurrent requests on a local engine, a batching engine), any other scheme at its
+    defaults."""
     if scheme_name not in SAMARK_SCHEMES:  # any other scheme with a key and a detector
         scheme = load_other_scheme(scheme_name, key, generator=generator)
         err.print(f"loading {generator} ({engine_name}) ...")
@@ -231,6 +240,7 @@ def _served_scheme(
         candidates=candidates,
         max_new_sentences=sentences,
         alpha=alpha,
+        **fields,
     )
     if engine is None:
         err.print(f"loading {generator} ...")
@@ -384,8 +394,15 @@ def _serve_keys(
                 entry.label,
                 create_scheme(scheme.name, key=opened.key(entry.label), **params),
             )
+    # the ring detects as the served scheme does (its centring reference too)
+    centring = getattr(scheme.config, "centring", None) if scheme.name in SAMARK_SCHEMES else None
     detector = load_ring_detector(
-        ring, scheme.name, statistic=statistic, alpha=alpha, generator=generator
+        ring,
+        scheme.name,
+        statistic=statistic,
+        alpha=alpha,
+        generator=generator,
+        **({"centring": centring} if centring else {}),
     )
     err.print(
         f"keyring {ring}: marking with {label!r}, detecting against {len(opened)} keys"

@@ -1,0 +1,195 @@
+"""Forgery through a public detection endpoint (issue 36): how many queries an attacker who
+can ask the operator's detector needs before human text is flagged as marked.
+
+The attacker holds public human sentences (the calibration corpora, first 10 sentences of
+each document, with their stored embeddings) and an oracle for the operator's key: a
+detection endpoint that returns either the p-value or the decision at alpha = 1% only
+(what `samark serve`'s /v1/detect would give a client). No marked text is used. Each
+repetition draws a fresh key (as keygen draws them) and starts from a random human text of
+10 sentences:
+
+- ``p-value`` oracle, hill climbing: each query swaps one sentence for a random pool
+  sentence of the same corpus and keeps the swap when p does not rise;
+- ``decision`` oracle, random search: each query is another random human text (10
+  sentences of one document, or of one corpus for documents too short); the decision says
+  nothing until it says "marked", so nothing better than fresh draws is known.
+
+It prints, per detector (SAMark ``scan`` and ``z``, the layered p-value), the median and
+quartiles of the queries to the first text at p < 0.01, and (p-value oracle) to the p-value
+floor 1/(n_null + 1) = 0.001, and how often ``--queries`` were not enough.
+
+    python benchmarks/oracle_forgery.py --keys 20 --queries 2000 \
+        --out docs/results/2026-11-26-forgery/oracle.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from samark.embed import load_embedder
+from samark.keys import WatermarkKey
+from samark.schemes.samark.detector import SAMarkDetector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from human_texts import corpus_of, stored_test_corpora
+
+ALPHA = 0.01
+DETECTORS = ("scan", "z", "layered")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--keys", type=int, default=20, help="repetitions, a fresh key each")
+    ap.add_argument("--queries", type=int, default=2000, help="the attacker's budget")
+    ap.add_argument("--detectors", nargs="+", default=list(DETECTORS), choices=DETECTORS)
+    ap.add_argument("--out", type=Path, default=None, help="JSONL, one line per attack")
+    args = ap.parse_args()
+
+    emb = load_embedder("all-mpnet-base-v2")
+    docs, sentences, vectors = stored_test_corpora(emb)
+    bounds = np.cumsum([0, *map(len, sentences)])
+    corpus = [corpus_of(d.id) for d in docs]
+    pool: dict[str, list[tuple[str, np.ndarray]]] = {}
+    for i, sents in enumerate(sentences):
+        pool.setdefault(corpus[i], []).extend(
+            zip(sents, vectors[bounds[i] : bounds[i + 1]], strict=True)
+        )
+    starts = [i for i, s in enumerate(sentences) if len(s) == 10]
+    print(f"{len(docs)} human texts, {len(vectors)} sentences", flush=True)
+
+    out = args.out.open("a") if args.out else None
+    results: dict[tuple[str, str], list[dict[str, object]]] = {}
+    t0 = time.perf_counter()
+    for rep in range(args.keys):
+        secret = f"oracle-forgery-{rep:04d}".encode().ljust(32, b"0")
+        key = WatermarkKey(secret, emb.identity, emb.reference_directions())
+        for name in args.detectors:
+            oracle = _oracle(name, key, emb)
+            for kind in ("p-value", "decision"):
+                rng = np.random.default_rng(1000 * rep + hash(name + kind) % 1000)
+                attack = _hill_climb if kind == "p-value" else _random_search
+                row = attack(oracle, rng, sentences, vectors, bounds, corpus, starts, pool, args.queries)
+                row |= {"detector": name, "oracle": kind, "key": rep}
+                results.setdefault((name, kind), []).append(row)
+                if out:
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+        print(f"  key {rep + 1}/{args.keys} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    if out:
+        out.close()
+    _print(results, args.queries)
+
+
+Oracle = Callable[[list[str], np.ndarray], float]
+
+
+def _oracle(name: str, key: WatermarkKey, emb: object) -> Oracle:
+    """``(sentences, embeddings) -> p``: the detector an endpoint would run."""
+    from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
+
+    statistic = "z" if name == "z" else "scan"
+    det = SAMarkDetector(key, emb, statistic=statistic)  # type: ignore[arg-type]
+    if name != "layered":
+        return lambda sents, e: det.score_embeddings(e).p_value
+    from samark.schemes import create_scheme
+
+    scheme = create_scheme("samark-layered", key=key, embedder=emb)
+    assert isinstance(scheme, SAMarkLayered)
+
+    def both(sents: list[str], e: np.ndarray) -> float:
+        p_tok = scheme.token_layer.score(scheme.token_ids(" ".join(sents))).p_value
+        return combine_p_values(det.score_embeddings(e).p_value, p_tok)
+
+    return both
+
+
+def _hill_climb(
+    oracle: Oracle,
+    rng: np.random.Generator,
+    sentences: list[list[str]],
+    vectors: np.ndarray,
+    bounds: np.ndarray,
+    corpus: list[str],
+    starts: list[int],
+    pool: dict[str, list[tuple[str, np.ndarray]]],
+    budget: int,
+) -> dict[str, object]:
+    doc = int(rng.choice(starts))
+    sents = list(sentences[doc])
+    emb = vectors[bounds[doc] : bounds[doc + 1]].copy()
+    own = pool[corpus[doc]]
+    p = oracle(sents, emb)
+    first, floor, trace = None, None, [p]
+    for q in range(1, budget + 1):
+        i = int(rng.integers(len(sents)))
+        s, v = own[int(rng.integers(len(own)))]
+        if s in sents:
+            continue
+        old = (sents[i], emb[i].copy())
+        sents[i], emb[i] = s, v
+        new = oracle(sents, emb)
+        if new <= p:
+            p = new
+        else:
+            sents[i], emb[i] = old
+        if first is None and p < ALPHA:
+            first = q
+        if p <= 0.001 + 1e-12:
+            floor = q
+            break
+        if q % 100 == 0:
+            trace.append(p)
+    return {"to_alpha": first, "to_floor": floor, "final_p": p, "corpus": corpus[doc], "trace": trace}
+
+
+def _random_search(
+    oracle: Oracle,
+    rng: np.random.Generator,
+    sentences: list[list[str]],
+    vectors: np.ndarray,
+    bounds: np.ndarray,
+    corpus: list[str],
+    starts: list[int],
+    pool: dict[str, list[tuple[str, np.ndarray]]],
+    budget: int,
+) -> dict[str, object]:
+    for q in range(1, budget + 1):
+        doc = int(rng.integers(len(sentences)))
+        if len(sentences[doc]) >= 10:
+            sents, emb = sentences[doc], vectors[bounds[doc] : bounds[doc + 1]]
+        else:  # a short document: 10 random sentences of its corpus
+            own = pool[corpus[doc]]
+            picks = rng.choice(len(own), size=10, replace=False)
+            sents = [own[j][0] for j in picks]
+            emb = np.stack([own[j][1] for j in picks])
+        if oracle(sents, emb) < ALPHA:
+            return {"to_alpha": q, "to_floor": None, "final_p": None, "corpus": corpus[doc]}
+    return {"to_alpha": None, "to_floor": None, "final_p": None, "corpus": None}
+
+
+def _print(results: dict[tuple[str, str], list[dict[str, object]]], budget: int) -> None:
+    print(f"\nqueries to a human text flagged at p < {ALPHA} (median [quartiles]; failed = "
+          f"not within {budget})")
+    print(f"{'detector':10} {'oracle':9} {'to p < 0.01':>22} {'failed':>7} {'to p = 0.001':>22} {'failed':>7}")
+    for (name, kind), rows in results.items():
+        cells = []
+        for field in ("to_alpha", "to_floor"):
+            got = [int(r[field]) for r in rows if r[field] is not None]  # type: ignore[call-overload]
+            failed = len(rows) - len(got)
+            if kind == "decision" and field == "to_floor":
+                cells += ["-", "-"]
+                continue
+            q = np.percentile(got, [25, 50, 75]) if got else [np.nan] * 3
+            cells += [f"{q[1]:.0f} [{q[0]:.0f}, {q[2]:.0f}]", f"{failed}/{len(rows)}"]
+        print(f"{name:10} {kind:9} {cells[0]:>22} {cells[1]:>7} {cells[2]:>22} {cells[3]:>7}")
+
+
+if __name__ == "__main__":
+    main()
