@@ -75,7 +75,9 @@ def main() -> None:
             for kind in ("p-value", "decision"):
                 rng = np.random.default_rng(1000 * rep + hash(name + kind) % 1000)
                 attack = _hill_climb if kind == "p-value" else _random_search
-                row = attack(oracle, rng, sentences, vectors, bounds, corpus, starts, pool, args.queries)
+                row = attack(
+                    oracle, rng, sentences, vectors, bounds, corpus, starts, pool, args.queries
+                )
                 row |= {"detector": name, "oracle": kind, "key": rep}
                 results.setdefault((name, kind), []).append(row)
                 if out:
@@ -146,7 +148,13 @@ def _hill_climb(
             break
         if q % 100 == 0:
             trace.append(p)
-    return {"to_alpha": first, "to_floor": floor, "final_p": p, "corpus": corpus[doc], "trace": trace}
+    return {
+        "to_alpha": first,
+        "to_floor": floor,
+        "final_p": p,
+        "corpus": corpus[doc],
+        "trace": trace,
+    }
 
 
 def _random_search(
@@ -175,9 +183,14 @@ def _random_search(
 
 
 def _print(results: dict[tuple[str, str], list[dict[str, object]]], budget: int) -> None:
-    print(f"\nqueries to a human text flagged at p < {ALPHA} (median [quartiles]; failed = "
-          f"not within {budget})")
-    print(f"{'detector':10} {'oracle':9} {'to p < 0.01':>22} {'failed':>7} {'to p = 0.001':>22} {'failed':>7}")
+    print(
+        f"\nqueries to a human text flagged at p < {ALPHA} (median [quartiles]; failed = "
+        f"not within {budget})"
+    )
+    print(
+        f"{'detector':10} {'oracle':9} {'to p < 0.01':>22} {'failed':>7} "
+        f"{'to p = 0.001':>22} {'failed':>7}"
+    )
     for (name, kind), rows in results.items():
         cells = []
         for field in ("to_alpha", "to_floor"):
