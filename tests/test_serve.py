@@ -413,6 +413,27 @@ def test_a_keyring_server_writes_payloads_and_detects_against_every_key(ringed) 
     assert any("key " + ring.entry("tenant-a").key_id in line for line in SEEN)  # the log
 
 
+def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) -> None:
+    """``serve --detect-output decision``: a caller without an admin token learns whether a
+    text is marked, not its p-value (a forger's gradient); an admin still gets it all."""
+    from samark.schemes import create_scheme
+
+    kgw = create_scheme("kgw", key=mpnet_key)
+    settings = ServeSettings(
+        tokens=frozenset({USER}), admin_tokens=frozenset({ADMIN}), detect_output="decision"
+    )
+    with _served(create_app(kgw, settings), free_port()) as base:
+        status, user = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
+        _, admin = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
+    assert status == 200 and len(user["data"]) == 2
+    for answer in user["data"]:
+        assert set(answer) <= {"scheme", "is_watermarked", "alpha", "n_units", "unit"}
+        assert answer["is_watermarked"] is False and answer["n_units"] > 0
+    assert 0 < admin["p_value"] <= 1 and "statistic" in admin
+    with pytest.raises(SamarkError, match="detect_output"):
+        ServeSettings(auth=False, detect_output="p")  # type: ignore[arg-type]
+
+
 def test_settings_refuse_weak_setups() -> None:
     with pytest.raises(SamarkError, match="no API token"):
         ServeSettings()

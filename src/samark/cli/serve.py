@@ -105,6 +105,15 @@ def serve(
         str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
     ] = None,
     centring: CentringOption = None,
+    detect_output: Annotated[
+        str,
+        typer.Option(
+            help="What /v1/detect tells callers without an admin token: 'full' (p-value, "
+            "statistic) or 'decision' (only whether it is marked). A public endpoint should "
+            "answer 'decision': a p-value lets a forger climb to p < 0.01 in dozens of queries "
+            "(docs/operators.md, Forgery)."
+        ),
+    ] = "full",
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API, for any scheme
     with a key (--scheme; --candidates, --statistic and --upstream are SAMark's family's)."""
@@ -137,6 +146,7 @@ def serve(
             default_sentences=sentences,
             max_sentences=max_sentences,
             concurrent_generations=concurrency,
+            detect_output=detect_output,  # type: ignore[arg-type]
         )
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None

@@ -22,6 +22,7 @@ from samark.serving.schema import (
     completion_id,
     text_completion,
 )
+from samark.serving.settings import DECISION_FIELDS
 from samark.serving.upstream import Upstream, pass_through
 from samark.serving.worker import Worker
 
@@ -157,6 +158,11 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                     "text_too_long",
                 )
         results = await worker.detect(texts, req.details)
+        if settings.detect_output == "decision" and not who.admin:
+            results = [
+                r if "error" in r else {k: v for k, v in r.items() if k in DECISION_FIELDS}
+                for r in results
+            ]
         if req.text is not None:
             if "error" in results[0]:
                 raise ApiError(400, results[0]["error"], "invalid_request_error", "empty_text")

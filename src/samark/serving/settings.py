@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from samark.errors import SamarkError
 
@@ -16,6 +17,14 @@ MIN_TOKEN_CHARS = 16
 #: at load 4-9 (18.7 s a sentence quiet: about 4 minutes), so 120 s failed every default
 #: request there; 30 minutes fits it with room to spare (docs/serving.md)
 DEFAULT_TIMEOUT_S = 1800.0
+
+#: what /v1/detect tells a caller without an admin token: the whole result, or the decision
+#: only. A p-value is a gradient: hill climbing on it made human text pass at p < 0.01 in a
+#: few dozen queries (docs/results/2026-11-26-forgery/README.md, "Through a detection
+#: endpoint"); the decision alone leaves random search
+DETECT_OUTPUTS = ("full", "decision")
+#: the fields of a decision-only answer
+DECISION_FIELDS = ("scheme", "is_watermarked", "alpha", "n_units", "unit", "key_label", "key_id")
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,8 @@ class ServeSettings:
     #: when it batches (``BatchingSampler``); more requests wait for a free slot
     concurrent_generations: int = 8
     model_name: str = "samark"
+    #: what callers without an admin token learn from /v1/detect (``DETECT_OUTPUTS``)
+    detect_output: Literal["full", "decision"] = "full"
 
     def __post_init__(self) -> None:
         if self.auth and not (self.tokens or self.admin_tokens):
@@ -65,6 +76,10 @@ class ServeSettings:
         for name, value in positive.items():
             if not value > 0:
                 raise SamarkError(f"{name} must be > 0, got {value}")
+        if self.detect_output not in DETECT_OUTPUTS:
+            raise SamarkError(
+                f"detect_output is one of {DETECT_OUTPUTS}, not {self.detect_output!r}"
+            )
         if self.default_sentences > self.max_sentences:
             raise SamarkError("default_sentences must not exceed max_sentences")
 
