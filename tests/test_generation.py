@@ -190,6 +190,8 @@ def test_dagger_and_registry(mpnet, smollm2) -> None:
     key = new_key(mpnet)
     dagger = create_scheme("samark-dagger", key=key, sampler=smollm2)
     assert dagger.name == "samark-dagger"
+    assert dagger.detect("One sentence here. And another one.").scheme == "samark-dagger"
+    assert create_scheme("samark", key=key).detect("One sentence here.").scheme == "samark"
     assert dagger.config.lambda_div == 0 and not dagger.config.ngram_filter
     assert create_scheme("samark", key=key).config == SAMarkConfig()
 

@@ -80,6 +80,8 @@ class SAMarkDetector:
         self.alpha = alpha
         #: topic centring applied to every text before any pivot sees it (samark.centring)
         self.centring = centring
+        #: the scheme name its detections carry (``samark-dagger`` sets its own)
+        self.label = "samark"
         self._pivots = key.pivots(embedder.dim, channels)
         self._law = key.pivot_law(embedder.dim)
 
@@ -151,7 +153,7 @@ class SAMarkDetector:
         flags = inferred_flags(responses[None])[0]
         signed = responses * flags[None, :]
         return Detection(
-            scheme="samark",
+            scheme=self.label,
             p_value=exchangeable_p_value(float(values[0]), values[1:]),
             alpha=self.alpha,
             z=z,

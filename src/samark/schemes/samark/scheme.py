@@ -306,5 +306,5 @@ def _samark_dagger(
 ) -> SAMark:
     built, kwargs = _with_shared(shared, config, kwargs)
     scheme = SAMark(key, config=built.replace(**SAMarkConfig.DAGGER), **kwargs)
-    scheme.name = "samark-dagger"
+    scheme.name = scheme.detector.label = "samark-dagger"
     return scheme
