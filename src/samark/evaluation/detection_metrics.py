@@ -16,8 +16,6 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy.stats import rankdata
 
-Scores = np.ndarray
-
 
 def evidence(p_values: Sequence[float] | np.ndarray, z: Sequence[float] | np.ndarray) -> np.ndarray:
     """One score per text, larger = more watermarked: -log10(p), ties broken by z."""

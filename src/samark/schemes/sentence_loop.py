@@ -120,10 +120,6 @@ class SentenceLevelWatermark(Watermark):
     def sampling(self) -> SamplingParams:
         return self._sampling
 
-    @property
-    def default_sentences(self) -> int:
-        return self.max_new_sentences
-
     @abc.abstractmethod
     def begin(self, prompt: str, seeder: np.random.Generator) -> Any:
         """The state of one generation (drawn from ``seeder`` before any candidate)."""
@@ -178,7 +174,7 @@ class SentenceLevelWatermark(Watermark):
         """
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be str, got {type(prompt).__name__}")
-        total = max_new_sentences or self.default_sentences
+        total = max_new_sentences or self.max_new_sentences
         seeder = np.random.default_rng(seed if seed is not None else secrets.randbits(128))
         state = self.begin(prompt, seeder)
         start = time.perf_counter()
