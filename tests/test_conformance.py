@@ -1,13 +1,16 @@
-"""Every registered scheme keeps the one contract (samark.testing.check_scheme): stable
-detector ids, EmptyTextError, detect_many equal to detect, JSON-safe detections."""
+"""Every registered scheme keeps the one contract (samark.testing's named checks, one test
+id each): stable detector ids, EmptyTextError, detect_many equal to detect, JSON-safe
+detections."""
 
 from __future__ import annotations
+
+import functools
 
 import pytest
 
 from samark.keys import WatermarkKey
 from samark.schemes.base import create_scheme, scheme_info, scheme_names
-from samark.testing import check_scheme
+from samark.testing import Check, SchemeCase, check_scheme, parametrize_checks
 
 HUMAN = [
     "The council approved the budget on Tuesday after a long debate. Residents had asked for "
@@ -39,23 +42,38 @@ def _needs(name: str) -> list[pytest.MarkDecorator]:
         for n in DETECTABLE
     ],
 )
+@parametrize_checks()
 @pytest.mark.slow
-def test_every_scheme_keeps_the_detection_contract(name: str, minilm) -> None:
+def test_every_scheme_keeps_the_detection_contract(name: str, check: Check, minilm) -> None:
+    check(_case(name, minilm))
+
+
+@functools.cache
+def _case(name: str, minilm) -> SchemeCase:
+    """One case per scheme: its checks share the schemes built (some take seconds)."""
     key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
     other = WatermarkKey(b"conformance-key-000000000000000b", minilm.identity)
     params = {"embedder": minilm} if scheme_info(name).unit == "sentence" else {}
     params.update(CHEAP.get(name, {}))
-    check_scheme(lambda k: create_scheme(name, key=k, **params), key, other, HUMAN)
+    return SchemeCase(lambda k: create_scheme(name, key=k, **params), key, other, HUMAN)
 
 
 def test_the_check_catches_a_broken_scheme(minilm) -> None:
-    """A scheme whose detect_many differs from detect is caught, with its name."""
+    """A scheme whose detect_many differs from detect and whose detector id drifts is
+    caught, both failures named, with the scheme's name."""
     key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
     other = WatermarkKey(b"conformance-key-000000000000000b", minilm.identity)
     broken = create_scheme("kgw", key=key)
     broken.detect_many = lambda texts: [broken.detect(HUMAN[0]) for _ in texts[:-1]] + [None]
-    with pytest.raises(AssertionError, match="kgw: detect_many"):
-        check_scheme(lambda _: broken, key, other, HUMAN)
+    ids = iter(range(10))
+    drifting = create_scheme("kgw", key=key)
+    drifting.detector_id = lambda: f"kgw/{next(ids)}"  # type: ignore[method-assign]
+    built = iter([broken, drifting, broken])
+    with pytest.raises(AssertionError) as caught:
+        check_scheme(lambda _: next(built), key, other, HUMAN)
+    message = str(caught.value)
+    assert "check_detect_many_is_detect: kgw: detect_many" in message
+    assert "check_detector_id_is_stable: kgw: detector id not stable" in message
 
 
 @pytest.mark.parametrize("name", [n for n in scheme_names() if n != "k-semstamp"])
