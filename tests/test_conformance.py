@@ -98,3 +98,30 @@ def test_every_scheme_takes_a_validated_config(name: str, minilm) -> None:
     assert changed.config.max_new_sentences == 5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="max_new_sentences"):
         create_scheme(name, key=key, max_new_sentences=0, **params)
+
+
+@pytest.mark.parametrize("name", [n for n in scheme_names() if n not in ("k-semstamp", "pmark")])
+def test_declared_capabilities_are_real(name: str, minilm) -> None:
+    """What a scheme's catalog entry declares (SchemeInfo's capabilities, which the CLI and
+    the server read instead of its name) its factory accepts; what it does not declare, it
+    refuses."""
+    from samark.schemes.samark.statistics import STATISTICS
+
+    info = scheme_info(name)
+    key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
+    params = {"embedder": minilm} if info.unit == "sentence" else {}
+    declared = {
+        "statistics": [{"statistic": s} for s in info.statistics],
+        "candidates": [{"candidates": 8}] if info.candidates else [],
+        "payload_flags": [{"payload_flags": (-1,)}] if info.payload_flags else [],
+    }
+    for extra in [e for group in declared.values() for e in group]:
+        create_scheme(name, key=key, **params, **extra)
+    if info.statistics:
+        assert set(info.statistics) == set(STATISTICS)
+    else:
+        with pytest.raises(TypeError):
+            create_scheme(name, key=key, statistic="scan", **params)
+    if not info.payload_flags:
+        with pytest.raises(TypeError):
+            create_scheme(name, key=key, payload_flags=(-1,), **params)

@@ -31,10 +31,10 @@ from samark.cli.common import (
 )
 from samark.cli.loading import (
     COMMAND_STATISTIC,
-    SAMARK_SCHEMES,
     CentringOption,
     KeyringOption,
     SchemeOption,
+    can,
     centring_fields,
     human_heads,
     load_other_scheme,
@@ -104,7 +104,7 @@ def detect(
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
     if at is not None and keyring is None:
         raise fail("--at chooses the keys of a --keyring in use at a date")
-    samark_family = scheme_name in SAMARK_SCHEMES
+    samark_family = can(scheme_name, "statistics")
     if not samark_family and (ray is not None or statistic is not None or centring):
         raise fail(
             "--ray, --statistic and --centring are SAMark's; leave them out for " + scheme_name
@@ -382,7 +382,7 @@ def check_key(
         raise fail(f"--limit must be at least {MIN_TEXTS}: a key check needs {MIN_TEXTS} texts")
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if (statistic is not None or centring is not None) and scheme_name not in SAMARK_SCHEMES:
+    if (statistic is not None or centring is not None) and not can(scheme_name, "statistics"):
         raise fail("--statistic and --centring are SAMark's; leave them out for " + scheme_name)
     fields = centring_fields(centring)
     targets: list[tuple[str | None, Path]] = [(None, key)]
@@ -404,7 +404,7 @@ def check_key(
     holds = True
     with contextlib.ExitStack() as stack:
         for label, path in targets:
-            if scheme_name in SAMARK_SCHEMES:
+            if can(scheme_name, "candidates"):
                 scheme = load_scheme(path, scheme_name, statistic=statistic, alpha=alpha, **fields)
                 scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
                 stack.enter_context(scheme.embedder.remembering())  # once for every key

@@ -26,7 +26,8 @@ def load_scheme(
     engine: Any = None,
     **fields: Any,
 ) -> Any:
-    """A scheme of SAMark's family (``SAMARK_SCHEMES``) with SAMarkConfig ``fields`` (those
+    """A scheme that chooses among candidates (``can(name, "candidates")``: SAMark's
+    family) with its config ``fields`` (those
     left out keep the scheme's own defaults), the commands' detection ``statistic``
     (``COMMAND_STATISTIC`` unless given) and an optional candidate engine: a ``sampler``
     spec, or an ``engine`` already built."""
@@ -56,8 +57,23 @@ def load_scheme(
 COMMAND_STATISTIC = "scan"
 
 
-#: schemes of SAMark's family: the SAMark options (candidates, statistic, ...) apply to them
-SAMARK_SCHEMES = ("samark", "samark-dagger", "samark-layered")
+def can(name: str, capability: str) -> bool:
+    """Whether registered scheme ``name`` declares ``capability`` (a
+    :class:`~samark.schemes.catalog.SchemeInfo` field: ``candidates``, ``statistics``,
+    ``payload_flags``); False for an unknown name (its loader then says so)."""
+    from samark.schemes.base import scheme_info
+
+    try:
+        return bool(getattr(scheme_info(name), capability))
+    except (KeyError, ValueError, SamarkError):
+        return False
+
+
+def schemes_that(capability: str) -> list[str]:
+    """The registered schemes that declare ``capability``, for messages."""
+    from samark.schemes.base import scheme_names
+
+    return [n for n in scheme_names() if can(n, capability)]
 
 
 SchemeOption = Annotated[
@@ -135,7 +151,7 @@ def load_ring_detector(
     from samark.ring_detection import RingDetector
 
     params: dict[str, Any] = {"generator": generator, **fields}
-    if name in SAMARK_SCHEMES:
+    if can(name, "statistics"):
         params["statistic"] = statistic or COMMAND_STATISTIC
     elif statistic is not None:
         raise fail("--statistic is SAMark's; leave it out for " + name)

@@ -22,9 +22,9 @@ from samark.cli.common import (
     sentence_progress,
 )
 from samark.cli.loading import (
-    SAMARK_SCHEMES,
     KeyringOption,
     SchemeOption,
+    can,
     load_other_scheme,
     load_scheme,
     ring_key_file,
@@ -114,9 +114,9 @@ def generate(
         key, marked_by, flags = ring_key_file(keyring, label, payload)
     elif label is not None or payload is not None:
         raise fail("--label and --payload choose a key of a --keyring")
-    if flags and scheme_name not in SAMARK_SCHEMES:
+    if flags and not can(scheme_name, "payload_flags"):
         raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
-    if scheme_name not in SAMARK_SCHEMES:
+    if not can(scheme_name, "candidates"):
         other = load_other_scheme(scheme_name, key, generator=generator)
         with progress() as bar:
             bar.add_task(f"generating with {scheme_name}", total=None)

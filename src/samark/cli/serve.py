@@ -14,14 +14,15 @@ from samark.cli.common import (
     fail,
 )
 from samark.cli.loading import (
-    SAMARK_SCHEMES,
     CentringOption,
     SchemeOption,
+    can,
     centring_fields,
     load_other_scheme,
     load_ring_detector,
     load_scheme,
     ring_key_file,
+    schemes_that,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
@@ -117,13 +118,13 @@ def serve(
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API, for any scheme
     with a key (--scheme; --candidates, --statistic and --upstream are SAMark's family's)."""
-    samark_family = scheme_name in SAMARK_SCHEMES
+    samark_family = can(scheme_name, "candidates")
     if not samark_family and upstream:
         raise fail(
-            f"--upstream draws SAMark's candidates ({', '.join(SAMARK_SCHEMES)}); "
+            f"--upstream draws candidates ({', '.join(schemes_that('candidates'))}); "
             f"{scheme_name} writes with the local generator"
         )
-    if centring is not None and not samark_family:
+    if centring is not None and not can(scheme_name, "statistics"):
         raise fail("--centring is SAMark's; leave it out for " + scheme_name)
     fields = centring_fields(centring)
     engine_name = _engine_for(scheme_name, engine_name, upstream)
@@ -225,7 +226,7 @@ def _served_scheme(
     """The served scheme: SAMark's family with its options and config ``fields`` (and, for
     concurrent requests on a local engine, a batching engine), any other scheme at its
     defaults."""
-    if scheme_name not in SAMARK_SCHEMES:  # any other scheme with a key and a detector
+    if not can(scheme_name, "candidates"):  # any other scheme with a key and a detector
         scheme = load_other_scheme(scheme_name, key, generator=generator)
         err.print(f"loading {generator} ({engine_name}) ...")
         return scheme
@@ -388,9 +389,9 @@ def _serve_keys(
     opened = Keyring.load(ring)
     payloads: dict[int, tuple[str, Any]] = {}
     shared: dict[str, Any] = {"generator": generator, "config": scheme.config}
-    if scheme.name in SAMARK_SCHEMES:
+    if can(scheme.name, "candidates"):
         shared |= {"sampler": scheme.sampler, "embedder": scheme.embedder}
-    if opened.flag_bits and scheme.name not in SAMARK_SCHEMES:
+    if opened.flag_bits and not can(scheme.name, "payload_flags"):
         raise fail(f"this ring writes payload bits in SAMark's flags; {scheme.name} has none")
     if opened.payload_bits:
         for value in range(2**opened.payload_bits):
@@ -405,7 +406,7 @@ def _serve_keys(
                 create_scheme(scheme.name, key=opened.key(entry.label), **params),
             )
     # the ring detects as the served scheme does (its centring reference too)
-    centring = getattr(scheme.config, "centring", None) if scheme.name in SAMARK_SCHEMES else None
+    centring = getattr(scheme.config, "centring", None) if can(scheme.name, "statistics") else None
     detector = load_ring_detector(
         ring,
         scheme.name,

@@ -7,6 +7,7 @@ module (whose factory says ``@register_scheme("name")``) plus one entry here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ class SchemeInfo:
     #: the engines it writes through, its default first: "transformers" (local),
     #: "vllm" (in-process vLLM), "openai" (an OpenAI-compatible completions server)
     engines: tuple[str, ...] = ("transformers",)
+    # -- capabilities: what every surface (CLI, server, rings) asks instead of a name --
+    #: chooses each sentence among N candidates of an engine: takes SAMark's generation
+    #: options (``candidates``, a ``sampler``, an upstream server)
+    candidates: bool = False
+    #: the detection statistics it can be asked for (``statistic``); such a detector also
+    #: takes a centring reference (``centring``)
+    statistics: tuple[str, ...] = ()
+    #: can carry payload bits in its flag pattern (a keyring's ``--flag-bits``)
+    payload_flags: bool = False
 
     def available(self) -> bool:
         """Whether the modules it needs are installed (found without importing them)."""
@@ -36,6 +46,12 @@ class SchemeInfo:
 
 
 _S = "samark.schemes."
+#: what SAMark's family can do (samark, samark-dagger, samark-layered)
+_SAMARK_CAPABILITIES: dict[str, Any] = {
+    "candidates": True,
+    "statistics": ("z", "alignment", "scan"),
+    "payload_flags": True,
+}
 #: name -> (module, what it is)
 CATALOG: dict[str, tuple[str, SchemeInfo]] = {
     info.name: (module, info)
@@ -48,6 +64,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "SAMark: self-anchored sentence-level watermark (this project's paper); exact "
                 "key-exchangeability p-value",
                 engines=("transformers", "vllm", "openai"),
+                **_SAMARK_CAPABILITIES,
             ),
         ),
         (
@@ -57,6 +74,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "sentence",
                 "SAMark without the diversity terms and hard filters (the paper's ablation)",
                 engines=("transformers", "vllm", "openai"),
+                **_SAMARK_CAPABILITIES,
             ),
         ),
         (
@@ -68,6 +86,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "the candidate engine; one exact p-value (Fisher over both layers, scan "
                 "statistic)",
                 engines=("transformers", "vllm"),
+                **_SAMARK_CAPABILITIES,
             ),
         ),
         (
