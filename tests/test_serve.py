@@ -414,17 +414,29 @@ def test_a_keyring_server_writes_payloads_and_detects_against_every_key(ringed) 
 
 
 def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) -> None:
-    """``serve --detect-output decision``: a caller without an admin token learns whether a
-    text is marked, not its p-value (a forger's gradient); an admin still gets it all."""
+    """``serve --detect-output decision --detect-budget 3``: a caller without an admin token
+    learns whether a text is marked, not its p-value (a forger's gradient), for at most 3
+    texts an hour; an admin still gets it all, without a budget."""
     from samark.schemes import create_scheme
 
     kgw = create_scheme("kgw", key=mpnet_key)
     settings = ServeSettings(
-        tokens=frozenset({USER}), admin_tokens=frozenset({ADMIN}), detect_output="decision"
+        tokens=frozenset({USER}),
+        admin_tokens=frozenset({ADMIN}),
+        detect_output="decision",
+        detect_budget=3,
     )
     with _served(create_app(kgw, settings), free_port()) as base:
         status, user = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
         _, admin = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
+        # the budget: 3 texts an hour per token; 2 spent, 2 more refused (nothing counted),
+        # 1 more answered; admin tokens are not counted
+        over, refused = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
+        last, _ = _post(base, "/v1/detect", {"text": HUMAN})
+        again, _ = _post(base, "/v1/detect", {"text": HUMAN})
+        admin_again, _ = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
+    assert (over, last, again, admin_again) == (429, 200, 429, 200)
+    assert refused["error"]["code"] == "detect_budget" and "3 texts an hour" in str(refused)
     assert status == 200 and len(user["data"]) == 2
     for answer in user["data"]:
         assert set(answer) <= {"scheme", "is_watermarked", "alpha", "n_units", "unit"}
@@ -432,6 +444,26 @@ def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) ->
     assert 0 < admin["p_value"] <= 1 and "statistic" in admin
     with pytest.raises(SamarkError, match="detect_output"):
         ServeSettings(auth=False, detect_output="p")  # type: ignore[arg-type]
+    with pytest.raises(SamarkError, match="detect_budget"):
+        ServeSettings(auth=False, detect_budget=0)
+
+
+def test_the_detection_budget_is_a_sliding_hour() -> None:
+    from samark.serving.access import Caller, DetectBudget
+    from samark.serving.errors import ApiError
+
+    now = [0.0]
+    budget = DetectBudget(2, clock=lambda: now[0])
+    a, b = Caller(admin=False, id="a"), Caller(admin=False, id="b")
+    budget.charge(a, 2)
+    budget.charge(b, 1)  # each caller has its own
+    with pytest.raises(ApiError):
+        budget.charge(a, 1)
+    now[0] = 3599.0
+    with pytest.raises(ApiError):
+        budget.charge(a, 1)
+    now[0] = 3600.5  # the first two have left the window
+    budget.charge(a, 2)
 
 
 def test_settings_refuse_weak_setups() -> None:

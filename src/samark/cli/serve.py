@@ -115,6 +115,14 @@ def serve(
             "(docs/operators.md, Forgery)."
         ),
     ] = "full",
+    detect_budget: Annotated[
+        int | None,
+        typer.Option(
+            help="Texts a token without admin rights may have detected per hour (default: no "
+            "limit). A forger with unlimited queries finds a human text flagged at alpha in "
+            "about 1/alpha of them."
+        ),
+    ] = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API, for any scheme
     with a key (--scheme; --candidates, --statistic and --upstream are SAMark's family's)."""
@@ -148,6 +156,7 @@ def serve(
             max_sentences=max_sentences,
             concurrent_generations=concurrency,
             detect_output=detect_output,  # type: ignore[arg-type]
+            detect_budget=detect_budget,
         )
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None

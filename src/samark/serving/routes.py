@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response, StreamingResponse
 
-from samark.serving.access import Caller
+from samark.serving.access import Caller, DetectBudget
 from samark.serving.errors import ApiError
 from samark.serving.schema import (
     ChatCompletionRequest,
@@ -134,6 +134,7 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
     router = APIRouter()
     Authorized = Annotated[Caller, Depends(caller)]
     settings = worker.settings
+    budget = None if settings.detect_budget is None else DetectBudget(settings.detect_budget)
 
     @router.post("/v1/detect")
     async def detect(req: DetectRequest, who: Authorized) -> dict[str, Any]:
@@ -157,6 +158,8 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                     "invalid_request_error",
                     "text_too_long",
                 )
+        if budget is not None and not who.admin:
+            budget.charge(who, len(texts))
         results = await worker.detect(texts, req.details)
         if settings.detect_output == "decision" and not who.admin:
             results = [

@@ -51,6 +51,8 @@ class ServeSettings:
     model_name: str = "samark"
     #: what callers without an admin token learn from /v1/detect (``DETECT_OUTPUTS``)
     detect_output: Literal["full", "decision"] = "full"
+    #: texts a caller without an admin token may have detected per hour (None: no limit)
+    detect_budget: int | None = None
 
     def __post_init__(self) -> None:
         if self.auth and not (self.tokens or self.admin_tokens):
@@ -76,6 +78,8 @@ class ServeSettings:
         for name, value in positive.items():
             if not value > 0:
                 raise SamarkError(f"{name} must be > 0, got {value}")
+        if self.detect_budget is not None and self.detect_budget < 1:
+            raise SamarkError(f"detect_budget must be >= 1 (or None), got {self.detect_budget}")
         if self.detect_output not in DETECT_OUTPUTS:
             raise SamarkError(
                 f"detect_output is one of {DETECT_OUTPUTS}, not {self.detect_output!r}"
