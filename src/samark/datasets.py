@@ -8,25 +8,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+# more genres from Debian packages register themselves on import
+import samark.debian_corpora  # noqa: F401
+from samark.dataset_registry import DATASETS as DATASETS
+from samark.dataset_registry import DatasetLoader as DatasetLoader
+from samark.dataset_registry import Document as Document
+from samark.dataset_registry import register_dataset as register_dataset
 from samark.errors import SamarkError
-from samark.registry import Registry
 from samark.segment import split_sentences
-
-
-@dataclass(frozen=True)
-class Document:
-    id: str
-    text: str
-
-
-DatasetLoader = Callable[..., list[Document]]
-DATASETS: Registry[DatasetLoader] = Registry("dataset")
-register_dataset = DATASETS.register
 
 
 def load_dataset(name: str, **kwargs: object) -> list[Document]:
@@ -348,7 +342,3 @@ def leading_sentences(
         if len(sents) >= min_sentences:
             out.append(sents)
     return out
-
-
-# more genres from Debian packages register themselves on import
-import samark.debian_corpora  # noqa: E402, F401

@@ -14,7 +14,7 @@ from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
-from samark.datasets import Document, register_dataset
+from samark.dataset_registry import Document, register_dataset
 from samark.errors import SamarkError
 from samark.segment import split_sentences
 
