@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from samark.evaluation.detection_metrics import evidence, threshold_at_fpr
-from samark.evaluation.report_tables import human_records
+from samark.evaluation.report.tables import human_records
 from samark.evaluation.runner import Run
 from samark.schemes.base import scheme_revision
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from samark.evaluation.chat import ChatModel, LocalChatModel, chat_model
 from samark.evaluation.records import JudgeRecord, RankRecord
-from samark.evaluation.stage import RunContext
+from samark.evaluation.stages import RunContext
 
 PAIRWISE_SYSTEM = {
     "booksum": "Compare Summary A/B by accuracy, completeness, coherence, writing quality, and "

@@ -1,7 +1,7 @@
 """A run folder and the experiment it runs: inputs (examples, negatives, key), the shared
 models, the stage stores and their cache keys, status. Each stage is its own module
-(``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_length``,
-``stage_quality``), cached in the run folder as append-only JSONL:
+(``stages.generate``, ``stages.attack``, ``stages.detect``, ``stages.length``,
+``stages.quality``), cached in the run folder as append-only JSONL:
 
 ``generations`` -> ``attacks`` -> ``detections`` (-> ``lengths``) -> ``quality``. A record's
 key names its scheme (label + parameter fingerprint), item, seed and attack, so re-running
@@ -26,17 +26,15 @@ from tqdm.auto import tqdm
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import SamarkError
-from samark.evaluation import (
-    stage_attack,
-    stage_detect,
-    stage_generate,
-    stage_length,
-    stage_quality,
-)
 from samark.evaluation.attacks import Attack, create_attack
 from samark.evaluation.experiment import NO_ATTACK, AttackSpec, Experiment, SchemeSpec
 from samark.evaluation.record_keys import RecordKeys
-from samark.evaluation.stage import Stage
+from samark.evaluation.stages import Stage
+from samark.evaluation.stages import attack as stage_attack
+from samark.evaluation.stages import detect as stage_detect
+from samark.evaluation.stages import generate as stage_generate
+from samark.evaluation.stages import length as stage_length
+from samark.evaluation.stages import quality as stage_quality
 from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme

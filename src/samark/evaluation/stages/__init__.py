@@ -1,7 +1,7 @@
 """The evaluation stages' seam: what a stage asks of its run, and what a run asks of a stage.
 
-A stage (``stage_generate``, ``stage_attack``, ``stage_detect``, ``stage_length``,
-``stage_quality``) owns its records' keys, its to-do list, its status and its work; the
+A stage (``stages.generate``, ``stages.attack``, ``stages.detect``, ``stages.length``,
+``stages.quality``) owns its records' keys, its to-do list, its status and its work; the
 run (:class:`samark.evaluation.runner.Run`) keeps the folder, the inputs, the shared models
 and the stores, and reaches the stages only through :class:`Stage`. The stages see the run
 only through :class:`RunContext`, so neither imports the other.

@@ -9,7 +9,7 @@ from typing import Any
 from samark.errors import EmptyTextError
 from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
 from samark.evaluation.records import DetectionRecord
-from samark.evaluation.stage import RunContext
+from samark.evaluation.stages import RunContext
 from samark.evaluation.store import RecordStore
 from samark.schemes import Watermark
 

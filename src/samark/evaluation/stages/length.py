@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
-from samark.evaluation.stage import RunContext
-from samark.evaluation.stage_detect import detect_into, share_work
+from samark.evaluation.stages import RunContext
+from samark.evaluation.stages.detect import detect_into, share_work
 from samark.segment import split_sentences
 
 

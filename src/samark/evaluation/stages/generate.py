@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from samark.evaluation.experiment import SchemeSpec, item_seed
 from samark.evaluation.records import GenerationRecord
-from samark.evaluation.stage import RunContext
+from samark.evaluation.stages import RunContext
 
 
 def run_stage(run: RunContext) -> None:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from samark.evaluation.experiment import NO_ATTACK, Experiment
 from samark.evaluation.fidelity import MEANING_PRESERVING
-from samark.evaluation.report_tables import (
+from samark.evaluation.report.tables import (
     decision_tag,
     fpr_tag,
     human_fpr_tag,

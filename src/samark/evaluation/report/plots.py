@@ -22,7 +22,7 @@ import pandas as pd
 from samark.evaluation.attacks.base import attack_is_paraphrase
 from samark.evaluation.detection_metrics import evidence
 from samark.evaluation.experiment import MAX_PLOT_ATTACKS, NO_ATTACK, SchemeSpec
-from samark.evaluation.report_tables import fpr_tag, human_records, unfaithful_attacks
+from samark.evaluation.report.tables import fpr_tag, human_records, unfaithful_attacks
 from samark.evaluation.runner import Run
 
 COLUMNS = 4

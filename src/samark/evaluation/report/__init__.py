@@ -1,14 +1,14 @@
-"""A run's report: the tables (:mod:`samark.evaluation.report_tables`) as CSV files, the
-plots (:mod:`samark.evaluation.report_plots`) and the markdown
-(:mod:`samark.evaluation.report_markdown`), written into one folder."""
+"""A run's report: the tables (:mod:`samark.evaluation.report.tables`) as CSV files, the
+plots (:mod:`samark.evaluation.report.plots`) and the markdown
+(:mod:`samark.evaluation.report.markdown`), written into one folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from samark.evaluation.report_markdown import ReportTables, markdown_report
-from samark.evaluation.report_plots import write_length_plot, write_plots
-from samark.evaluation.report_tables import (
+from samark.evaluation.report.markdown import ReportTables, markdown_report
+from samark.evaluation.report.plots import write_length_plot, write_plots
+from samark.evaluation.report.tables import (
     attack_table,
     corpus_fpr_table,
     detection_table,

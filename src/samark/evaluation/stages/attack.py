@@ -8,7 +8,7 @@ from samark.embed import Embedder, load_embedder
 from samark.evaluation import fidelity
 from samark.evaluation.experiment import SchemeSpec, item_seed
 from samark.evaluation.records import AttackRecord
-from samark.evaluation.stage import RunContext
+from samark.evaluation.stages import RunContext
 
 
 def run_stage(run: RunContext) -> None:

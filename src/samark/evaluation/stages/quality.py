@@ -7,7 +7,7 @@ from typing import Any
 from samark.errors import SamarkError
 from samark.evaluation.experiment import SchemeSpec
 from samark.evaluation.records import QualityRecord
-from samark.evaluation.stage import RunContext
+from samark.evaluation.stages import RunContext
 from samark.evaluation.text_metrics import TEXT_METRICS
 
 
