@@ -60,6 +60,7 @@ class NeighbourCentring:
     k: int = DEFAULT_NEIGHBOURS
     #: the fingerprint of the embedder the means come from ("" when not known)
     fingerprint: str = ""
+    _unit: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         means = np.asarray(self.means, dtype=np.float64)
@@ -87,7 +88,7 @@ class NeighbourCentring:
     def offset(self, embeddings: np.ndarray) -> np.ndarray:
         """The vector subtracted from each sentence of this text, shape (dim,)."""
         mean = embeddings.mean(axis=0)
-        sims = self._unit @ (mean / max(float(np.linalg.norm(mean)), 1e-12))  # type: ignore[attr-defined]
+        sims = self._unit @ (mean / max(float(np.linalg.norm(mean)), 1e-12))
         nearest = np.argpartition(-sims, self.k - 1)[: self.k]
         return np.asarray(self.means[nearest].mean(axis=0))
 
