@@ -64,6 +64,7 @@ def news_and_wiki(mpnet):
     return out
 
 
+@pytest.mark.slow
 def test_the_p_value_stays_exact_over_keys_with_centring(mpnet, news_and_wiki) -> None:
     # News scored with a reference of encyclopedic text: uniform over keys, as without
     reference = np.array([e.mean(0) for e in news_and_wiki["wikipedia_leads"]])

@@ -733,6 +733,7 @@ def test_serve_defaults_to_the_timeout_of_its_settings() -> None:
     assert DEFAULT_TIMEOUT_S >= 1200
 
 
+@pytest.mark.slow
 def test_a_centring_reference_of_the_domain_lets_a_leaning_key_hold(
     runner, tmp_path, minilm, key_file
 ) -> None:
