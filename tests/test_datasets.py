@@ -48,7 +48,7 @@ def test_debian_handbook_sections_from_debian() -> None:
         ("fortunes", 1500, ("love", "never"), ("\n%\n",)),
         ("licenses", 60, ("License", "copyright"), ("\f",)),
         ("python_docs", 1500, ("Python", "function"), ("Previous topic", "Next topic")),
-        ("reuters", 60, ("pct", "oil"), ("<BODY>", "&lt;", "Reuter\n")),
+        ("reuters", 60, ("pct", "oil", "told Reuters"), ("<BODY>", "&lt;", "Reuter\n")),
     ],
 )
 def test_more_genres_from_debian_packages(

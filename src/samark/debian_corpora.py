@@ -191,7 +191,9 @@ def reuters() -> list[Document]:
             raw = path.read_text(encoding="utf-8", errors="replace")
             body = re.search(r"<BODY>(.*?)</BODY>", raw, flags=re.S)
             if body:
-                text = " ".join(unescape(body.group(1)).replace("Reuter", "").split())
+                # the wire's sign-off ("... Reuter") ends each body
+                body_text = re.sub(r"\s*Reuter\s*$", "", unescape(body.group(1)))
+                text = " ".join(body_text.split())
                 docs.append(Document(f"{folder}/{path.stem}", text))
     if not docs:
         raise SamarkError(f"no article found under {root / relative}")
