@@ -66,15 +66,10 @@ def jane_austen() -> list[Document]:
     """Jane Austen's six novels, one document per chapter (Debian's ``r-cran-janeaustenr``,
     public-domain texts from Project Gutenberg; fetched with ``apt-get download`` into the
     user cache on first use). Human prose far from news: dialogue, long sentences."""
-    from samark.debian_packages import unpack_debian_packages
-    from samark.models import cache_dir
+    from samark.debian_packages import package_root
 
     relative = Path("usr/lib/R/site-library/janeaustenr/data/Rdata.rdb")
-    for root in (Path("/"), cache_dir() / "janeaustenr"):
-        if (root / relative).is_file():
-            break
-    else:
-        root = unpack_debian_packages(("r-cran-janeaustenr",), "janeaustenr")
+    root = package_root("r-cran-janeaustenr", str(relative), "janeaustenr")
     docs: list[Document] = []
     for lines in _r_character_vectors((root / relative).read_bytes()):
         title = next((x for x in lines if x.strip()), "book").strip().lower().replace(" ", "_")
@@ -113,15 +108,10 @@ def debian_handbook() -> list[Document]:
     section: technical prose about system administration, far from news, encyclopedic
     leads and fiction. Paragraph text only: command listings, screens and tables are
     dropped."""
-    from samark.debian_packages import unpack_debian_packages
-    from samark.models import cache_dir
+    from samark.debian_packages import package_root
 
     relative = Path("usr/share/doc/debian-handbook/html/en-US")
-    for root in (Path("/"), cache_dir() / "debian-handbook"):
-        if (root / relative / "index.html").is_file():
-            break
-    else:
-        root = unpack_debian_packages(("debian-handbook",), "debian-handbook")
+    root = package_root("debian-handbook", str(relative / "index.html"), "debian-handbook")
     docs: list[Document] = []
     for page in sorted((root / relative).glob("*.html")):
         sections = _handbook_sections(page.read_text(encoding="utf-8"))

@@ -15,20 +15,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from samark.dataset_registry import Document, register_dataset
+from samark.debian_packages import package_root, unpack_debian_packages
 from samark.errors import SamarkError
+from samark.models import cache_dir
 from samark.segment import split_sentences
-
-
-def _package_root(package: str, relative: str, cache_name: str) -> Path:
-    """The filesystem root under which ``relative`` exists: ``/`` where the package is
-    installed, else the user cache, unpacking the package there on first use."""
-    from samark.debian_packages import unpack_debian_packages
-    from samark.models import cache_dir
-
-    for root in (Path("/"), cache_dir() / cache_name):
-        if (root / relative).exists():
-            return root
-    return unpack_debian_packages((package,), cache_name)
 
 
 @register_dataset("fortunes")
@@ -37,7 +27,7 @@ def fortunes(min_sentences: int = 3) -> list[Document]:
     document per fortune of at least ``min_sentences`` sentences -- quotations, jokes,
     anecdotes and short dialogues. Attribution lines (``-- Author``) are dropped."""
     relative = "usr/share/games/fortunes"
-    root = _package_root("fortunes", f"{relative}/fortunes", "fortunes")
+    root = package_root("fortunes", f"{relative}/fortunes", "fortunes")
     docs: list[Document] = []
     for path in sorted((root / relative).iterdir()):
         if path.suffix or path.is_dir() or path.is_symlink():
@@ -75,7 +65,7 @@ def licenses(sentences: int = 10) -> list[Document]:
     """Legal text: the common free-software licenses that every Debian system carries
     (``/usr/share/common-licenses``, package ``base-files``), one of each family, cut into
     consecutive windows of ``sentences`` sentences (each window one document)."""
-    root = _package_root("base-files", "usr/share/common-licenses/GPL-3", "base-files")
+    root = package_root("base-files", "usr/share/common-licenses/GPL-3", "base-files")
     docs: list[Document] = []
     for name in LICENSES:
         path = root / "usr/share/common-licenses" / name
@@ -111,8 +101,6 @@ def python_docs() -> list[Document]:
     """Programming documentation: the Python documentation's tutorial, how-tos, FAQ,
     language and library reference (Debian's ``python3.X-doc``, English HTML), one
     document per section, paragraph text only (code blocks and tables dropped)."""
-    from samark.models import cache_dir
-
     base = None
     for root in (Path("/"), cache_dir() / "python-doc"):
         found = sorted(root.glob("usr/share/doc/python3.*/html/library"))
@@ -120,8 +108,6 @@ def python_docs() -> list[Document]:
             base = found[-1].parent
             break
     if base is None:
-        from samark.debian_packages import unpack_debian_packages
-
         root = unpack_debian_packages((_python_doc_package(),), "python-doc")
         found = sorted(root.glob("usr/share/doc/python3.*/html/library"))
         if not found:
@@ -184,7 +170,7 @@ def reuters() -> list[Document]:
     """Financial newswire from 1987: the Reuters-21578 articles on acquisitions and crude
     oil that R's text-mining package ships (Debian's ``r-cran-tm``), one document each."""
     relative = "usr/lib/R/site-library/tm/texts"
-    root = _package_root("r-cran-tm", f"{relative}/acq", "r-cran-tm")
+    root = package_root("r-cran-tm", f"{relative}/acq", "r-cran-tm")
     docs: list[Document] = []
     for folder in ("acq", "crude"):
         for path in sorted((root / relative / folder).glob("*.xml")):

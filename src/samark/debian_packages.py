@@ -36,3 +36,12 @@ def unpack_debian_packages(packages: tuple[str, ...], name: str) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging), str(target))
     return target
+
+
+def package_root(package: str, relative: str, cache_name: str) -> Path:
+    """The filesystem root under which ``relative`` exists: ``/`` where ``package`` is
+    installed, else ``cache_dir()/cache_name``, unpacking the package there on first use."""
+    for root in (Path("/"), cache_dir() / cache_name):
+        if (root / relative).exists():
+            return root
+    return unpack_debian_packages((package,), cache_name)
