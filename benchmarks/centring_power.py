@@ -19,11 +19,11 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
-from samark.centring import NeighbourCentring
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
@@ -32,7 +32,7 @@ from samark.segment import split_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection_statistics import EmbeddingCache
-from per_key_fpr import reference_means
+from per_key_fpr import centring, reference_means
 
 
 def main() -> None:
@@ -160,17 +160,14 @@ def _operator_reference(run: Run) -> np.ndarray:
     return np.array(means)
 
 
-def _rule(rule: str, ref: np.ndarray | None):  # type: ignore[no-untyped-def]
-    if rule.startswith("operator "):
-        rule = rule.removeprefix("operator ")
-    if rule == "none":
-        return lambda e: e
-    if rule == "own mean":
-        return lambda e: e - e.mean(axis=0)
-    if rule.startswith("neighbours-"):
-        assert ref is not None
-        return NeighbourCentring("benchmark", ref, k=int(rule.split("-")[1]))
-    raise SystemExit(f"unknown rule {rule!r}")
+def _rule(rule: str, ref: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
+    """A text's centring by ``rule`` (benchmarks/per_key_fpr.py's rules, with "operator
+    " before one whose reference is the operator's text); a corpus rule needs a corpus."""
+    rule = rule.removeprefix("operator ")
+    if rule.startswith("corpus"):
+        raise SystemExit(f"unknown rule {rule!r}: corpus rules need a test corpus")
+    centre = centring(rule, np.empty((0, 0)) if ref is None else ref, [])
+    return lambda e: centre(0, e)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,14 @@ def embed_texts(
     """Each text's sentences and their embeddings, from ``cache`` (an .npz keyed by the
     sentences' SHA-256) where it matches."""
     sentences = [split_sentences(t) for t in texts]
+    return list(zip(sentences, embed_sentence_lists(embedder, sentences, cache), strict=True))
+
+
+def embed_sentence_lists(
+    embedder: Embedder, sentences: list[list[str]], cache: Path | None
+) -> list[np.ndarray]:
+    """Each list's unit sentence embeddings, from ``cache`` (an .npz keyed by the
+    sentences' SHA-256) where it matches; embedded in one call and cached otherwise."""
     flat = [s for ss in sentences for s in ss]
     digest = hashlib.sha256("\n".join(flat).encode()).hexdigest()
     vectors = None
@@ -62,4 +70,4 @@ def embed_texts(
             np.savez_compressed(cache, digest=np.array(digest), vectors=vectors.astype(np.float32))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     bounds = np.cumsum([0, *map(len, sentences)])
-    return [(ss, vectors[bounds[i] : bounds[i + 1]]) for i, ss in enumerate(sentences)]
+    return [vectors[bounds[i] : bounds[i + 1]] for i in range(len(sentences))]

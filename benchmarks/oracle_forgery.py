@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from samark.datasets import Document
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import SAMarkDetector
@@ -55,16 +56,8 @@ def main() -> None:
     args = ap.parse_args()
 
     emb = load_embedder("all-mpnet-base-v2")
-    docs, sentences, vectors = stored_test_corpora(emb)
-    bounds = np.cumsum([0, *map(len, sentences)])
-    corpus = [corpus_of(d.id) for d in docs]
-    pool: dict[str, list[tuple[str, np.ndarray]]] = {}
-    for i, sents in enumerate(sentences):
-        pool.setdefault(corpus[i], []).extend(
-            zip(sents, vectors[bounds[i] : bounds[i + 1]], strict=True)
-        )
-    starts = [i for i, s in enumerate(sentences) if len(s) == 10]
-    print(f"{len(docs)} human texts, {len(vectors)} sentences", flush=True)
+    pool = HumanPool(*stored_test_corpora(emb))
+    print(f"{len(pool.sentences)} human texts, {len(pool.vectors)} sentences", flush=True)
 
     out = args.out.open("a") if args.out else None
     results: dict[tuple[str, str], list[dict[str, object]]] = {}
@@ -77,9 +70,7 @@ def main() -> None:
             for kind in ("p-value", "decision"):
                 rng = np.random.default_rng([rep, zlib.crc32(f"{name}/{kind}".encode())])
                 attack = _hill_climb if kind == "p-value" else _random_search
-                row = attack(
-                    oracle, rng, sentences, vectors, bounds, corpus, starts, pool, args.queries
-                )
+                row = attack(oracle, rng, pool, args.queries)
                 row |= {"detector": name, "oracle": kind, "key": rep}
                 results.setdefault((name, kind), []).append(row)
                 if out:
@@ -116,21 +107,35 @@ def _oracle(name: str, key: WatermarkKey, emb: object) -> Oracle:
     return both
 
 
+class HumanPool:
+    """The attacker's public human texts: each document's sentences and embeddings, and
+    every sentence by corpus (what a swap or a short document draws from)."""
+
+    def __init__(
+        self, docs: list[Document], sentences: list[list[str]], vectors: np.ndarray
+    ) -> None:
+        self.sentences, self.vectors = sentences, vectors
+        self.bounds = np.cumsum([0, *map(len, sentences)])
+        self.corpus = [corpus_of(d.id) for d in docs]
+        self.by_corpus: dict[str, list[tuple[str, np.ndarray]]] = {}
+        for i, sents in enumerate(sentences):
+            self.by_corpus.setdefault(self.corpus[i], []).extend(
+                zip(sents, self.embeddings(i), strict=True)
+            )
+        #: documents of 10 sentences: where a hill climb starts
+        self.starts = [i for i, s in enumerate(sentences) if len(s) == 10]
+
+    def embeddings(self, doc: int) -> np.ndarray:
+        return self.vectors[self.bounds[doc] : self.bounds[doc + 1]]
+
+
 def _hill_climb(
-    oracle: Oracle,
-    rng: np.random.Generator,
-    sentences: list[list[str]],
-    vectors: np.ndarray,
-    bounds: np.ndarray,
-    corpus: list[str],
-    starts: list[int],
-    pool: dict[str, list[tuple[str, np.ndarray]]],
-    budget: int,
+    oracle: Oracle, rng: np.random.Generator, pool: HumanPool, budget: int
 ) -> dict[str, object]:
-    doc = int(rng.choice(starts))
-    sents = list(sentences[doc])
-    emb = vectors[bounds[doc] : bounds[doc + 1]].copy()
-    own = pool[corpus[doc]]
+    doc = int(rng.choice(pool.starts))
+    sents = list(pool.sentences[doc])
+    emb = pool.embeddings(doc).copy()
+    own = pool.by_corpus[pool.corpus[doc]]
     p = oracle(sents, emb)
     first, floor, trace = None, None, [p]
     for q in range(1, budget + 1):
@@ -156,33 +161,25 @@ def _hill_climb(
         "to_alpha": first,
         "to_floor": floor,
         "final_p": p,
-        "corpus": corpus[doc],
+        "corpus": pool.corpus[doc],
         "trace": trace,
     }
 
 
 def _random_search(
-    oracle: Oracle,
-    rng: np.random.Generator,
-    sentences: list[list[str]],
-    vectors: np.ndarray,
-    bounds: np.ndarray,
-    corpus: list[str],
-    starts: list[int],
-    pool: dict[str, list[tuple[str, np.ndarray]]],
-    budget: int,
+    oracle: Oracle, rng: np.random.Generator, pool: HumanPool, budget: int
 ) -> dict[str, object]:
     for q in range(1, budget + 1):
-        doc = int(rng.integers(len(sentences)))
-        if len(sentences[doc]) >= 10:
-            sents, emb = sentences[doc], vectors[bounds[doc] : bounds[doc + 1]]
+        doc = int(rng.integers(len(pool.sentences)))
+        if len(pool.sentences[doc]) >= 10:
+            sents, emb = pool.sentences[doc], pool.embeddings(doc)
         else:  # a short document: 10 random sentences of its corpus
-            own = pool[corpus[doc]]
+            own = pool.by_corpus[pool.corpus[doc]]
             picks = rng.choice(len(own), size=10, replace=False)
             sents = [own[j][0] for j in picks]
             emb = np.stack([own[j][1] for j in picks])
         if oracle(sents, emb) < ALPHA:
-            return {"to_alpha": q, "to_floor": None, "final_p": None, "corpus": corpus[doc]}
+            return {"to_alpha": q, "to_floor": None, "final_p": None, "corpus": pool.corpus[doc]}
     return {"to_alpha": None, "to_floor": None, "final_p": None, "corpus": None}
 
 

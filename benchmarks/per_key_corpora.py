@@ -12,15 +12,16 @@ licenses and Reuters articles are fitted by nothing: the unseen domains.
 
 from __future__ import annotations
 
-import hashlib
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from samark.datasets import leading_sentences, load_dataset
 from samark.embed import Embedder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from human_texts import embed_sentence_lists
 
 #: name -> (dataset, how many texts, skip the first N documents, role)
 TEST_CORPORA: dict[str, tuple[str, int, int, str]] = {
@@ -54,23 +55,7 @@ def embed_cached(embedder: Embedder, name: str, texts: list[list[str]]) -> list[
     if stored is not None:
         bounds = np.cumsum([0, *map(len, texts)])
         return [stored[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
-    flat = [s for t in texts for s in t]
-    digest = hashlib.sha256("\n".join(flat).encode()).hexdigest()
-    path = CACHE / embedder.name / f"{name}.npz"
-    vectors = None
-    if path.exists():
-        with np.load(path) as data:
-            if str(data["digest"]) == digest:
-                vectors = data["vectors"].astype(np.float64)
-    if vectors is None:
-        t0 = time.perf_counter()
-        vectors = embedder.encode(flat)
-        print(f"  {name}: embedded {len(flat)} sentences ({time.perf_counter() - t0:.0f} s)")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(path, digest=np.array(digest), vectors=vectors.astype(np.float32))
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    bounds = np.cumsum([0, *map(len, texts)])
-    return [vectors[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
+    return embed_sentence_lists(embedder, texts, CACHE / embedder.name / f"{name}.npz")
 
 
 def _stored(embedder: Embedder, name: str, texts: list[list[str]]) -> np.ndarray | None:

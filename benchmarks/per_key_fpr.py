@@ -118,27 +118,17 @@ def main() -> None:
             name: score(vectors[name], frames, args.keys, centring(rule, ref, vectors[name]))
             for name in texts
         }
+        if token_p is not None:  # the layered p-value: the scan's and the token layer's
+            for name in texts:
+                p[name]["layered"] = fisher(p[name]["scan"], token_p[name])
         print(f"\n== {rule} ({time.perf_counter() - t0:.0f} s)")
-        results[rule] = {}
-        for name in texts:
-            kinds = dict(p[name])
-            if token_p is not None:
-                kinds["layered"] = fisher(kinds["scan"], token_p[name])
-            results[rule][name] = {kind: summary(v) for kind, v in kinds.items()}
+        results[rule] = {name: {k: summary(v) for k, v in p[name].items()} for name in texts}
         print_table(results[rule], texts)
         unseen = [n for n in texts if TEST_CORPORA[n][3] == "unseen"]
         if unseen:
             pooled = {
-                kind: summary(
-                    np.concatenate(
-                        [
-                            p[n][kind] if kind != "layered" else fisher(p[n]["scan"], token_p[n])
-                            for n in unseen
-                        ],
-                        axis=1,
-                    )
-                )  # type: ignore[index]
-                for kind in (KINDS if token_p is not None else KINDS[:2])
+                kind: summary(np.concatenate([p[n][kind] for n in unseen], axis=1))
+                for kind in p[unseen[0]]
             }
             results[rule]["unseen (pooled)"] = pooled
             print_table({"unseen (pooled)": pooled}, {"unseen (pooled)": []})
