@@ -248,7 +248,7 @@ def _gguf_source(name: str) -> Path:
     return Path(assemble())
 
 
-def _gguf_to_folder(source: Path) -> Path:
+def gguf_to_folder(source: Path) -> Path:
     """Dequantise a GGUF once into an fp32 transformers folder in the cache."""
     stat = source.stat()
     key = hashlib.sha256(f"{source.name}:{stat.st_size}".encode()).hexdigest()[:16]
@@ -308,7 +308,7 @@ def resolve_generator(name_or_path: str) -> tuple[str, Path]:
     """(canonical name, transformers folder) of a generator preset or a local folder."""
     p = preset(name_or_path)
     if p is not None and p.kind == "generator":
-        return p.name, _gguf_to_folder(_gguf_source(p.name))
+        return p.name, gguf_to_folder(_gguf_source(p.name))
     path = Path(name_or_path).expanduser()
     if path.is_dir() and (path / "config.json").exists():
         return path.resolve().name, path.resolve()

@@ -61,7 +61,7 @@ BITS = 16  # token ids as 16 bits: vocabularies up to 65,536 (SmolLM2: 49,152)
 
 def token_bits(ids: torch.Tensor, bits: int = BITS) -> torch.Tensor:
     """Each id's ``bits`` binary digits, most significant first, as float64 (..., bits)."""
-    shifts = torch.arange(bits - 1, -1, -1, dtype=torch.long)
+    shifts = torch.arange(bits - 1, -1, -1, dtype=torch.long, device=ids.device)
     return ((ids.long()[..., None] >> shifts) & 1).to(torch.float64)
 
 
