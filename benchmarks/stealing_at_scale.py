@@ -140,12 +140,14 @@ class Writer:
         prompts: Sequence[str],
         seed: int,
         processor: Callable[[int, int], Any] | None = None,
+        batch: int | None = None,
     ) -> list[str]:
         """Texts continuing ``prompts``; ``processor(start, rows)`` gives the watermark of
         the batch of rows ``start`` to ``start + rows`` (None: none)."""
         out: list[str] = []
-        for start in range(0, len(prompts), self.batch):
-            chunk = list(prompts[start : start + self.batch])
+        size = batch or self.batch
+        for start in range(0, len(prompts), size):
+            chunk = list(prompts[start : start + size])
             proc = processor(start, len(chunk)) if processor is not None else None
             out += self._batch(chunk, seed + start, proc)
         return out
@@ -275,7 +277,17 @@ def _processor_factory(
         )
     if name == "synthid":
         config = scheme.watermarking_config()
-        return (lambda _s, _r: config.construct_processor(vocab, torch.device(device))), None
+
+        def synthid(_s: int, _r: int) -> Any:
+            # built on the CPU, then moved: its sampling table is drawn from a generator of
+            # the device it is built on, and the detector's is the CPU's
+            proc = config.construct_processor(vocab, torch.device("cpu"))
+            proc.keys = proc.keys.to(device)
+            proc.sampling_table = proc.sampling_table.to(device)
+            proc.device = torch.device(device)
+            return proc
+
+        return synthid, None
     if name == "upv":
         from samark.schemes.upv import GreenNetwork
 
@@ -393,7 +405,11 @@ def write(args: argparse.Namespace) -> None:
 
     prompts = plan["marked_prompts"][: args.marked]
     t0 = time.perf_counter()
-    base = writer.write(prompts, seed=10_000_000)
+    if args.base is not None:  # an earlier write's unmarked texts
+        with gzip.open(args.base, "rt", encoding="utf-8") as f:
+            base = [json.loads(x)["text"] for x in f]
+    else:
+        base = writer.write(prompts, seed=10_000_000)
     summary["seconds"]["base"] = time.perf_counter() - t0
     log(f"{len(base)} unmarked texts")
     base_ids = writer.encode(base)
@@ -407,7 +423,7 @@ def write(args: argparse.Namespace) -> None:
     forger = plan["forger_prompts"]
     per_key = len(forger) // plan["keys"]
     last = 0.0  # the last key's seconds: a key starts only if one more fits
-    for k in range(min(plan["keys"], args.keys or plan["keys"])):
+    for k in range(args.first_key, min(plan["keys"], args.keys or plan["keys"])):
         if time.perf_counter() - started + last > args.deadline:
             log(f"deadline: keys {k}.. not written")
             break
@@ -416,14 +432,15 @@ def write(args: argparse.Namespace) -> None:
         for name in args.schemes:
             scheme = _scheme(name, k, folder)
             make, green = _processor_factory(name, scheme, vocab, args.device, upv_nets[k])
-            if k == 0:
-                verdict = _check(name, scheme, make, writer)
-                summary["checks"].append(verdict)
-                log(verdict)
-                if verdict.endswith("REFUSED"):
-                    continue
+            verdict = _check(name, scheme, make, writer)
+            summary["checks"].append(verdict)
+            log(verdict)
+            if verdict.endswith("REFUSED"):
+                continue
             t0 = time.perf_counter()
-            marked = writer.write(prompts, seed=1_000_000 * (k + 1), processor=make)
+            # SynthID's processor holds (rows, vocabulary, depth) g-values: smaller batches
+            size = min(args.batch, 250) if name == "synthid" else args.batch
+            marked = writer.write(prompts, seed=1_000_000 * (k + 1), processor=make, batch=size)
             summary["seconds"][f"{name}/{k}"] = time.perf_counter() - t0
             log(f"key {k} {name}: {len(marked)} marked, {time.perf_counter() - t0:.0f} s")
             with gzip.open(args.out / "marked.jsonl.gz", "at", encoding="utf-8") as f:
@@ -466,6 +483,63 @@ def write(args: argparse.Namespace) -> None:
     summary["seconds"]["total"] = time.perf_counter() - started
     save()
     log("done")
+
+
+def forge(args: argparse.Namespace) -> None:
+    """More forgeries per key from the marked and unmarked texts a ``write`` left (no new
+    marked text, so any device): each key's learner, as in ``write``, continues the forger
+    prompts that key has not yet used, seeds of their own; appended to forgeries.jsonl."""
+    from samark.evaluation.attacks.token_stealing import StolenPreferences
+    from samark.models import resolve_generator
+
+    plan = json.loads((args.run / "plan.json").read_text(encoding="utf-8"))
+    est, forger = plan["estimator"], plan["forger_prompts"]
+    writer = Writer(str(resolve_generator(args.generator)[1]), args.device, args.batch, plan)
+    vocab = writer.model.config.vocab_size
+    with gzip.open(args.written / "base.jsonl.gz", "rt", encoding="utf-8") as f:
+        base_ids = writer.encode([json.loads(x)["text"] for x in f])
+    with gzip.open(args.written / "marked.jsonl.gz", "rt", encoding="utf-8") as f:
+        marked: dict[tuple[str, int], list[str]] = {}
+        for r in map(json.loads, f):
+            marked.setdefault((r["scheme"], r["key"]), []).append(r["text"])
+    done = [json.loads(x) for x in (args.written / "forgeries.jsonl").open(encoding="utf-8")]
+    started = time.perf_counter()
+    for (name, k), texts in sorted(marked.items()):
+        if name not in args.schemes:
+            continue
+        used = {r["prompt"] for r in done if r["scheme"] == name and r["key"] == k}
+        slots = [i for i in range(len(forger)) if i not in used][: args.per_key]
+        ids = writer.encode(texts)
+        jobs = [
+            (
+                k,
+                name,
+                n,
+                i,
+                StolenPreferences(
+                    ids[:n],
+                    base_ids,
+                    vocab,
+                    context=est["context"],
+                    cap=est["cap"],
+                    min_count=est["min_count"],
+                ),
+            )
+            for n in args.ns
+            for i in slots
+        ]
+        out = writer.write(
+            [forger[i] for *_, i, _ in jobs],
+            seed=200_000 * (k + 1) + 10_000 * SCHEMES.index(name),
+            processor=_stolen(jobs, est["delta"], vocab, args.device),
+        )
+        with (args.written / "forgeries.jsonl").open("a", encoding="utf-8") as f:
+            for (_, _, n, i, _), t in zip(jobs, out, strict=True):
+                rec = {"scheme": name, "key": k, "n": n, "prompt": i, "text": t, "where": "forge"}
+                f.write(json.dumps(rec) + "\n")
+        print(
+            f"{name}/{k}: {len(jobs)} forgeries, {time.perf_counter() - started:.0f} s", flush=True
+        )
 
 
 # -- detect (CPU) -----------------------------------------------------------------------
@@ -613,17 +687,30 @@ def main() -> None:
     w.add_argument("--batch", type=int, default=500)
     w.add_argument("--marked", type=int, default=1000, help="marked texts a key (the first)")
     w.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
-    w.add_argument("--keys", type=int, default=0, help="the plan's first keys only (0: all)")
+    w.add_argument("--keys", type=int, default=0, help="up to this key (0: all)")
+    w.add_argument("--first-key", type=int, default=0)
+    w.add_argument("--base", type=Path, help="an earlier write's base.jsonl.gz")
     w.add_argument("--deadline", type=float, default=1e9, help="start no key after (s)")
     d = sub.add_parser("detect")
     d.add_argument("run", type=Path)
     d.add_argument("written", type=Path)
     d.add_argument("--marked-check", type=int, default=25)
+    g = sub.add_parser("forge")
+    g.add_argument("run", type=Path)
+    g.add_argument("written", type=Path)
+    g.add_argument("--generator", default="smollm2-135m-instruct")
+    g.add_argument("--device", default="cpu")
+    g.add_argument("--batch", type=int, default=60)
+    g.add_argument("--per-key", type=int, default=30)
+    g.add_argument("--ns", type=int, nargs="+", default=[10, 100, 1000])
+    g.add_argument("--schemes", nargs="+", default=list(SCHEMES), choices=SCHEMES)
     t = sub.add_parser("table")
     t.add_argument("run", type=Path)
     t.add_argument("written", type=Path)
     args = ap.parse_args()
-    {"prepare": prepare, "write": write, "detect": detect, "table": table}[args.step](args)
+    {"prepare": prepare, "write": write, "forge": forge, "detect": detect, "table": table}[
+        args.step
+    ](args)
 
 
 if __name__ == "__main__":
