@@ -39,7 +39,7 @@ from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.schemes import create_scheme
 from samark.schemes.samark.detector import SAMarkDetector
-from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
+from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import corpus_of, embed_texts, stored_test_corpora

@@ -53,7 +53,7 @@ def _concurrently(sampler: BatchingSampler, work) -> list:
 @pytest.mark.slow
 def test_concurrent_callers_decode_in_one_batch_and_get_their_own_candidates(smollm2) -> None:
     sampler = BatchingSampler(smollm2, linger_s=60)
-    assert sampler.supports_token_layer and sampler.name == smollm2.name  # the engine's
+    assert sampler.abilities == smollm2.abilities and sampler.name == smollm2.name  # the engine's
     try:
         got = _concurrently(sampler, lambda i: sampler.sample(PREFIXES[i], 2 + i, PARAMS, seed=i))
     finally:

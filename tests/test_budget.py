@@ -156,9 +156,9 @@ def test_samark_hands_the_engine_its_steering_and_pruning(
     )
     first = scheme.begin("A prompt.", np.random.default_rng(0))
     second = scheme.begin("A prompt.", np.random.default_rng(1))
-    steer = scheme.sample_options(first)["token_layer"]
+    steer = scheme.sample_options(first).token_layer
     assert isinstance(steer, SemanticSteer) and len(steer.ids) == 300
-    assert "prune" not in scheme.sample_options(first)
+    assert scheme.sample_options(first).prune is None
     assert second.steer.ids is steer.ids  # the word table is read once per scheme
     ids, emb = word_embeddings(mpnet, smollm2.tokenizer, smollm2.name, limit=300)
     pivots = mpnet_key.pivots(mpnet.dim, 2)
@@ -169,6 +169,6 @@ def test_samark_hands_the_engine_its_steering_and_pruning(
         "samark", key=mpnet_key, embedder=mpnet, sampler=smollm2, prune_at=6, prune_keep=3
     )
     options = pruned.sample_options(pruned.begin("A prompt.", np.random.default_rng(0)))
-    assert "token_layer" not in options
-    prune = options["prune"]
+    assert options.token_layer is None
+    prune = options.prune
     assert isinstance(prune, PartialScore) and (prune.at, prune.keep) == (6, 3)

@@ -96,7 +96,7 @@ def test_stored_embeddings_are_the_embedders(mpnet) -> None:
 # first two (every key before 2026-11-24, and the public keys of the committed runs) do not
 # hold on Jane Austen: one of these five flags 13-15 of 200 chapters at p < 0.01 (7%, every
 # statistic). A domain whose mean no avoided direction covers can bias a key
-# (benchmarks/unseen_domain.py, docs/statistics.md). Strict: the day such keys hold there
+# (benchmarks/studies/unseen_domain.py, docs/statistics.md). Strict: the day such keys hold there
 # too, this case must be turned back into a plain one.
 LEGACY_ON_FICTION = pytest.mark.xfail(
     strict=True, reason="per-key FPR on a domain whose mean the keys do not avoid"

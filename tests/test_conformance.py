@@ -125,3 +125,6 @@ def test_declared_capabilities_are_real(name: str, minilm) -> None:
     if not info.payload_flags:
         with pytest.raises(TypeError):
             create_scheme(name, key=key, payload_flags=(-1,), **params)
+    # a ring's payload reads the flag channels a scheme reports, never its name
+    built = create_scheme(name, key=key, **params)
+    assert (built.flag_channels > 0) == info.payload_flags

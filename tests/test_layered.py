@@ -9,7 +9,7 @@ import torch
 from scipy.stats import binom, chisquare, combine_pvalues, kstest
 
 from samark.errors import SamarkError
-from samark.schemes.samark_layered import combine_p_values, combined_z, fisher_two
+from samark.schemes.samark.layered import combine_p_values, combined_z, fisher_two
 from samark.token_layer import GreenListLayer, TokenLayerConfig
 
 VOCAB = 49152

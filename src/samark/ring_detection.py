@@ -31,7 +31,6 @@ the ring does not flag is "unmarked": no key and no payload are attributed to it
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,21 +41,20 @@ from samark.detection import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keyring import Keyring, RingEntry, flag_value
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, Watermark, create_scheme
-from samark.schemes.samark.detector import RingPass, SAMarkDetector, embed_sentences
-from samark.schemes.samark.statistics import ring_max_p_value
-from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
+from samark.schemes.base import RingScore, RingScoring, SharedResources, Watermark, create_scheme
 
-MAX_STATISTIC = "max-statistic"
+# SAMark's ring pass lives with SAMark; these names keep working from here
+from samark.schemes.samark.ring import MAX_STATISTIC, ring_null_count
+
 HOLM = "holm"
-
-
-def ring_null_count(keys: int, alpha: float, least: int = 999) -> int:
-    """Null pivot sets for a ring of ``keys`` SAMark keys. A Monte Carlo p-value cannot go
-    below ``1/(M+1)`` for one key, ``K/(M+K)`` for the ring's maximum and ``K/(M+1)`` for
-    Holm; so M grows with K until the smallest ring p-value is a tenth of ``alpha``
-    (999 for one key at 1%, 63,999 for 64 keys: 0.8 GB of pivots, built once)."""
-    return max(least, math.ceil(10 * keys / alpha) - 1)
+__all__ = [
+    "HOLM",
+    "MAX_STATISTIC",
+    "RingDetection",
+    "RingDetector",
+    "holm_adjusted",
+    "ring_null_count",
+]
 
 
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
@@ -196,9 +194,13 @@ class RingDetector:
         self.flag_bits = flag_bits
         if flag_bits:
             _check_flag_payload(self.schemes, flag_bits)
-        self._detectors = _shared_null_detectors(self.schemes)
-        self._layered = _layered_ring(self.schemes)
-        self.method = MAX_STATISTIC if self._detectors is not None else HOLM
+        family = type(self.schemes[0])
+        self._scoring: RingScoring | None = (
+            family.ring_scoring(self.schemes)
+            if all(type(s) is family for s in self.schemes)
+            else None
+        )
+        self.method = HOLM if self._scoring is None else self._scoring.method
 
     @classmethod
     def from_ring(
@@ -253,7 +255,6 @@ class RingDetector:
         SAMark's family gets :func:`ring_null_count` null sets."""
         from samark.embed import load_embedder
         from samark.models import DEFAULT_GENERATOR
-        from samark.schemes.samark.config import SAMarkConfig
 
         if shared is None:
             shared = SharedResources(
@@ -261,9 +262,9 @@ class RingDetector:
                 embedder=load_embedder(keys[0][1].embedder.name),
             )
         first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
-        if isinstance(getattr(first, "config", None), SAMarkConfig) and "n_null" not in params:
-            # SAMark's family: enough null pivot sets for the ring's smallest p-values
-            params["n_null"] = ring_null_count(len(keys), alpha)
+        more = {k: v for k, v in first.ring_params(len(keys), alpha).items() if k not in params}
+        if more:  # what a ring of this family needs (SAMark's: more null sets)
+            params |= more
             first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
         schemes = [first] + [
             create_scheme(scheme, key=key, shared=shared, alpha=alpha, **params)
@@ -298,64 +299,19 @@ class RingDetector:
     def detect_many(self, texts: Sequence[str]) -> list[RingDetection | None]:
         """``detect`` on each text (None for one with nothing to score); every text is
         embedded once for the whole ring."""
-        if self._detectors is not None:
-            return self._max_statistic(texts, self._detectors)
-        if self._layered is not None:
-            return self._layered_holm(texts, self._layered)
-        return self._holm(texts)
-
-    def _max_statistic(
-        self, texts: Sequence[str], detectors: list[SAMarkDetector]
-    ) -> list[RingDetection | None]:
-        return [
-            self.score_embeddings(emb, sentences) if sentences else None
-            for sentences, emb in embed_sentences(detectors[0].embedder, texts)
-        ]
+        if self._scoring is None:
+            return self._holm(texts)
+        return [None if r is None else self._result(r) for r in self._scoring.score_many(texts)]
 
     def score_embeddings(
         self, embeddings: np.ndarray, sentences: list[str] | None = None
     ) -> RingDetection:
         """Score one text's precomputed unit sentence embeddings, shape (n, dim), against
-        the ring (max-statistic rings only: other schemes score text, not embeddings)."""
-        detectors = self._detectors
-        if detectors is None:
+        the ring (where the family scores embeddings: SAMark's max-statistic rings)."""
+        score = getattr(self._scoring, "score_embeddings", None)
+        if score is None:
             raise SamarkError("only a ring of SAMark keys sharing one pivot law scores embeddings")
-        scored = RingPass(detectors, embeddings, sentences)
-        best = int(np.argmax(scored.own))
-        return self._result(
-            ring_max_p_value(scored.own, scored.null),
-            best,
-            scored.detection(best),
-            scored.p_values(),
-        )
-
-    def _layered_holm(
-        self, texts: Sequence[str], schemes: list[SAMarkLayered]
-    ) -> list[RingDetection | None]:
-        """Holm over the keys' layered p-values, the semantic layer of every key scored in
-        one pass (one embedding, one null pool) and the text tokenised once."""
-        detectors = [s.detector for s in schemes]
-        embedded = embed_sentences(detectors[0].embedder, texts)
-        out: list[RingDetection | None] = []
-        for text, (sentences, emb) in zip(texts, embedded, strict=True):
-            if not sentences:
-                out.append(None)
-                continue
-            scored = RingPass(detectors, emb, sentences)
-            ids = schemes[0].token_ids(text)
-            p = [
-                combine_p_values(
-                    p_sem,
-                    s.token_layer.score(ids).p_value,
-                    method=s.combine,
-                    contradiction=s.contradiction,
-                )
-                for s, p_sem in zip(schemes, scored.p_values(), strict=True)
-            ]
-            best = min(range(len(p)), key=lambda k: (p[k], -float(scored.own[k])))
-            detection = schemes[best].combine_layers(scored.detection(best), text)
-            out.append(self._result(min(1.0, len(p) * p[best]), best, detection, p))
-        return out
+        return self._result(score(embeddings, sentences))
 
     def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
         embedders = {id(e): e for s in self.schemes if (e := getattr(s, "embedder", None))}
@@ -375,19 +331,20 @@ class RingDetector:
             found = [r for r in results if r is not None]
             p = [r.p_value for r in found]
             best = min(range(len(p)), key=lambda k: (p[k], -found[k].score))
-            out.append(self._result(min(1.0, len(p) * p[best]), best, found[best], p))
+            out.append(
+                self._result(RingScore(min(1.0, len(p) * p[best]), best, found[best], tuple(p)))
+            )
         return out
 
-    def _result(
-        self, p_value: float, best: int, detection: Detection, key_p: Sequence[float]
-    ) -> RingDetection:
+    def _result(self, score: RingScore) -> RingDetection:
+        key_p = score.key_p_values
         return RingDetection(
-            p_value=p_value,
+            p_value=score.p_value,
             alpha=self.alpha,
             method=self.method,
-            best=self.entries[best],
-            position=self.positions[best],
-            detection=detection,
+            best=self.entries[score.best],
+            position=self.positions[score.best],
+            detection=score.detection,
             key_p_values=tuple(float(p) for p in key_p),
             adjusted_p_values=tuple(holm_adjusted(key_p)),
             labels=tuple(e.label for e in self.entries),
@@ -397,50 +354,19 @@ class RingDetector:
 
 
 def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
-    """A ring whose payload has flag bits needs schemes with a flag pattern (SAMark's
-    family) of at least ``flag_bits`` channels."""
-    from samark.schemes.samark.config import SAMarkConfig
+    """A ring whose payload has flag bits needs schemes with a flag pattern of at least
+    ``flag_bits + 1`` channels (flag 1 stays random; the bits are relative to it)."""
+    from samark.schemes.base import scheme_info, scheme_names
 
     for scheme in schemes:
-        config = getattr(scheme, "config", None)
-        if not isinstance(config, SAMarkConfig):
+        if not scheme.flag_channels:
+            able = [n for n in scheme_names() if scheme_info(n).payload_flags]
             raise SamarkError(
-                f"this ring writes {flag_bits} payload bits in SAMark's flag pattern; "
-                f"{scheme.name} has none: detect it with samark, samark-dagger or samark-layered"
+                f"this ring writes {flag_bits} payload bits in the flag pattern; "
+                f"{scheme.name} has none: detect it with {', '.join(able)}"
             )
-        if config.channels <= flag_bits:
+        if scheme.flag_channels <= flag_bits:
             raise SamarkError(
                 f"this ring writes {flag_bits} payload bits in the flags, which needs "
-                f"{flag_bits + 1} channels; the scheme has {config.channels}"
+                f"{flag_bits + 1} channels; the scheme has {scheme.flag_channels}"
             )
-
-
-def _layered_ring(schemes: Sequence[Watermark]) -> list[SAMarkLayered] | None:
-    """The schemes when every one is samark-layered with one semantic null law and one
-    token layer setting (the generator, its context and combination): then the semantic
-    layer of all keys is scored in one pass."""
-    if not all(type(s) is SAMarkLayered for s in schemes):
-        return None
-    layered = [s for s in schemes if isinstance(s, SAMarkLayered)]
-    first = layered[0]
-    same = all(
-        first.detector.same_null(s.detector)
-        and s.generator_name == first.generator_name
-        and s.token_config == first.token_config
-        and (s.combine, s.contradiction) == (first.combine, first.contradiction)
-        for s in layered[1:]
-    )
-    return layered if same else None
-
-
-def _shared_null_detectors(schemes: Sequence[Watermark]) -> list[SAMarkDetector] | None:
-    """The schemes' SAMark detectors when the max-statistic applies to them: plain SAMark
-    (the layered scheme's p-value also has a token layer) with one pivot law and settings."""
-    from samark.schemes.samark import SAMark
-
-    if not all(type(s) is SAMark for s in schemes):
-        return None
-    detectors = [s.detector for s in schemes]  # type: ignore[attr-defined]
-    if not all(detectors[0].same_null(d) for d in detectors[1:]):
-        return None
-    return detectors

@@ -143,9 +143,7 @@ def demo(
 def demo_threads() -> int:
     """Torch threads for the demo: one fewer than the CPUs this process may use, at least
     one. A torch thread that waits for a core another process holds stalls the others at
-    every barrier. Measured on 2 cores beside other jobs (load 4-9, 2026-11-26, seed 9):
-    with 1 thread the whole demo took 151 s (85 s of CPU); with 2 threads its first two
-    sentences alone took 288 s and 218 s (23 s and 24 s with 1 thread)."""
+    every barrier (the measurement: docs/usage.md, "The demo")."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux

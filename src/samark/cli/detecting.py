@@ -204,7 +204,9 @@ def _detect_text(scheme: Any, text: str, details: bool) -> NoReturn:
         raise fail(str(exc)) from None
     typer.echo(json.dumps(result.to_dict(details=details)))
     verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
-    if hasattr(result, "ring_size"):  # a keyring's answer
+    from samark.ring_detection import RingDetection
+
+    if isinstance(result, RingDetection):  # a keyring's answer
         found = (
             f" by key {result.label!r} (its own p = {result.key_p_value:.4g})"
             if result.is_watermarked

@@ -112,11 +112,39 @@ class SampleRequest:
             raise ValueError("n must be >= 1")
 
 
+@dataclass(frozen=True)
+class EngineAbilities:
+    """What an engine applies inside its own sampling, declared so that a scheme asks
+    instead of probing (an engine that cannot is refused with a clear error before any
+    text is drawn)."""
+
+    #: a token watermark (``LogitsBias``) on every candidate row: the layered mark
+    token_layer: bool = False
+    #: SAMark's semantic steering bias (a ``LogitsBias`` that reads the key's pivots)
+    steering: bool = False
+    #: row pruning (``RowPruner``): only the best rows decode past a few tokens
+    prune: bool = False
+
+
+@dataclass(frozen=True)
+class RowOptions:
+    """What an engine applies to one generation's candidate rows: a logit bias (a token
+    watermark, or SAMark's steering) and row pruning; None: nothing."""
+
+    token_layer: LogitsBias | None = None
+    prune: RowPruner | None = None
+
+
+#: an engine that samples as asked and applies nothing of its own (a remote server)
+SAMPLES_ONLY = EngineAbilities()
+
+
 class BatchSampler(abc.ABC):
     """An engine that draws several requests' candidates in one batch (``sample_many``);
     ``sample`` is one such draw."""
 
     name: str
+    abilities: EngineAbilities = SAMPLES_ONLY
 
     @abc.abstractmethod
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
@@ -140,10 +168,20 @@ class BatchSampler(abc.ABC):
 
 @runtime_checkable
 class CandidateSampler(Protocol):
-    """Draws ``n`` independent next sentences of ``prefix``."""
+    """Draws ``n`` independent next sentences of ``prefix``; with ``token_layer`` or
+    ``prune``, under that bias or pruning, which the engine's ``abilities`` declare (an
+    engine without them raises :class:`~samark.errors.SamarkError` when given one)."""
 
     name: str
+    abilities: EngineAbilities
 
     def sample(
-        self, prefix: str, n: int, params: SamplingParams, *, seed: int | None = None
+        self,
+        prefix: str,
+        n: int,
+        params: SamplingParams,
+        *,
+        seed: int | None = None,
+        token_layer: LogitsBias | None = None,
+        prune: RowPruner | None = None,
     ) -> CandidateBatch: ...

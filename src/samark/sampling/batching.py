@@ -25,6 +25,7 @@ from typing import Any
 from samark.sampling.base import (
     BatchSampler,
     CandidateBatch,
+    EngineAbilities,
     SampleRequest,
 )
 
@@ -60,6 +61,11 @@ class BatchingSampler(BatchSampler):
         self.batches = 0
         self.draws = 0
         self.largest = 0
+
+    @property
+    def abilities(self) -> EngineAbilities:  # type: ignore[override]
+        """The engine's: this queue only batches its draws."""
+        return self.engine.abilities
 
     def __getattr__(self, name: str) -> Any:
         if name == "engine":  # not set yet (a half-built object): no recursion

@@ -16,7 +16,14 @@ from typing import Any
 
 from samark.errors import SamarkError
 from samark.openai_client import openai_client
-from samark.sampling.base import Candidate, CandidateBatch, SamplingParams
+from samark.sampling.base import (
+    SAMPLES_ONLY,
+    Candidate,
+    CandidateBatch,
+    LogitsBias,
+    RowPruner,
+    SamplingParams,
+)
 
 
 class ServerError(SamarkError):
@@ -24,7 +31,10 @@ class ServerError(SamarkError):
 
 
 class OpenAICompletionsSampler:
-    """``sample(prefix, n, params)`` through ``POST {base_url}/completions``."""
+    """``sample(prefix, n, params)`` through ``POST {base_url}/completions``: the server
+    samples on its own, so no token layer, steering or pruning applies here."""
+
+    abilities = SAMPLES_ONLY
 
     def __init__(
         self,
@@ -53,12 +63,24 @@ class OpenAICompletionsSampler:
         return f"OpenAICompletionsSampler({self.base_url!r}, model={self.model!r})"
 
     def sample(
-        self, prefix: str, n: int, params: SamplingParams, *, seed: int | None = None
+        self,
+        prefix: str,
+        n: int,
+        params: SamplingParams,
+        *,
+        seed: int | None = None,
+        token_layer: LogitsBias | None = None,
+        prune: RowPruner | None = None,
     ) -> CandidateBatch:
         import openai
 
         if n < 1:
             raise ValueError("n must be >= 1")
+        if token_layer is not None or prune is not None:
+            raise SamarkError(
+                f"{self.name} samples on the server: it cannot apply a token layer, "
+                "steering or row pruning (use a local engine: transformers or vLLM)"
+            )
         start = time.perf_counter()
         texts: list[tuple[str, str | None]] = []
         sampled = prompt_tokens = 0

@@ -29,6 +29,7 @@ from samark.sampling.base import (
     BatchSampler,
     Candidate,
     CandidateBatch,
+    EngineAbilities,
     LogitsBias,
     SampleRequest,
     SamplingParams,
@@ -336,10 +337,9 @@ class TransformersSampler(BatchSampler):
         limit = max(1, self.max_context - reserve)
         return ids[-limit:]
 
-    #: this engine applies a token watermark (``token_layer``) on every candidate row
-    supports_token_layer = True
-    #: and any additive logit bias of the ``LogitsBias`` protocol (SAMark's steering)
-    supports_steering = True
+    #: a token watermark and SAMark's steering (any ``LogitsBias``) on every candidate
+    #: row, and row pruning
+    abilities = EngineAbilities(token_layer=True, steering=True, prune=True)
 
     @torch.inference_mode()
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:

@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from samark.errors import SamarkError
-from samark.sampling.base import BatchSampler, Candidate, CandidateBatch, SampleRequest
+from samark.sampling.base import (
+    BatchSampler,
+    Candidate,
+    CandidateBatch,
+    EngineAbilities,
+    SampleRequest,
+)
 from samark.sampling.token_writing import Written
 
 INSTALL_HINT = (
@@ -65,10 +71,9 @@ class VLLMSampler(BatchSampler):
     (on a CPU the defaults are float32, eager mode, a 4 GiB KV cache, a 2,048-token
     context and whole-prompt prefills)."""
 
-    #: the layered mark's token layer runs in vLLM's sampler (one logits processor)
-    supports_token_layer = True
+    #: the layered mark's token layer runs in vLLM's sampler (one logits processor);
     #: SAMark's semantic steering and row pruning do not
-    supports_steering = False
+    abilities = EngineAbilities(token_layer=True)
 
     def __init__(self, model: str, **engine_args: Any) -> None:
         try:

@@ -7,7 +7,7 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from samark.detection import Detection
 from samark.errors import EmptyTextError
@@ -49,6 +49,29 @@ class Generation:
         out = asdict(self)
         out["tokens_per_output_token"] = self.tokens_per_output_token
         return out
+
+
+@dataclass(frozen=True)
+class RingScore:
+    """One text scored by a ring's keys together: the ring's p-value, the index of the key
+    with the strongest evidence, that key's own detection, and every key's own p-value."""
+
+    p_value: float
+    best: int
+    detection: Detection
+    key_p_values: tuple[float, ...]
+
+
+class RingScoring(Protocol):
+    """A scheme family's joint scoring of a ring (one scheme per key, all of one class):
+    what :meth:`Watermark.ring_scoring` returns where the family has one."""
+
+    #: how the ring's p-value is made ("max-statistic", "holm")
+    method: str
+
+    def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
+        """Each text against every key (None: nothing to score)."""
+        ...
 
 
 class Watermark(abc.ABC):
@@ -107,6 +130,36 @@ class Watermark(abc.ABC):
             except EmptyTextError:
                 out.append(None)
         return out
+
+    @classmethod
+    def from_params(
+        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+    ) -> Watermark:
+        """This scheme from flat parameters (a caller's keywords, an experiment's TOML):
+        its config's fields (over ``config=``, if given) and the rest, with the models in
+        ``shared`` unless ``params`` names its own. A parameter it does not know is a
+        ``TypeError``. A class registered with ``@register_scheme`` is built this way;
+        each scheme family defines it once."""
+        raise NotImplementedError(f"{cls.__name__} has no flat-parameter constructor")
+
+    # -- in a keyring (samark.ring_detection asks these, never a scheme's name) ----------
+    @property
+    def flag_channels(self) -> int:
+        """Channels of the per-text flag pattern, in which a ring's payload can carry bits
+        (0: the scheme has none)."""
+        return 0
+
+    @classmethod
+    def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
+        """Parameters a ring of ``keys`` keys at ``alpha`` needs beyond one key's (SAMark:
+        more null pivot sets); a caller's own values win."""
+        return {}
+
+    @classmethod
+    def ring_scoring(cls, schemes: Sequence[Watermark]) -> RingScoring | None:
+        """A joint scoring of ``schemes`` (one per key, all of this class), or None: each
+        key detects alone and Holm's correction makes the ring's p-value."""
+        return None
 
 
 C = TypeVar("C")
@@ -171,6 +224,9 @@ class SharedResources:
 
 
 SchemeFactory = Callable[..., Watermark]
+#: what ``@register_scheme`` decorates: a factory, or a Watermark class (built by its
+#: ``from_params``)
+F = TypeVar("F", bound=Callable[..., Any])
 SCHEMES: Registry[SchemeFactory] = Registry("scheme")
 UNITS = ("sentence", "token")
 _INFO: dict[str, SchemeInfo] = {}
@@ -195,10 +251,11 @@ def register_scheme(
     description: str | None = None,
     revision: int = 0,
     detectable: bool = True,
-) -> Callable[[SchemeFactory], SchemeFactory]:
-    """Register a scheme factory under ``name``: called with ``key=``, ``shared=`` (a
-    :class:`SharedResources` or None) and the scheme's parameters, it returns the
-    :class:`Watermark`. Parameters the scheme does not know must raise ``TypeError``.
+) -> Callable[[F], F]:
+    """Register a scheme under ``name``: a :class:`Watermark` class (built by its
+    :meth:`~Watermark.from_params`), or a factory called with ``key=``, ``shared=`` (a
+    :class:`SharedResources` or None) and the scheme's parameters (for a variant of a
+    class with other defaults). Parameters the scheme does not know raise ``TypeError``.
 
     A built-in scheme's ``unit``, ``description`` and ``revision`` live in its
     :mod:`samark.schemes.catalog` entry (so that listing schemes imports none of them);
@@ -219,10 +276,19 @@ def register_scheme(
         info = SchemeInfo(name, unit, description, revision, detectable)
     add = SCHEMES.register(name)
 
-    def wrap(factory: SchemeFactory) -> SchemeFactory:
+    def wrap(registered: F) -> F:
+        factory: SchemeFactory = registered
+        if isinstance(registered, type) and issubclass(registered, Watermark):
+            cls = registered
+
+            def factory(
+                key: Any = None, *, shared: SharedResources | None = None, **params: Any
+            ) -> Watermark:
+                return cls.from_params(key, shared, params)
+
         add(factory)  # refuses a name registered twice
         _INFO[name] = info
-        return factory
+        return registered
 
     return wrap
 

@@ -1,7 +1,7 @@
 """Every built-in scheme: the module it lives in and what it is, known without importing
 it. ``import samark``, ``samark --help`` and ``samark schemes list`` therefore load no
 torch; a scheme's module is imported when the scheme is first built. A new scheme is one
-module (whose factory says ``@register_scheme("name")``) plus one entry here.
+module (whose class, or factory, says ``@register_scheme("name")``) plus one entry here.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
             ),
         ),
         (
-            _S + "samark_layered",
+            _S + "samark.layered",
             SchemeInfo(
                 "samark-layered",
                 "sentence",

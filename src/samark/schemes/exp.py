@@ -28,12 +28,11 @@ from transformers import LogitsProcessor
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey, keyed_rng
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
     TokenWatermark,
     TokenWatermarkConfig,
-    build_token_scheme,
     token_ids,
     vocab_size,
 )
@@ -83,6 +82,7 @@ class EXPConfig(TokenWatermarkConfig):
         check(self.context >= 1, "context must be >= 1")
 
 
+@register_scheme("exp")
 class EXP(TokenWatermark):
     """Aaronson's exponential-minimum watermark with an exact Gamma p-value."""
 
@@ -123,8 +123,3 @@ class EXP(TokenWatermark):
             unit="token",
             details={"mean_score": score / n},
         )
-
-
-@register_scheme("exp")
-def _exp(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> EXP:
-    return build_token_scheme(EXP, key, shared, kwargs)

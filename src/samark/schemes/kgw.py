@@ -13,11 +13,10 @@ from transformers import WatermarkDetector, WatermarkingConfig
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     TokenWatermark,
     TokenWatermarkConfig,
-    build_token_scheme,
     token_ids,
 )
 
@@ -37,6 +36,7 @@ class KGWConfig(TokenWatermarkConfig):
         check(0 < self.gamma < 1 and self.delta > 0, "need 0 < gamma < 1 and delta > 0")
 
 
+@register_scheme("kgw")
 class KGW(TokenWatermark):
     """KGW (green list, lefthash, context 1) with transformers' generator and detector."""
 
@@ -90,8 +90,3 @@ class KGW(TokenWatermark):
             unit="token",
             details={"green_fraction": float(out.green_fraction[0])},
         )
-
-
-@register_scheme("kgw")
-def _kgw(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> KGW:
-    return build_token_scheme(KGW, key, shared, kwargs)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from transformers import LogitsProcessor
@@ -80,6 +80,7 @@ class TokenWatermarkConfig(LMGenerateConfig):
         check(0 < self.alpha < 1, f"alpha must be in (0, 1), got {self.alpha}")
 
 
+@register_scheme("unwatermarked")
 class LMGenerateScheme(Watermark):
     """Plain nucleus sampling from the generator: the unwatermarked reference row."""
 
@@ -103,6 +104,19 @@ class LMGenerateScheme(Watermark):
             )
         self.generator = generator
         self._lm: TransformersSampler | None = None
+
+    @classmethod
+    def from_params(
+        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+    ) -> LMGenerateScheme:
+        """Every token row: its config's fields and the generator (the shared one unless
+        named)."""
+        params = dict(params)
+        base = params.pop("config", None)
+        config, rest = cls.config_class.split(params, base)
+        if shared is not None:
+            rest.setdefault("generator", shared.generator)
+        return cls(key, config, **rest)
 
     @property
     def max_new_sentences(self) -> int:
@@ -285,26 +299,3 @@ def token_ids(lm: TransformersSampler, text: str) -> Any:
     """The generator's token ids of ``text`` (no special tokens), a (1, L) LongTensor."""
     ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
     return torch.tensor([ids], dtype=torch.long)
-
-
-S = TypeVar("S", bound=LMGenerateScheme)
-
-
-def build_token_scheme(
-    cls: type[S], key: Any, shared: SharedResources | None, params: dict[str, Any]
-) -> S:
-    """A scheme of ``cls`` from flat ``params``: its config's fields (over ``config=``,
-    if given) and the rest, with the shared generator unless they name their own. A
-    parameter the scheme does not know is a TypeError."""
-    base = params.pop("config", None)
-    config, rest = cls.config_class.split(params, base)
-    if shared is not None:
-        rest.setdefault("generator", shared.generator)
-    return cls(key, config, **rest)
-
-
-@register_scheme("unwatermarked")
-def _unwatermarked(
-    key: Any = None, *, shared: SharedResources | None = None, **kwargs: Any
-) -> LMGenerateScheme:
-    return build_token_scheme(LMGenerateScheme, key, shared, kwargs)

@@ -22,9 +22,9 @@ from transformers import WatermarkingConfig
 from transformers.generation.logits_process import WatermarkLogitsProcessor
 
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.kgw import KGW, KGWConfig
-from samark.schemes.lm_generate import ProcessorWatermarking, build_token_scheme
+from samark.schemes.lm_generate import ProcessorWatermarking
 
 
 class MorphProcessor(WatermarkLogitsProcessor):
@@ -77,6 +77,7 @@ class MorphMarkConfig(KGWConfig):
         check(self.k > 0 and 0 <= self.p0 < 1, "need k > 0 and 0 <= p0 < 1")
 
 
+@register_scheme("morphmark")
 class MorphMark(KGW):
     """MorphMark: adaptive green-list reweighting, KGW's detector."""
 
@@ -96,10 +97,3 @@ class MorphMark(KGW):
                 size, device, self.watermarking, self.config.k, self.config.p0
             )
         )
-
-
-@register_scheme("morphmark")
-def _morphmark(
-    key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
-) -> MorphMark:
-    return build_token_scheme(MorphMark, key, shared, kwargs)

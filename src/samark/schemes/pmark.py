@@ -33,13 +33,12 @@ from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.sentence_loop import (
     Draw,
     Pick,
     SentenceLevelWatermark,
     SentenceSamplingConfig,
-    split_sentence_params,
 )
 from samark.segment import split_sentences
 
@@ -65,10 +64,12 @@ class PMarkConfig(SentenceSamplingConfig):
         )
 
 
+@register_scheme("pmark")
 class PMark(SentenceLevelWatermark):
     """PMark, online: per-step key bits, medians from the model's candidates."""
 
     name = "pmark"
+    config_class = PMarkConfig
     config: PMarkConfig
 
     def __init__(
@@ -160,9 +161,3 @@ class PMark(SentenceLevelWatermark):
             unit="sentence",
             details={"agreement": agree / trials, "tokens_resampled": float(sampled)},
         )
-
-
-@register_scheme("pmark")
-def _pmark(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> PMark:
-    config, rest = split_sentence_params(PMarkConfig, shared, kwargs)
-    return PMark(key, config, **rest)

@@ -22,7 +22,7 @@ import numpy as np
 from samark.embed import Embedder, load_embedder
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, SamplingParams
+from samark.sampling.base import CandidateSampler, RowOptions, SamplingParams
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
@@ -75,6 +75,19 @@ class SentenceLevelWatermark(Watermark):
     ``__init__`` holds what every such scheme has: its embedder (the key's, checked), the
     candidate sampler (the local generator, loaded on first use, unless one is given), the
     sampling settings, the default length and the detector's alpha."""
+
+    #: the config class its flat parameters fill (a family that builds otherwise
+    #: overrides ``from_params``)
+    config_class: type[SentenceSamplingConfig]
+
+    @classmethod
+    def from_params(
+        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+    ) -> SentenceLevelWatermark:
+        """The scheme's config from flat ``params`` (over ``config=``), the other
+        parameters with the shared embedder and generator."""
+        config, rest = split_sentence_params(cls.config_class, shared, dict(params))
+        return cls(key, config, **rest)
 
     #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
     normal_kinds: tuple[str, ...] = ("matched",)
@@ -145,11 +158,11 @@ class SentenceLevelWatermark(Watermark):
         """Update ``state`` with the chosen sentence; the step's record (never key
         material unless the scheme's research records are on)."""
 
-    def sample_options(self, state: Any) -> dict[str, Any]:
-        """What the engine applies to this generation's candidate rows, as keyword
-        arguments of ``sample``: the scheme's token watermark (``token_layer``) by
-        default; SAMark adds its steering bias and row pruning when configured."""
-        return {} if self.token_layer is None else {"token_layer": self.token_layer}
+    def sample_options(self, state: Any) -> RowOptions:
+        """What the engine applies to this generation's candidate rows: the scheme's
+        token watermark (``token_layer``) by default; SAMark adds its steering bias and
+        row pruning when configured."""
+        return RowOptions(token_layer=self.token_layer)
 
     def embed_unique(self, texts: list[str]) -> np.ndarray:
         """Embeddings of ``texts``, each distinct sentence embedded once."""
@@ -198,7 +211,8 @@ class SentenceLevelWatermark(Watermark):
                     draw.size,
                     self.sampling,
                     seed=int(seeder.integers(2**62)),
-                    **options,
+                    token_layer=options.token_layer,
+                    prune=options.prune,
                 )
                 tokens_sampled += batch.tokens_sampled
                 sampling_s += batch.seconds

@@ -18,11 +18,10 @@ from transformers.generation.logits_process import SynthIDTextWatermarkLogitsPro
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     TokenWatermark,
     TokenWatermarkConfig,
-    build_token_scheme,
     token_ids,
 )
 
@@ -39,6 +38,7 @@ class SynthIDConfig(TokenWatermarkConfig):
         check(self.depth >= 1 and self.ngram_len >= 2, "need depth >= 1 and ngram_len >= 2")
 
 
+@register_scheme("synthid")
 class SynthID(TokenWatermark):
     """SynthID-Text (tournament sampling, depth = number of keys) via transformers."""
 
@@ -98,8 +98,3 @@ class SynthID(TokenWatermark):
             unit="token",
             details={"g_value_mean": mean},
         )
-
-
-@register_scheme("synthid")
-def _synthid(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> SynthID:
-    return build_token_scheme(SynthID, key, shared, kwargs)

@@ -23,12 +23,11 @@ from transformers import LogitsProcessor
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
     TokenWatermark,
     TokenWatermarkConfig,
-    build_token_scheme,
     token_ids,
     vocab_size,
 )
@@ -56,6 +55,7 @@ class UnigramConfig(TokenWatermarkConfig):
         check(0 < self.gamma < 1 and self.delta > 0, "need 0 < gamma < 1 and delta > 0")
 
 
+@register_scheme("unigram")
 class Unigram(TokenWatermark):
     """Unigram-Watermark: a fixed green list, a logit bias, an exact hypergeometric test."""
 
@@ -111,8 +111,3 @@ class Unigram(TokenWatermark):
             unit="token",
             details={"green_fraction": k / n},
         )
-
-
-@register_scheme("unigram")
-def _unigram(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> Unigram:
-    return build_token_scheme(Unigram, key, shared, kwargs)

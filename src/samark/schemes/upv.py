@@ -46,12 +46,11 @@ from transformers import LogitsProcessor
 
 from samark.detection import Detection
 from samark.keys import WatermarkKey
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
     TokenWatermark,
     TokenWatermarkConfig,
-    build_token_scheme,
     token_ids,
     vocab_size,
 )
@@ -208,6 +207,7 @@ class UPVConfig(TokenWatermarkConfig):
         )
 
 
+@register_scheme("upv")
 class UPV(TokenWatermark):
     """UPV: a neural green list trained from the key, a top-k logit bias, UPV's z-test."""
 
@@ -272,8 +272,3 @@ class UPV(TokenWatermark):
             unit="token",
             details={"green_fraction": k / n},
         )
-
-
-@register_scheme("upv")
-def _upv(key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any) -> UPV:
-    return build_token_scheme(UPV, key, shared, kwargs)

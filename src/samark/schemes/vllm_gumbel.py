@@ -30,7 +30,6 @@ from samark.keys import WatermarkKey
 from samark.models import resolve_generator
 from samark.schemes.base import (
     Generation,
-    SharedResources,
     check,
     register_scheme,
 )
@@ -38,7 +37,6 @@ from samark.schemes.lm_generate import (
     TokenWatermark,
     TokenWatermarkConfig,
     _whole_sentences,
-    build_token_scheme,
 )
 
 
@@ -61,6 +59,7 @@ def _tokenizer(path: str) -> Any:
     return AutoTokenizer.from_pretrained(path)
 
 
+@register_scheme("vllm-gumbel")
 class VLLMGumbel(TokenWatermark):
     """vLLM's Gumbel-max watermark, written through vLLM, detected by vLLM's detector."""
 
@@ -165,10 +164,3 @@ class VLLMGumbel(TokenWatermark):
             unit="token",
             details={"mean_score": found.score / n},
         )
-
-
-@register_scheme("vllm-gumbel")
-def _vllm_gumbel(
-    key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
-) -> VLLMGumbel:
-    return build_token_scheme(VLLMGumbel, key, shared, kwargs)

@@ -9,7 +9,7 @@ the top eigenvector ``d`` of the difference of the two scatter matrices (marked 
 about the human mean, minus human texts' own), which points into the plane, and builds each
 forgery from the public human sentences that project farthest along ``+d`` or ``-d`` (the
 side drawn per text: either is one orthant, as the detector infers a text's flags by
-majority vote). It is the estimator of ``benchmarks/flag_payload_leak.py`` ("random flags"),
+majority vote). It is the estimator of ``benchmarks/studies/flag_payload_leak.py`` ("random flags"),
 made an attack. With ``estimator="orthant"`` it aims instead at an orthant's centre in
 the plane of the two largest excess directions (:func:`stolen_orthant`), where both of two
 channels' pivots agree.

@@ -7,11 +7,14 @@ home:
 - ``selection``: Alg. 1's hard filters, scores and softmax pick;
 - ``steering``: the optional semantic steering (off by default);
 - ``detector``: Alg. 2 (segment, embed, majority-vote flags, tanh alignment, statistic);
-- ``statistics``: the statistics and their exact p-values.
+- ``statistics``: the statistics and their exact p-values;
+- ``ring``: a keyring's max-statistic pass (every key on one embedding);
+- ``layered``: the layered mark (SAMark plus a token layer) and its ring pass.
 
 A key's pivots are the key's own geometry (:mod:`samark.pivots`, :mod:`samark.pivot_space`),
-read through :class:`samark.keys.WatermarkKey`; the layered mark adds a token layer
-(:mod:`samark.schemes.samark_layered`, :mod:`samark.token_layer`).
+read through :class:`samark.keys.WatermarkKey`; the layered mark's token layer is
+:mod:`samark.token_layer`. Both sit below the schemes because keys and embedders use
+them too.
 """
 
 from samark.schemes.samark.config import SAMarkConfig

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -15,8 +16,8 @@ from samark.embed import Embedder
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler
-from samark.schemes.base import SharedResources, register_scheme
+from samark.sampling.base import CandidateSampler, RowOptions
+from samark.schemes.base import RingScoring, SharedResources, Watermark, register_scheme
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, pool_reference, select
@@ -24,6 +25,7 @@ from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, wit
 from samark.text import ngrams, words
 
 
+@register_scheme("samark")
 class SAMark(SentenceLevelWatermark):
     """SAMark with a secret ``key``.
 
@@ -66,6 +68,14 @@ class SAMark(SentenceLevelWatermark):
     def __repr__(self) -> str:
         return f"SAMark(key={self.key!r}, embedder={self.embedder.name!r})"
 
+    @classmethod
+    def from_params(
+        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+    ) -> SAMark:
+        params = dict(params)
+        built, rest = _with_shared(shared, params.pop("config", None), params)
+        return cls(key, config=built, **rest)
+
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
 
@@ -73,6 +83,26 @@ class SAMark(SentenceLevelWatermark):
         """``detect`` on each text with one batched embedding call; ``None`` for a text
         without a sentence."""
         return self.detector.detect_many(texts)
+
+    # ---------- in a keyring ----------
+    @property
+    def flag_channels(self) -> int:
+        return self.config.channels
+
+    @classmethod
+    def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
+        """Enough null pivot sets for the ring's smallest p-values."""
+        from samark.schemes.samark.ring import ring_null_count
+
+        return {"n_null": ring_null_count(keys, alpha)}
+
+    @classmethod
+    def ring_scoring(cls, schemes: Sequence[Watermark]) -> RingScoring | None:
+        """The max-statistic, where the keys share one pivot law and settings."""
+        from samark.schemes.samark.ring import MaxStatisticRing, share_null
+
+        detectors = [cast(SAMark, s).detector for s in schemes]
+        return MaxStatisticRing(detectors) if share_null(detectors) else None
 
     def detector_id(self) -> str:
         c = self.config
@@ -129,13 +159,13 @@ class SAMark(SentenceLevelWatermark):
         steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.steer)
         return steer if self.token_layer is None else SummedBias(self.token_layer, steer)
 
-    def sample_options(self, state: _Step) -> dict[str, Any]:
+    def sample_options(self, state: _Step) -> RowOptions:
         options = super().sample_options(state)
         if state.steer is not None:
-            options["token_layer"] = state.steer
+            options = dataclasses.replace(options, token_layer=state.steer)
         c = self.config
         if c.prune_at:
-            options["prune"] = PartialScore(
+            prune = PartialScore(
                 c.prune_at,
                 c.prune_keep,
                 self.embedder,
@@ -143,6 +173,7 @@ class SAMark(SentenceLevelWatermark):
                 state.flags,
                 c.selection_kappa,
             )
+            options = dataclasses.replace(options, prune=prune)
         return options
 
     def draws(self, state: _Step) -> list[Draw]:
@@ -222,10 +253,18 @@ class SAMark(SentenceLevelWatermark):
         return step
 
 
-def _check_engine(sampler: Any, c: SAMarkConfig) -> None:
+def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
     """Steering and row pruning run inside the local transformers engine only."""
-    wanted = [name for name, on in (("steer > 0", c.steer > 0), ("prune_at", c.prune_at)) if on]
-    if wanted and not getattr(sampler, "supports_steering", False):
+    can = sampler.abilities
+    wanted = [
+        name
+        for name, on, able in (
+            ("steer > 0", c.steer > 0, can.steering),
+            ("prune_at", bool(c.prune_at), can.prune),
+        )
+        if on and not able
+    ]
+    if wanted:
         them = "them" if len(wanted) > 1 else "it"
         raise SamarkError(
             f"{' and '.join(wanted)} {'need' if len(wanted) > 1 else 'needs'} the local "
@@ -282,18 +321,6 @@ def _with_shared(
     if shared is not None and shared.research_records:
         built = built.replace(record_signal=True)
     return built, with_shared_models(shared, rest)
-
-
-@register_scheme("samark")
-def _samark(
-    key: WatermarkKey,
-    *,
-    shared: SharedResources | None = None,
-    config: SAMarkConfig | None = None,
-    **kwargs: Any,
-) -> SAMark:
-    built, kwargs = _with_shared(shared, config, kwargs)
-    return SAMark(key, config=built, **kwargs)
 
 
 @register_scheme("samark-dagger")

@@ -8,8 +8,8 @@ pool. Then a least-squares fit of the pool mean on the running offset over all s
 after the first (how much of the text's offset the next pool inherits), and the
 finished text's offset.
 
-    python benchmarks/margin_trajectory.py experiments/runs/paper --rows SAMark
-    python benchmarks/margin_trajectory.py experiments/runs/paper24 --rows SAMark
+    python benchmarks/studies/margin_trajectory.py experiments/runs/paper --rows SAMark
+    python benchmarks/studies/margin_trajectory.py experiments/runs/paper24 --rows SAMark
 """
 
 from __future__ import annotations

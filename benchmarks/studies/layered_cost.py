@@ -5,7 +5,7 @@ Prints seconds per candidate batch, tokens sampled, and seconds per sampled toke
 both, and their ratio (the layer's overhead per sentence of generation, before embedding
 and selection, which it does not touch).
 
-    python benchmarks/layered_cost.py --prompts 3 --repeats 3 --candidates 64
+    python benchmarks/studies/layered_cost.py --prompts 3 --repeats 3 --candidates 64
 """
 
 from __future__ import annotations

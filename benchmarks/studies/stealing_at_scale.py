@@ -7,10 +7,10 @@ learned; the key's detector judges the forgeries. Each repetition is a fresh key
 each key's marked texts are written for it, so the cells at n = 1,000 need 1,000 marked
 texts a key and scheme: a GPU's work. Three steps, the middle one on the GPU:
 
-    python benchmarks/stealing_at_scale.py prepare experiments/runs/stealing-at-scale
-    python benchmarks/stealing_at_scale.py write experiments/runs/stealing-at-scale \
+    python benchmarks/studies/stealing_at_scale.py prepare experiments/runs/stealing-at-scale
+    python benchmarks/studies/stealing_at_scale.py write experiments/runs/stealing-at-scale \
         --gguf SmolLM2-135M-Instruct.Q4_1.gguf --out DIR          # on the GPU
-    python benchmarks/stealing_at_scale.py detect experiments/runs/stealing-at-scale DIR
+    python benchmarks/studies/stealing_at_scale.py detect experiments/runs/stealing-at-scale DIR
 
 ``prepare`` writes the plan (keys, prompts, settings) and each key's UPV network (trained
 here, on one CPU thread, as the detector trains it); ``write`` writes every key's marked

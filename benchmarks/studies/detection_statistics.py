@@ -8,7 +8,7 @@ negatives, ranked by p with ties broken by the statistic), the share with p < 0.
 human FPR at p < 0.01. ``--lengths`` also scores the first k sentences of the unattacked
 texts and of the human negatives (power against length). Sentence embeddings are cached.
 
-    python benchmarks/detection_statistics.py experiments/runs/paper --scheme SAMark \
+    python benchmarks/studies/detection_statistics.py experiments/runs/paper --scheme SAMark \
         --out docs/results/detection-statistics.jsonl
 """
 

@@ -6,7 +6,7 @@ channel saturation, which is what survives paraphrase), its share of the best po
 gain over a uniform pick, the expected D and N (diversity), and the effective number of
 candidates the pick is spread over (exp of the entropy; 1 = deterministic argmax).
 
-    python benchmarks/epsilon.py runs/power/generations.jsonl
+    python benchmarks/studies/epsilon.py runs/power/generations.jsonl
 """
 
 from __future__ import annotations

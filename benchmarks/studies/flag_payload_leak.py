@@ -25,8 +25,8 @@ detector scores the result; "forged" is p < 0.01. The share of the direction ins
 key's pivot span (|cos| to the span) says how much of the key leaked (a truth the forger
 never sees; a random direction has about sqrt(c / dim)).
 
-    python benchmarks/flag_payload_leak.py experiments/runs/paper --draws 60 --out FILE.json \
-        --plot FILE.png
+    python benchmarks/studies/flag_payload_leak.py experiments/runs/paper --draws 60 \
+        --out FILE.json --plot FILE.png
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from samark.evaluation.runner import public_key
 from samark.schemes.samark import SAMark, SAMarkConfig
 from samark.schemes.samark.detector import embed_sentences
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import stored_test_corpora
 from keyring import ring, run_flags, run_texts

@@ -1,6 +1,6 @@
 """Per-key false-positive rate on a domain whose mean direction the keys do not avoid.
 
-    python benchmarks/unseen_domain.py --keys 30
+    python benchmarks/studies/unseen_domain.py --keys 30
 
 Keys' pivots (and the detector's null pivots) are drawn orthogonal to public domain-mean
 directions (news and encyclopedic prose, ``src/samark/resources/reference_directions.json``),

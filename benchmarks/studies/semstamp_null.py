@@ -1,6 +1,6 @@
 """How often SemStamp's paper z-test and our exact p-value flag human text.
 
-    python benchmarks/semstamp_null.py [--texts 300] [--sentences 12]
+    python benchmarks/studies/semstamp_null.py [--texts 300] [--sentences 12]
 
 Human CNN/DailyMail windows, one fixed key: the share flagged at 1% and 5% by the
 paper's one-sided z (binomial normal approximation over sentence pairs) and by the exact

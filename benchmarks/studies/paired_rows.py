@@ -5,7 +5,7 @@ The report scores each row on its own prompts; a research row that runs on the f
 named row has, TP at FP 1% (thresholds from each row's own human negatives) and the share
 with p < alpha, with a paired bootstrap interval of the difference to the first row.
 
-    python benchmarks/paired_rows.py experiments/runs/paper \
+    python benchmarks/studies/paired_rows.py experiments/runs/paper \
         --rows "SAMark (quiet space)" SAMark KGW --attacks none "Doc-P (local)"
 
 A row of another run folder is named ``FOLDER::LABEL`` (e.g. the same prompts written by

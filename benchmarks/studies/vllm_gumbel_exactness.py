@@ -3,7 +3,7 @@ at a fresh context compared with the token vLLM's own ``GumbelWatermarker`` pick
 model's distribution there (logits recomputed by transformers, temperature 0.7, vLLM's
 top-p 0.95, special tokens suppressed). Prints the count and the share that match.
 
-    .venv-vllm/bin/python benchmarks/vllm_gumbel_exactness.py --prompts 8 --sentences 8
+    .venv-vllm/bin/python benchmarks/studies/vllm_gumbel_exactness.py --prompts 8 --sentences 8
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The human corpora of the per-key false-positive benchmark (benchmarks/per_key_fpr.py),
+"""The human corpora of the per-key false-positive benchmark (benchmarks/studies/per_key_fpr.py),
 with cached sentence embeddings.
 
 Each test text is the first 10 sentences of a document (at least 3). Corpora are marked
@@ -20,6 +20,7 @@ import numpy as np
 from samark.datasets import leading_sentences, load_dataset
 from samark.embed import Embedder
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import embed_sentence_lists
 
@@ -60,7 +61,7 @@ def embed_cached(embedder: Embedder, name: str, texts: list[list[str]]) -> list[
 
 def _stored(embedder: Embedder, name: str, texts: list[list[str]]) -> np.ndarray | None:
     """The calibration tests' stored embeddings of this corpus, where they match."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
     from build_test_embeddings import CORPORA, stored_embeddings
 
     if name not in CORPORA:

@@ -21,9 +21,9 @@ These records derive from throw-away keys; they are research records, not secret
      the context N = 64 wrote (its own text would drift less toward the key): an upper
      bound on what it keeps.
 
-    python benchmarks/budget.py record -o experiments/runs/budget/steps.jsonl --prompts 8
-    python benchmarks/budget.py analyse experiments/runs/budget/steps.jsonl
-    python benchmarks/budget.py quality experiments/runs/budget/steps.jsonl \
+    python benchmarks/studies/budget.py record -o experiments/runs/budget/steps.jsonl --prompts 8
+    python benchmarks/studies/budget.py analyse experiments/runs/budget/steps.jsonl
+    python benchmarks/studies/budget.py quality experiments/runs/budget/steps.jsonl \
         experiments/runs/budget/steer-0.5.jsonl
 """
 
@@ -73,7 +73,7 @@ def record(args: argparse.Namespace) -> None:
 
         name = lm.name
         tokenizer = lm.tokenizer
-        supports_token_layer = supports_steering = True
+        abilities = lm.abilities
 
         def __init__(self) -> None:
             self.rows: list[tuple[int, bool]] = []

@@ -6,7 +6,7 @@ layer alone and of the token layer alone; and, on the same items, the share with
 p < alpha of the ``--compare`` rows (from the run's own detection records). No human
 negatives are needed: p < alpha is the rule users run, and every p-value here is exact.
 
-    python benchmarks/layered_rows.py experiments/runs/paper --row "SAMark (layered)" \
+    python benchmarks/studies/layered_rows.py experiments/runs/paper --row "SAMark (layered)" \
         --compare KGW SynthID SAMark "SAMark (scan)"
 """
 
@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from samark.evaluation.runner import Run
 from samark.schemes import create_scheme
-from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
+from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
 NO_ATTACK = "none"
 

@@ -2,7 +2,7 @@
 combined p-value (Fisher, the default), the Cauchy and "both" combinations recomputed from
 each record's two layer p-values, each layer alone, and other rows on the same prompts.
 
-    python benchmarks/layered_cells.py experiments/runs/paper
+    python benchmarks/studies/layered_cells.py experiments/runs/paper
 
 No re-scoring (the records keep ``p_semantic`` and ``p_token``); every p-value is exact,
 so p < alpha needs no human negatives. Other rows wrote their own texts for the same
@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from samark.evaluation.runner import Run
-from samark.schemes.samark_layered import combine_p_values
+from samark.schemes.samark.layered import combine_p_values
 
 
 def main() -> None:

@@ -14,16 +14,17 @@ the forger never uses the key). Three attacks (``samark.evaluation.attacks``):
   row's (same model, same prompts), continuing CNN/DailyMail prompts the run did not use;
   ``n = 0`` is the control (the forger's model, no bias).
 
-    python benchmarks/forgery.py piggyback experiments/runs/paper --out F.jsonl
-    python benchmarks/forgery.py semantic experiments/runs/paper --out F.jsonl
-    python benchmarks/forgery.py stealing experiments/runs/paper --out F.jsonl
-    python benchmarks/forgery.py more-marked experiments/runs/paper --row Unigram \
+    python benchmarks/studies/forgery.py piggyback experiments/runs/paper --out F.jsonl
+    python benchmarks/studies/forgery.py semantic experiments/runs/paper --out F.jsonl
+    python benchmarks/studies/forgery.py stealing experiments/runs/paper --out F.jsonl
+    python benchmarks/studies/forgery.py more-marked experiments/runs/paper --row Unigram \
         --forgeries 60 --sentences 6 --out MORE.jsonl
-    python benchmarks/forgery.py stealing experiments/runs/paper --extra MORE.jsonl \
+    python benchmarks/studies/forgery.py stealing experiments/runs/paper --extra MORE.jsonl \
         --cells Unigram:100 --forgeries 20 --out F.jsonl
-    python benchmarks/forgery.py localise experiments/runs/paper --out F.jsonl
-    python benchmarks/forgery.py precision experiments/runs/paper --out F.jsonl --counts 10,20,40
-    python benchmarks/forgery.py table --out F.jsonl --plot forgery.png
+    python benchmarks/studies/forgery.py localise experiments/runs/paper --out F.jsonl
+    python benchmarks/studies/forgery.py precision experiments/runs/paper --out F.jsonl \
+        --counts 10,20,40
+    python benchmarks/studies/forgery.py table --out F.jsonl --plot forgery.png
 
 Each cell is one JSONL line (appended); ``table`` prints the Markdown table and plots.
 """
@@ -94,7 +95,7 @@ def _each(dets: list[tuple[str, Any, str]], texts: list[str]) -> list[tuple[str,
 
 
 def _p_values(dets: list[Any], how: str = "p") -> list[float]:
-    from samark.schemes.samark_layered import combine_p_values
+    from samark.schemes.samark.layered import combine_p_values
 
     ps = []
     for d in dets:
@@ -567,6 +568,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.what != "table":
         _threads()
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
         sys.path.insert(0, str(Path(__file__).resolve().parent))
     commands = {
         "piggyback": piggyback,

@@ -19,7 +19,7 @@ It prints, per detector (SAMark ``scan`` and ``z``, the layered p-value; with
 quartiles of the queries to the first text at p < 0.01, and (p-value oracle) to the p-value
 floor 1/(n_null + 1) = 0.001, and how often ``--queries`` were not enough.
 
-    python benchmarks/oracle_forgery.py --keys 20 --queries 2000 \
+    python benchmarks/studies/oracle_forgery.py --keys 20 --queries 2000 \
         --out docs/results/2026-11-26-forgery/oracle.jsonl
 """
 
@@ -40,6 +40,7 @@ from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import SAMarkDetector
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import corpus_of, stored_test_corpora
 
@@ -88,7 +89,7 @@ Oracle = Callable[[list[str], np.ndarray], float]
 def _oracle(name: str, key: WatermarkKey, emb: object) -> Oracle:
     """``(sentences, embeddings) -> p``: the detector an endpoint would run."""
     from samark.schemes import create_scheme
-    from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
+    from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
     if name not in ("scan", "z", "layered"):  # a token row, keyed by the same secret
         token = create_scheme(name, key=key)

@@ -8,7 +8,7 @@ revisions when the detector is unchanged) and the share with p < 0.01; then the 
 sentences, tokens drawn per output token, generation seconds per text and the quality
 metrics.
 
-    python benchmarks/sampling_path.py experiments/runs/paper \
+    python benchmarks/studies/sampling_path.py experiments/runs/paper \
         --rows KGW SynthID Unigram MorphMark EXP UPV Unwatermarked \
         --attacks none "Doc-P (local)" "Doc-T (pt, sentence-wise)" "Mix 50%" "Word-S 30%"
 """

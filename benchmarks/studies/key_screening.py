@@ -10,7 +10,7 @@ half-B count exceeds its bound and the pooled FPR at p < 0.01, for every key and
 screened keys; once screening on all four corpora, once on news and Wikipedia only (the
 other two then stand for domains the operator did not screen on).
 
-    python benchmarks/key_screening.py --keys 200 --out FILE.json
+    python benchmarks/studies/key_screening.py --keys 200 --out FILE.json
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from samark.keys import WatermarkKey
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from human_texts import corpus_of, stored_test_corpora
 

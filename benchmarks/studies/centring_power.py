@@ -1,16 +1,16 @@
 """What topic centring costs in power, on a run's records: the share of a SAMark row's texts
 (unattacked and under each attack) with p < 0.01, and TP@FP1% against the run's human
-negatives, for each centring rule of benchmarks/per_key_fpr.py. A samark-layered row also
+negatives, for each centring rule of benchmarks/studies/per_key_fpr.py. A samark-layered row also
 gets its one p-value ("layered": the centred scan and the token layer, Fisher).
 
 The texts were generated without centring (Alg. 1 selects on raw cosines); centring is
 applied at detection only, to the key and the null sets alike.
 
-    python benchmarks/centring_power.py experiments/runs/paper --rows SAMark \\
+    python benchmarks/studies/centring_power.py experiments/runs/paper --rows SAMark \\
         --rules none neighbours-16 "own mean" --out docs/results/2026-11-26-per-key-fpr/power.json
 
 ``--negatives 0`` skips TP@FP1% (no human text to embed); embeddings are cached
-(benchmarks/detection_statistics.py's cache).
+(benchmarks/studies/detection_statistics.py's cache).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ import numpy as np
 
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
+from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
-from samark.schemes.samark_layered import SAMarkLayered, combine_p_values
 from samark.segment import split_sentences
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from detection_statistics import EmbeddingCache
 from per_key_fpr import centring, reference_means
@@ -41,7 +42,7 @@ def main() -> None:
     ap.add_argument("--rows", nargs="+", default=["SAMark"])
     ap.add_argument("--rules", nargs="+", default=["none", "neighbours-16", "own mean"])
     ap.add_argument("--statistics", nargs="+", default=["z", "scan"])
-    ap.add_argument("--negatives", type=int, default=1000, help="human negatives for TP@FP1%")
+    ap.add_argument("--negatives", type=int, default=1000, help="human negatives for TP@FP1%%")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache/samark/research")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
@@ -147,6 +148,7 @@ def _operator_reference(run: Run) -> np.ndarray:
     """An operator's own human traffic, simulated: the first 10 sentences of the
     CNN/DailyMail articles that none of the run's prompts came from."""
     from per_key_corpora import embed_cached, test_texts
+
     from samark.datasets import load_dataset
     from samark.embed import load_embedder
 
@@ -161,7 +163,7 @@ def _operator_reference(run: Run) -> np.ndarray:
 
 
 def _rule(rule: str, ref: np.ndarray | None) -> Callable[[np.ndarray], np.ndarray]:
-    """A text's centring by ``rule`` (benchmarks/per_key_fpr.py's rules, with "operator
+    """A text's centring by ``rule`` (benchmarks/studies/per_key_fpr.py's rules, with "operator
     " before one whose reference is the operator's text); a corpus rule needs a corpus."""
     rule = rule.removeprefix("operator ")
     if rule.startswith("corpus"):

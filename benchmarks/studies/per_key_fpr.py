@@ -3,7 +3,7 @@
 An operator holds one key. Over keys, p < alpha flags alpha of human text (exactness);
 per key, a domain whose texts share directions the key's pivots lean towards is flagged
 more often. For ``--keys`` keys drawn as ``samark keygen`` draws them, this scores the
-first 10 sentences of the human texts of eight corpora (benchmarks/per_key_corpora.py:
+first 10 sentences of the human texts of eight corpora (benchmarks/studies/per_key_corpora.py:
 news, encyclopedia, fiction, Python docs, and four domains nothing was fitted on: the
 Debian handbook, fortunes, licenses, Reuters newswire) and prints, per corpus, statistic
 and centring rule, at alpha = 1% and 5%:
@@ -26,7 +26,7 @@ null pivot sets, so every p-value stays exact over keys:
   that knows each text's domain, the ceiling of any domain-mean estimate;
 - ``own mean``: less the text's own mean (within-text evidence only).
 
-    python benchmarks/per_key_fpr.py --keys 200 --out docs/results/2026-11-26-per-key-fpr
+    python benchmarks/studies/per_key_fpr.py --keys 200 --out docs/results/2026-11-26-per-key-fpr
 
 Writes ``per-key.json`` (every key's counts) and ``per-key-spread.png`` under ``--out``.
 """
@@ -48,6 +48,7 @@ from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from per_key_corpora import TEST_CORPORA, embed_cached, test_texts
 
@@ -196,7 +197,7 @@ def token_layer_p_values(
 ) -> dict[str, np.ndarray]:
     """The layered mark's token-layer p-value of every text under every key."""
     from samark.schemes import create_scheme
-    from samark.schemes.samark_layered import SAMarkLayered
+    from samark.schemes.samark.layered import SAMarkLayered
 
     emb = load_embedder("all-mpnet-base-v2")
     t0 = time.perf_counter()
@@ -216,7 +217,7 @@ def token_layer_p_values(
 
 
 def fisher(p_scan: np.ndarray, p_token: np.ndarray) -> np.ndarray:
-    from samark.schemes.samark_layered import combine_p_values
+    from samark.schemes.samark.layered import combine_p_values
 
     return np.vectorize(lambda a, b: combine_p_values(float(a), float(b)))(p_scan, p_token)
 

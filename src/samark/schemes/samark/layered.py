@@ -1,0 +1,296 @@
+"""SAMark with a token layer: one text carries SAMark's semantic mark and a keyed green-list
+token mark (:mod:`samark.token_layer`), and detection returns one exact p-value.
+
+Generation is SAMark's Alg. 1 unchanged, except that the candidate engine samples every
+candidate row under the token layer. The sentence SAMark picks then carries both marks,
+at the same sampling cost (the bias is a vectorised mask per row and step).
+
+Detection scores each layer with its own exact p-value:
+
+- semantic: SAMark's detector with the ``scan`` statistic by default (it keeps its power
+  when human sentences are mixed in), exact over keys by pivot exchangeability, with
+  per-sentence p-values for localisation;
+- token: the green count among distinct (context, token) pairs, an exact binomial tail.
+
+Both sub-keys derive one-way from the key file's one secret (pivots under one domain, the
+green list under another), so over keys they are independent. On a text that does not
+depend on the key (H0), each layer's p-value is then a function of the text and its own
+sub-key alone: the two p-values are independent and each uniform or conservative, and
+Fisher's combination ``x (1 - ln x)`` with ``x = p_semantic * p_token`` is exact (or
+conservative) over keys. ``combine="both"`` uses ``max(p_semantic, p_token)`` instead:
+the text is called marked only when both layers are (an intersection-union test, valid at
+the same level), so that a forged layer alone never decides.
+
+A strong contradiction overrides Fisher: when one layer's p-value is at least
+``contradiction`` (default 0.99, its statistic in the bottom 1% of its null), the combined
+p-value is the larger of the two, so the other layer alone cannot carry the decision. This
+only removes rejections, so the combined p-value stays valid. It does *not* stop a forged
+token layer on human text, whose semantic p-value is uniform: against forgery the defences
+are the token layer's 4-token context (the stealing attacks learn one-token contexts from
+a few thousand outputs) and ``combine="both"`` where a forgery is the threat
+(docs/layered.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any, Literal, cast
+
+from scipy.stats import norm
+
+from samark.detection import Detection
+from samark.embed import Embedder
+from samark.errors import EmptyTextError, SamarkError
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR, resolve_generator
+from samark.sampling.base import CandidateSampler
+from samark.schemes.base import (
+    RingScore,
+    RingScoring,
+    SharedResources,
+    Watermark,
+    register_scheme,
+    split_params,
+)
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.detector import RingPass, embed_sentences
+from samark.schemes.samark.ring import share_null
+from samark.schemes.samark.scheme import SAMark, _with_shared
+from samark.token_layer import GreenListLayer, TokenLayerConfig
+
+Combine = Literal["fisher", "cauchy", "both"]
+COMBINES: tuple[str, ...] = ("fisher", "cauchy", "both")
+#: engines that can apply a token layer on every candidate row
+TOKEN_LAYER_ENGINES = "the local transformers engine (TransformersSampler) or vLLM (VLLMSampler)"
+
+
+def fisher_two(p1: float, p2: float) -> float:
+    """Fisher's combination of two independent p-values: P(chi2_4 >= -2 ln(p1 p2)),
+    in closed form ``x (1 - ln x)`` with ``x = p1 p2``."""
+    x = p1 * p2
+    if x <= 0.0:
+        return 0.0
+    return min(1.0, x * (1.0 - math.log(x)))
+
+
+def cauchy_two(p1: float, p2: float) -> float:
+    """The Cauchy combination (Liu and Xie 2020) of two independent p-values: the mean of
+    ``tan((1/2 - p) pi)``, a standard Cauchy variable for each uniform p, is itself
+    standard Cauchy, so its tail is exact. It behaves like twice the smaller p-value when
+    one layer is destroyed, where Fisher's pays for the destroyed layer."""
+    t = 0.5 * sum(1.0 / math.tan(math.pi * min(max(p, 1e-300), 1.0 - 1e-16)) for p in (p1, p2))
+    return math.atan(1.0 / t) / math.pi if t > 0 else 0.5 - math.atan(t) / math.pi
+
+
+def combine_p_values(
+    p_semantic: float, p_token: float, *, method: Combine = "fisher", contradiction: float = 0.99
+) -> float:
+    """The layered mark's one p-value from its two layers' p-values (module docstring)."""
+    if method == "both":
+        return max(p_semantic, p_token)
+    if max(p_semantic, p_token) >= contradiction:
+        return max(p_semantic, p_token)
+    if method == "cauchy":
+        return cauchy_two(p_semantic, p_token)
+    return fisher_two(p_semantic, p_token)
+
+
+def combined_z(p: float) -> float:
+    """The layered detection's ``z``: the normal quantile of its combined p-value, kept
+    finite (p = 1 after a contradiction would give -inf, which no record can hold)."""
+    return float(norm.isf(min(max(p, 1e-300), 1.0 - 1e-16)))
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer(path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab_size(path: str) -> int:
+    from transformers import AutoConfig
+
+    return int(AutoConfig.from_pretrained(path).get_text_config().vocab_size)
+
+
+@register_scheme("samark-layered")
+class SAMarkLayered(SAMark):
+    """SAMark plus a green-list token layer applied inside the candidate engine.
+
+    ``generator`` names the model that writes (a preset or a local folder); its tokenizer
+    is the token layer's, and detection loads only the tokenizer, never the model.
+    """
+
+    name = "samark-layered"
+
+    def __init__(
+        self,
+        key: WatermarkKey,
+        *,
+        config: SAMarkConfig | None = None,
+        token: TokenLayerConfig | None = None,
+        combine: Combine = "fisher",
+        contradiction: float = 0.99,
+        embedder: Embedder | None = None,
+        sampler: CandidateSampler | None = None,
+        generator: str = DEFAULT_GENERATOR,
+    ) -> None:
+        if combine not in COMBINES:
+            raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
+        if not 0.5 < contradiction <= 1.0:
+            raise ValueError(f"contradiction must be in (0.5, 1], got {contradiction}")
+        if sampler is not None and not sampler.abilities.token_layer:
+            raise SamarkError(
+                f"samark-layered applies its token layer inside the candidate engine, and "
+                f"{type(sampler).__name__} cannot (a remote server samples on its own); use "
+                f"{TOKEN_LAYER_ENGINES}, or the scheme 'samark'"
+            )
+        super().__init__(
+            key, config=config, embedder=embedder, sampler=sampler, generator=generator
+        )
+        self.combine: Combine = combine
+        self.contradiction = contradiction
+        self.generator_name, path = resolve_generator(generator)
+        self._generator_path = str(path)
+        # the token layer's sub-key: 256 bits derived one-way under their own label
+        secret = b"".join(
+            w.to_bytes(8, "little") for w in key.derive_ints("samark-layered/token", 4, bits=64)
+        )
+        self.token_layer = GreenListLayer(secret, _vocab_size(self._generator_path), token)
+
+    @classmethod
+    def from_params(
+        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+    ) -> SAMarkLayered:
+        """SAMark's parameters, the token layer's (``gamma``, ``delta``, ``context``) and
+        ``combine``/``contradiction``; the semantic layer's statistic is ``scan`` unless
+        named (it must survive dilution)."""
+        params = dict(params)
+        config = params.pop("config", None)
+        token, params = split_params(TokenLayerConfig, params)
+        explicit = "statistic" in params or config is not None
+        built, rest = _with_shared(shared, config, params)
+        if not explicit:
+            built = built.replace(statistic="scan")
+        return cls(key, config=built, token=token, **rest)
+
+    def __repr__(self) -> str:
+        return (
+            f"SAMarkLayered(key={self.key!r}, embedder={self.embedder.name!r}, "
+            f"generator={self.generator_name!r}, token={self.token_layer!r})"
+        )
+
+    @property
+    def token_config(self) -> TokenLayerConfig:
+        return self.token_layer.config
+
+    def detector_id(self) -> str:
+        t = self.token_config
+        return (
+            f"samark-layered/{super().detector_id()}/{self.generator_name}"
+            f"/g{t.gamma}/h{t.context}/{self.combine}{self.contradiction}"
+        )
+
+    def token_ids(self, text: str) -> list[int]:
+        """The generator tokenizer's ids of ``text`` (no special tokens)."""
+        ids = _tokenizer(self._generator_path)(text, add_special_tokens=False)["input_ids"]
+        return [int(i) for i in ids]
+
+    def detect(self, text: str) -> Detection:
+        return self.combine_layers(self.detector.detect(text), text)
+
+    def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
+        """Both layers for each text, the semantic layer's embeddings in one call."""
+        semantic = self.detector.detect_many(texts)
+        return [
+            None if s is None else self.combine_layers(s, t)
+            for s, t in zip(semantic, texts, strict=True)
+        ]
+
+    @classmethod
+    def ring_scoring(cls, schemes: Sequence[Watermark]) -> RingScoring | None:
+        """One semantic pass for every key, where the keys share one semantic null law
+        and one token layer setting (its generator, context and combination)."""
+        layered = [cast(SAMarkLayered, s) for s in schemes]
+        first = layered[0]
+        same = share_null([s.detector for s in layered]) and all(
+            s.generator_name == first.generator_name
+            and s.token_config == first.token_config
+            and (s.combine, s.contradiction) == (first.combine, first.contradiction)
+            for s in layered[1:]
+        )
+        return LayeredHolmRing(layered) if same else None
+
+    def combine_layers(self, semantic: Detection, text: str) -> Detection:
+        """The layered detection of ``text`` from its semantic layer's detection (this
+        key's) and the token layer scored here."""
+        if not semantic.n_units:
+            raise EmptyTextError("the text has no sentence to score")
+        token = self.token_layer.score(self.token_ids(text))
+        p_sem, p_tok = semantic.p_value, token.p_value
+        p = combine_p_values(p_sem, p_tok, method=self.combine, contradiction=self.contradiction)
+        z = combined_z(p)
+        details: dict[str, Any] = {
+            "p_semantic": float(p_sem),
+            "p_token": float(p_tok),
+            "semantic_score": float(semantic.score),
+            "token_z": float(token.z),
+            "green_fraction": float(token.green_fraction),
+            "tokens_scored": token.n_scored,
+            "combine": self.combine,
+            **semantic.details,
+        }
+        return Detection(
+            scheme=self.name,
+            p_value=p,
+            alpha=self.alpha,
+            z=z,
+            statistic=f"{self.combine}({semantic.statistic},green)",
+            score=-2.0 * math.log(max(p_sem * p_tok, 1e-300)),
+            n_units=semantic.n_units,
+            unit="sentence",
+            sentences=semantic.sentences,
+            sentence_p_values=semantic.sentence_p_values,
+            details=details,
+        )
+
+
+class LayeredHolmRing:
+    """A ring of layered keys: every key's semantic layer from one pass (one embedding,
+    one null pool), the text tokenised once, and Holm over the keys' layered p-values (a
+    token layer's p-value is analytic, so a large ring keeps far more power than the
+    max-statistic over SAMark keys gives)."""
+
+    method = "holm"
+
+    def __init__(self, schemes: Sequence[SAMarkLayered]) -> None:
+        self.schemes = list(schemes)
+
+    def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
+        detectors = [s.detector for s in self.schemes]
+        out: list[RingScore | None] = []
+        for text, (sentences, emb) in zip(
+            texts, embed_sentences(detectors[0].embedder, texts), strict=True
+        ):
+            if not sentences:
+                out.append(None)
+                continue
+            scored = RingPass(detectors, emb, sentences)
+            ids = self.schemes[0].token_ids(text)
+            p = [
+                combine_p_values(
+                    p_sem,
+                    s.token_layer.score(ids).p_value,
+                    method=s.combine,
+                    contradiction=s.contradiction,
+                )
+                for s, p_sem in zip(self.schemes, scored.p_values(), strict=True)
+            ]
+            best = min(range(len(p)), key=lambda k: (p[k], -float(scored.own[k])))
+            detection = self.schemes[best].combine_layers(scored.detection(best), text)
+            out.append(RingScore(min(1.0, len(p) * p[best]), best, detection, tuple(p)))
+        return out

@@ -1,0 +1,69 @@
+"""SAMark's keyring pass: every key of a ring scored on one embedding of the text.
+
+The keys' statistics and those of the detector's public null pivot sets come from one pass
+(:class:`~samark.schemes.samark.detector.RingPass`). When the keys share one pivot law and
+the detection settings, the K + M statistics are exchangeable under H0, and the rank of
+the ring's largest among them is an exact p-value for the ring
+(:func:`~samark.schemes.samark.statistics.ring_max_p_value`): the **max-statistic**.
+The layered mark's ring (:mod:`samark.schemes.samark.layered`) uses the same pass for its
+semantic layer and Holm over the keys' layered p-values.
+
+:mod:`samark.ring_detection` reaches this through :meth:`SAMark.ring_scoring`, never by
+name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from samark.errors import SamarkError
+from samark.schemes.base import RingScore
+from samark.schemes.samark.detector import RingPass, SAMarkDetector, embed_sentences
+from samark.schemes.samark.statistics import ring_max_p_value
+
+MAX_STATISTIC = "max-statistic"
+
+
+def ring_null_count(keys: int, alpha: float, least: int = 999) -> int:
+    """Null pivot sets for a ring of ``keys`` SAMark keys. A Monte Carlo p-value cannot go
+    below ``1/(M+1)`` for one key, ``K/(M+K)`` for the ring's maximum and ``K/(M+1)`` for
+    Holm; so M grows with K until the smallest ring p-value is a tenth of ``alpha``
+    (999 for one key at 1%, 63,999 for 64 keys: 0.8 GB of pivots, built once)."""
+    return max(least, math.ceil(10 * keys / alpha) - 1)
+
+
+def share_null(detectors: Sequence[SAMarkDetector]) -> bool:
+    """Whether the detectors share one pivot law and detection settings (the condition
+    of one pass over their shared null sets)."""
+    return all(detectors[0].same_null(d) for d in detectors[1:])
+
+
+class MaxStatisticRing:
+    """The max-statistic over a ring of SAMark (or SAMark-dagger) keys."""
+
+    method = MAX_STATISTIC
+
+    def __init__(self, detectors: Sequence[SAMarkDetector]) -> None:
+        self.detectors = list(detectors)
+
+    def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
+        return [
+            self.score_embeddings(emb, sentences) if sentences else None
+            for sentences, emb in embed_sentences(self.detectors[0].embedder, texts)
+        ]
+
+    def score_embeddings(self, embeddings: np.ndarray, sentences: list[str] | None) -> RingScore:
+        """One text's unit sentence embeddings, shape (n, dim), against every key."""
+        if embeddings.ndim != 2:
+            raise SamarkError("embeddings must have shape (sentences, dim)")
+        scored = RingPass(self.detectors, embeddings, sentences)
+        best = int(np.argmax(scored.own))
+        return RingScore(
+            ring_max_p_value(scored.own, scored.null),
+            best,
+            scored.detection(best),
+            tuple(scored.p_values()),
+        )
