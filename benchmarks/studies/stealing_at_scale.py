@@ -655,7 +655,7 @@ def _plot(cells: dict[str, dict[int, list[float]]], path: Path) -> None:
             yerr=[ys_a - np.array(lo), np.array(hi) - ys_a],
             marker="o",
             capsize=3,
-            label=labels.get(name, name),
+            label=f"{labels.get(name, name)} ({len(by_n[max(by_n)])} forgeries a cell)",
         )
     ax.set_xscale("log")
     ax.set_xticks([3, 10, 100, 1000], ["none\n(control)", "10", "100", "1,000"])
