@@ -208,9 +208,9 @@ def test_ring_fpr_is_family_wise(mpnet, human_embeddings) -> None:
     """A ring of 8 keygen keys flags at most 1% of human texts at p < 0.01 (the max
     statistic over the ring, exact by exchangeability), where asking each key alone at
     0.01 flags several times more (about 1 - 0.99**8, 7.7%)."""
-    from samark.keyring import RingEntry
+    from samark.detection.ring import MAX_STATISTIC, RingDetector
+    from samark.keys.ring import RingEntry
     from samark.models import DEFAULT_GENERATOR
-    from samark.ring_detection import MAX_STATISTIC, RingDetector
     from samark.schemes.base import SharedResources
 
     covered = [

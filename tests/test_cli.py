@@ -504,7 +504,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
 
         # screening (keyring new/add --screen) refuses the leaning key and keeps the next
         from samark.cli.loading import human_heads
-        from samark.key_check import check_key, screen_key
+        from samark.keys.check import check_key, screen_key
         from samark.schemes import create_scheme
 
         texts = human_heads("cnn_dailymail", "text", 10, 150)
@@ -582,7 +582,7 @@ def offline_key(tmp_path):
 def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offline_key) -> None:
     """Each usage or input error fails at once (exit 2, a clear message), in a process
     that never imports torch."""
-    from samark.keyring import Keyring
+    from samark.keys.ring import Keyring
 
     key = ["--key", str(offline_key)]
     (tmp_path / "empty.txt").write_text(" \n")

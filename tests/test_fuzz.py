@@ -26,9 +26,9 @@ pytest.importorskip("hypothesis", reason="fuzzing needs hypothesis (samark[test]
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from samark.detection.records import detect_records, read_jsonl
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
-from samark.record_detection import detect_records, read_jsonl
 from samark.schemes.samark.detector import SAMarkDetector
 
 P_STEPS = 2.5 / 1000  # two steps of an exchangeable p-value with 999 null sets

@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
+from samark.detection.ring import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
 from samark.errors import EmbedderMismatchError, SamarkError
-from samark.keyring import INDEX, Keyring, KeyringError, flag_value
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.ring_detection import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
+from samark.keys.ring import INDEX, Keyring, KeyringError, flag_value
 from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
 
 IDENTITY = EmbedderIdentity("an-embedder", "f" * 64)

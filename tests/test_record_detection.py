@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
-from samark.record_detection import detect_records, read_jsonl
+from samark.detection.records import detect_records, read_jsonl
 from samark.schemes.samark.detector import SAMarkDetector
 
 TEXTS = [
@@ -150,8 +150,8 @@ def test_an_embedder_remembers_sentences_only_within_the_block(minilm) -> None:
 
 @pytest.fixture(scope="module")
 def ring_dir(mpnet, mpnet_key, tmp_path_factory) -> Path:
-    from samark.keyring import Keyring
     from samark.keys import WatermarkKey
+    from samark.keys.ring import Keyring
 
     ring = Keyring.create(tmp_path_factory.mktemp("ring") / "ring", mpnet.identity)
     ring.add(WatermarkKey(bytes([9]) * 32, mpnet.identity), "other")
@@ -163,9 +163,9 @@ def test_keyring_records_name_the_key_in_jsonl_and_ray_batches(ring_dir, tmp_pat
     """A keyring's answers per record: the JSONL stream and a Ray actor's batch give the
     in-process ring's p-values, with key, payload and error columns."""
     pd = pytest.importorskip("pandas")
-    from samark.keyring import Keyring
-    from samark.ray_detection import _ActorDetector
-    from samark.ring_detection import RingDetector
+    from samark.detection.ray import _ActorDetector
+    from samark.detection.ring import RingDetector
+    from samark.keys.ring import Keyring
 
     expected = RingDetector.from_ring(Keyring.load(ring_dir), statistic="scan").detect_many(TEXTS)
     source = tmp_path / "in.jsonl"

@@ -105,10 +105,10 @@ def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def ringed(mpnet, smollm2, free_port, tmp_path_factory) -> Iterator[tuple[str, Any]]:
     """A server of a keyring of two keys (a 1-bit payload), marking with the second."""
-    from samark.keyring import Keyring
+    from samark.detection.ring import RingDetector
     from samark.keys import WatermarkKey
+    from samark.keys.ring import Keyring
     from samark.models import DEFAULT_GENERATOR
-    from samark.ring_detection import RingDetector
     from samark.schemes.base import SharedResources
     from samark.serving import Keys
 

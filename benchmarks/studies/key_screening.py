@@ -26,8 +26,8 @@ import numpy as np
 from scipy import stats
 
 from samark.embed import load_embedder
-from samark.key_check import KeyCheck
 from samark.keys import WatermarkKey
+from samark.keys.check import KeyCheck
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
 

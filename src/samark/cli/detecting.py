@@ -170,7 +170,7 @@ def _p_from_z(statistic: str) -> bool:
 def _records_file(source: str | None) -> tuple[Path, int] | None:
     """A .jsonl / .parquet SOURCE and its count of records; None for any other SOURCE.
     Fails (exit 2) where such a file is missing, unreadable or holds no record."""
-    from samark.record_detection import count_records
+    from samark.detection.records import count_records
 
     if source is None or source.startswith("@") or not source.endswith((".jsonl", ".parquet")):
         return None  # '@file': a file read whole, as one text
@@ -204,7 +204,7 @@ def _detect_text(scheme: Any, text: str, details: bool) -> NoReturn:
         raise fail(str(exc)) from None
     typer.echo(json.dumps(result.to_dict(details=details)))
     verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
-    from samark.ring_detection import RingDetection
+    from samark.detection.ring import RingDetection
 
     if isinstance(result, RingDetection):  # a keyring's answer
         found = (
@@ -237,7 +237,7 @@ def _detect_file(scheme: Any, path: Path, total: int, field: str, details: bool,
     that cannot be read or scored gets an ``error`` line, never a crash, and makes the
     exit code 2 (as grep's for a file it could not read). Progress counts the records
     whose results are written."""
-    from samark.record_detection import (
+    from samark.detection.records import (
         NO_SENTENCE,
         UnreadableRecord,
         detect_records,
@@ -293,7 +293,7 @@ def _detect_on_ray(
         import ray
         import ray.data
 
-        from samark.ray_detection import detect_dataset
+        from samark.detection.ray import detect_dataset
     except ImportError as exc:
         raise fail(f"--ray needs ray[data] ({exc}): pip install 'samark[scale]'") from None
     start = time.monotonic()
@@ -376,7 +376,7 @@ def check_key(
     each count of p < alpha is within the 99.9% binomial bound and the p-values are not
     below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a record that cannot
     be read or has no text field, named by its line; too few texts)."""
-    from samark.key_check import MIN_TEXTS
+    from samark.keys.check import MIN_TEXTS
 
     if sentences < 0:
         raise fail(f"--sentences must be 0 (whole texts) or more, got {sentences}")
@@ -389,7 +389,7 @@ def check_key(
     fields = centring_fields(centring)
     targets: list[tuple[str | None, Path]] = [(None, key)]
     if keyring is not None:
-        from samark.keyring import Keyring
+        from samark.keys.ring import Keyring
 
         try:
             ring = Keyring.load(keyring)
@@ -428,7 +428,7 @@ def _report_check(
     detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
 ) -> bool:
     """One key check: its JSON line, its verdict on stderr, and whether it holds."""
-    from samark.key_check import check_key as run_check
+    from samark.keys.check import check_key as run_check
 
     try:
         result = run_check(detector, texts, alpha=alpha)

@@ -39,7 +39,7 @@ def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
     if not screen:
         return []
     from samark.cli.loading import human_heads
-    from samark.key_check import MIN_TEXTS
+    from samark.keys.check import MIN_TEXTS
 
     if texts < MIN_TEXTS:
         raise fail(f"--screen-texts must be at least {MIN_TEXTS}, got {texts}")
@@ -61,7 +61,7 @@ def _key_maker(embedder: Any, corpora: list[list[str]]) -> Callable[[], Any]:
     if not corpora:
         return lambda: (new_key(embedder), 0)
     from samark.cli.loading import COMMAND_STATISTIC
-    from samark.key_check import check_key, screen_key
+    from samark.keys.check import check_key, screen_key
     from samark.schemes import create_scheme
 
     def audit(key: Any) -> list[Any]:
@@ -98,7 +98,7 @@ def keyring_new(
     """Create a keyring folder (mode 0700) and make its first keys (mode 0600). With
     --screen, every key is audited on human text first (docs/operators.md)."""
     from samark.embed import load_embedder
-    from samark.keyring import Keyring, check_flag_bits, check_label
+    from samark.keys.ring import Keyring, check_flag_bits, check_label
 
     if keys < 0:
         raise fail(f"--keys must be 0 (an empty ring) or more, got {keys}")
@@ -145,7 +145,7 @@ def keyring_add(
     --screen, one that passes check-key on human text). The newest key that is not
     retired marks text by default."""
     from samark.embed import load_embedder
-    from samark.keyring import Keyring, check_label
+    from samark.keys.ring import Keyring, check_label
 
     if key is not None and screen:
         raise fail("--screen draws a new key; audit an existing one with `samark check-key`")
@@ -175,7 +175,7 @@ def keyring_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """The ring's keys: position, label, public id, dates (never a secret)."""
-    from samark.keyring import Keyring
+    from samark.keys.ring import Keyring
 
     try:
         opened = Keyring.load(ring)
@@ -215,7 +215,7 @@ def _minute(value: str) -> str:
     whole); a value that does not parse is shown as it is."""
     from datetime import UTC
 
-    from samark.keyring import KeyringError, instant
+    from samark.keys.ring import KeyringError, instant
 
     try:
         return instant(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
@@ -229,7 +229,7 @@ def keyring_retire(
     label: Annotated[str, typer.Argument(help="The key to retire.")],
 ) -> None:
     """Retire a key: it stops marking text and still detects it (old text stays provable)."""
-    from samark.keyring import Keyring
+    from samark.keys.ring import Keyring
 
     try:
         entry = Keyring.load(ring).retire(label)

@@ -147,8 +147,8 @@ def load_ring_detector(
     """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
     with the commands' statistic and SAMarkConfig ``fields``; ``generator`` is the layered
     mark's tokenizer)."""
-    from samark.keyring import Keyring
-    from samark.ring_detection import RingDetector
+    from samark.detection.ring import RingDetector
+    from samark.keys.ring import Keyring
 
     params: dict[str, Any] = {"generator": generator, **fields}
     if can(name, "statistics"):
@@ -168,7 +168,7 @@ def ring_key_file(
     """The key file of ``ring`` that marks text: the key ``label``, the one that writes
     ``payload``, or the current key; what the output says of it (never the secret); and
     the flags that write the payload's flag bits (empty: none)."""
-    from samark.keyring import Keyring, KeyringError
+    from samark.keys.ring import Keyring, KeyringError
 
     if label is not None and payload is not None:
         raise fail("give --label or --payload, not both")
@@ -235,7 +235,7 @@ def _human_texts(source: str, field: str, limit: int) -> list[str]:
 
 def _file_texts(path: Path, field: str, limit: int) -> list[str]:
     """The first ``limit`` records' ``field`` of a JSONL or Parquet file."""
-    from samark.record_detection import (
+    from samark.detection.records import (
         UnreadableRecord,
         no_text_field,
         numbered_jsonl,

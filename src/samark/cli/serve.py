@@ -391,7 +391,7 @@ def _serve_keys(
     per payload value: the served scheme's config (with the value's flags, for a ring with
     flag bits), generator (the layered mark's tokenizer), engine and embedder, under the
     value's key."""
-    from samark.keyring import Keyring
+    from samark.keys.ring import Keyring
     from samark.schemes import create_scheme
     from samark.serving import Keys
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from samark.detection.records import UnreadableRecord, numbered_jsonl
 from samark.errors import SamarkError
 from samark.evaluation import fidelity
 from samark.evaluation.attacks import Attack
-from samark.record_detection import UnreadableRecord, numbered_jsonl
 
 BATCH = 8
 

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from samark.detection.ring import RingDetector
 from samark.errors import EmptyTextError, SamarkError
-from samark.ring_detection import RingDetector
 from samark.sampling.openai_server import ServerError
 from samark.schemes.base import Watermark
 from samark.serving.errors import ApiError, timeout_error
