@@ -504,7 +504,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
 
         # screening (keyring new/add --screen) refuses the leaning key and keeps the next
         from samark.cli.loading import human_heads
-        from samark.keys.check import check_key, screen_key
+        from samark.detection.key_check import check_key, screen_key
         from samark.schemes import create_scheme
 
         texts = human_heads("cnn_dailymail", "text", 10, 150)

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from samark.detection.key_check import KeyCheck
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
-from samark.keys.check import KeyCheck
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
 

@@ -8,7 +8,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import (
     EmbedderMismatchError,

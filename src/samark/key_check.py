@@ -1,3 +1,3 @@
-"""Moved to :mod:`samark.keys.check`; this name keeps working for earlier imports."""
+"""Moved to :mod:`samark.detection.key_check`; this name keeps working for earlier imports."""
 
-from samark.keys.check import *  # noqa: F403
+from samark.detection.key_check import *  # noqa: F403

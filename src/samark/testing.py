@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.schemes.base import SchemeConfig, Watermark, scheme_info

@@ -376,7 +376,7 @@ def check_key(
     each count of p < alpha is within the 99.9% binomial bound and the p-values are not
     below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a record that cannot
     be read or has no text field, named by its line; too few texts)."""
-    from samark.keys.check import MIN_TEXTS
+    from samark.detection.key_check import MIN_TEXTS
 
     if sentences < 0:
         raise fail(f"--sentences must be 0 (whole texts) or more, got {sentences}")
@@ -428,7 +428,7 @@ def _report_check(
     detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
 ) -> bool:
     """One key check: its JSON line, its verdict on stderr, and whether it holds."""
-    from samark.keys.check import check_key as run_check
+    from samark.detection.key_check import check_key as run_check
 
     try:
         result = run_check(detector, texts, alpha=alpha)

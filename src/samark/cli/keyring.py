@@ -39,7 +39,7 @@ def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
     if not screen:
         return []
     from samark.cli.loading import human_heads
-    from samark.keys.check import MIN_TEXTS
+    from samark.detection.key_check import MIN_TEXTS
 
     if texts < MIN_TEXTS:
         raise fail(f"--screen-texts must be at least {MIN_TEXTS}, got {texts}")
@@ -61,7 +61,7 @@ def _key_maker(embedder: Any, corpora: list[list[str]]) -> Callable[[], Any]:
     if not corpora:
         return lambda: (new_key(embedder), 0)
     from samark.cli.loading import COMMAND_STATISTIC
-    from samark.keys.check import check_key, screen_key
+    from samark.detection.key_check import check_key, screen_key
     from samark.schemes import create_scheme
 
     def audit(key: Any) -> list[Any]:

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.ring import Keyring, RingEntry, flag_value

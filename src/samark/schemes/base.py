@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.errors import EmptyTextError
 from samark.registry import Registry
 from samark.schemes.catalog import CATALOG, SchemeInfo

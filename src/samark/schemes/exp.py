@@ -26,7 +26,7 @@ import torch
 from scipy.stats import gamma as gamma_dist
 from transformers import LogitsProcessor
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.keys import WatermarkKey, keyed_rng
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (

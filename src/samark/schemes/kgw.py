@@ -11,7 +11,7 @@ from typing import Any
 
 from transformers import WatermarkDetector, WatermarkingConfig
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (

@@ -28,7 +28,7 @@ import torch
 from transformers import LogitsProcessor
 from transformers.generation.configuration_utils import BaseWatermarkingConfig
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR

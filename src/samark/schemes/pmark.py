@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng

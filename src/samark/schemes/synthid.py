@@ -16,7 +16,7 @@ from scipy.stats import binomtest
 from transformers import SynthIDTextWatermarkingConfig
 from transformers.generation.logits_process import SynthIDTextWatermarkLogitsProcessor
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (

@@ -21,7 +21,7 @@ import torch
 from scipy.stats import hypergeom
 from transformers import LogitsProcessor
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (

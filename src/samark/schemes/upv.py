@@ -44,7 +44,7 @@ from scipy.stats import norm
 from torch import nn
 from transformers import LogitsProcessor
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (

@@ -24,7 +24,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import resolve_generator

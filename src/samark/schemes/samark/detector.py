@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from samark.centring import NeighbourCentring
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey

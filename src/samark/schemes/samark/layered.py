@@ -40,7 +40,7 @@ from typing import Any, Literal, cast
 
 from scipy.stats import norm
 
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey

@@ -11,7 +11,7 @@ from typing import Any, cast
 import numpy as np
 
 from samark.centring import NeighbourCentring
-from samark.detection import Detection
+from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
