@@ -139,6 +139,13 @@ class RowOptions:
 SAMPLES_ONLY = EngineAbilities()
 
 
+def engine_abilities(sampler: object) -> EngineAbilities:
+    """What ``sampler`` declares it applies; a sampler written before engines declared
+    their abilities (no ``abilities``) is taken to apply nothing of its own."""
+    declared = getattr(sampler, "abilities", SAMPLES_ONLY)
+    return declared if isinstance(declared, EngineAbilities) else SAMPLES_ONLY
+
+
 class BatchSampler(abc.ABC):
     """An engine that draws several requests' candidates in one batch (``sample_many``);
     ``sample`` is one such draw."""
@@ -169,11 +176,12 @@ class BatchSampler(abc.ABC):
 @runtime_checkable
 class CandidateSampler(Protocol):
     """Draws ``n`` independent next sentences of ``prefix``; with ``token_layer`` or
-    ``prune``, under that bias or pruning, which the engine's ``abilities`` declare (an
-    engine without them raises :class:`~samark.errors.SamarkError` when given one)."""
+    ``prune``, under that bias or pruning. An engine that can apply them declares so in
+    an ``abilities`` attribute (:class:`EngineAbilities`; read with
+    :func:`engine_abilities`); one that declares nothing applies nothing, and raises
+    :class:`~samark.errors.SamarkError` when given one."""
 
     name: str
-    abilities: EngineAbilities
 
     def sample(
         self,

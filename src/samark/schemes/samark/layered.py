@@ -45,7 +45,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR, resolve_generator
-from samark.sampling.base import CandidateSampler
+from samark.sampling.base import CandidateSampler, engine_abilities
 from samark.schemes.base import (
     RingScore,
     RingScoring,
@@ -143,7 +143,7 @@ class SAMarkLayered(SAMark):
             raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
         if not 0.5 < contradiction <= 1.0:
             raise ValueError(f"contradiction must be in (0.5, 1], got {contradiction}")
-        if sampler is not None and not sampler.abilities.token_layer:
+        if sampler is not None and not engine_abilities(sampler).token_layer:
             raise SamarkError(
                 f"samark-layered applies its token layer inside the candidate engine, and "
                 f"{type(sampler).__name__} cannot (a remote server samples on its own); use "

@@ -16,7 +16,7 @@ from samark.embed import Embedder
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, RowOptions
+from samark.sampling.base import CandidateSampler, RowOptions, engine_abilities
 from samark.schemes.base import RingScoring, SharedResources, Watermark, register_scheme
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
@@ -255,7 +255,7 @@ class SAMark(SentenceLevelWatermark):
 
 def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
     """Steering and row pruning run inside the local transformers engine only."""
-    can = sampler.abilities
+    can = engine_abilities(sampler)
     wanted = [
         name
         for name, on, able in (
