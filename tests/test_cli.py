@@ -168,6 +168,18 @@ def test_keygen_into_a_missing_folder_is_a_clear_error(runner, tmp_path) -> None
     assert result.exit_code == 2 and "cannot write key file" in result.output
 
 
+def test_dagger_is_asked_of_the_scheme_catalog(key_file, runner) -> None:
+    """--dagger reads the scheme's declared ablation: a scheme without one is refused
+    before any model loads, naming the schemes that have one."""
+    from samark.schemes.base import scheme_info
+
+    assert scheme_info("samark").ablation == "samark-dagger"
+    args = ["generate", "--text", "A prompt.", "--key", str(key_file), "--dagger"]
+    result = runner.invoke(app, [*args, "--scheme", "kgw"])
+    assert result.exit_code == 2 and "kgw has none" in result.output
+    assert "samark" in result.output
+
+
 def test_a_key_readable_by_others_is_warned_about(key_file, runner, tmp_path) -> None:
     shared = tmp_path / "shared.key"
     shared.write_bytes(key_file.read_bytes())

@@ -28,6 +28,7 @@ from samark.cli.loading import (
     load_other_scheme,
     load_scheme,
     ring_key_file,
+    schemes_that,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
@@ -105,6 +106,12 @@ def generate(
     extension such as .txt) but names none is an error, unless --text says it is the
     prompt."""
     require_positive(sentences=sentences, candidates=candidates)
+    from samark.schemes.base import scheme_info
+
+    ablation = scheme_info(scheme_name).ablation
+    if dagger and ablation is None:
+        able = ", ".join(schemes_that("ablation"))
+        raise fail(f"--dagger is an ablation; {scheme_name} has none (use it with {able})")
     text = read_text(prompt, literal=literal).text
     if not text.strip():
         raise fail("the prompt is empty")
@@ -127,9 +134,7 @@ def generate(
         record = {**made.to_dict(), "key_id": other.key.key_id, **marked_by}
         typer.echo(json.dumps(record, ensure_ascii=False) if as_json else made.text)
         return
-    if dagger and scheme_name != "samark":
-        raise fail("--dagger is SAMark's ablation; use it with --scheme samark")
-    name = "samark-dagger" if dagger else scheme_name
+    name = ablation if dagger and ablation else scheme_name
     scheme = load_scheme(
         key,
         name,

@@ -37,6 +37,8 @@ class SchemeInfo:
     statistics: tuple[str, ...] = ()
     #: can carry payload bits in its flag pattern (a keyring's ``--flag-bits``)
     payload_flags: bool = False
+    #: the registered name of its ablation (``samark generate --dagger``), if it has one
+    ablation: str | None = None
 
     def available(self) -> bool:
         """Whether the modules it needs are installed (found without importing them)."""
@@ -64,6 +66,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "SAMark: self-anchored sentence-level watermark (this project's paper); exact "
                 "key-exchangeability p-value",
                 engines=("transformers", "vllm", "openai"),
+                ablation="samark-dagger",
                 **_SAMARK_CAPABILITIES,
             ),
         ),
