@@ -270,8 +270,8 @@ def _processor_factory(
         table = KGWTable(scheme, vocab, device)
         return (lambda _s, _r: table), table.green
     if name == "unigram":
-        bias = scheme.green_mask(vocab).to(device, torch.float32) * scheme.config.delta
         mask = scheme.green_mask(vocab).to(device)
+        bias = mask.to(torch.float32) * scheme.config.delta
         return (lambda _s, _r: lambda _ids, scores: scores + bias), (
             lambda _prev, tokens: mask[tokens]
         )
@@ -353,6 +353,15 @@ class RowStolenBias:
         return scores + self.delta * bias[:, : scores.shape[-1]]
 
 
+def _learn(marked: list[list[int]], base: list[list[int]], vocab: int, est: dict) -> Any:
+    """The attacker's estimator on these marked texts, at the plan's settings."""
+    from samark.evaluation.attacks.token_stealing import StolenPreferences
+
+    return StolenPreferences(
+        marked, base, vocab, context=est["context"], cap=est["cap"], min_count=est["min_count"]
+    )
+
+
 def _stolen(jobs: list[Any], delta: float, vocab: int, device: str) -> Callable[[int, int], Any]:
     """The forgery batches' processor factory: each row biased by its own job's preferences."""
     return lambda s, r: RowStolenBias([j[-1] for j in jobs[s : s + r]], delta, vocab, device)
@@ -417,8 +426,6 @@ def write(args: argparse.Namespace) -> None:
         for i, t in enumerate(base):
             f.write(json.dumps({"i": i, "text": t}) + "\n")
 
-    from samark.evaluation.attacks.token_stealing import StolenPreferences
-
     est = plan["estimator"]
     forger = plan["forger_prompts"]
     per_key = len(forger) // plan["keys"]
@@ -453,14 +460,7 @@ def write(args: argparse.Namespace) -> None:
                     continue
                 prefs = None
                 if n:
-                    prefs = StolenPreferences(
-                        marked_ids[:n],
-                        base_ids,
-                        vocab,
-                        context=est["context"],
-                        cap=est["cap"],
-                        min_count=est["min_count"],
-                    )
+                    prefs = _learn(marked_ids[:n], base_ids, vocab, est)
                     if green is not None:
                         row = _precision(prefs, green, args.device, name == "unigram")
                         summary["precision"].append({"scheme": name, "key": k, "n": n, **row})
@@ -489,7 +489,6 @@ def forge(args: argparse.Namespace) -> None:
     """More forgeries per key from the marked and unmarked texts a ``write`` left (no new
     marked text, so any device): each key's learner, as in ``write``, continues the forger
     prompts that key has not yet used, seeds of their own; appended to forgeries.jsonl."""
-    from samark.evaluation.attacks.token_stealing import StolenPreferences
     from samark.models import resolve_generator
 
     plan = json.loads((args.run / "plan.json").read_text(encoding="utf-8"))
@@ -510,24 +509,8 @@ def forge(args: argparse.Namespace) -> None:
         used = {r["prompt"] for r in done if r["scheme"] == name and r["key"] == k}
         slots = [i for i in range(len(forger)) if i not in used][: args.per_key]
         ids = writer.encode(texts)
-        jobs = [
-            (
-                k,
-                name,
-                n,
-                i,
-                StolenPreferences(
-                    ids[:n],
-                    base_ids,
-                    vocab,
-                    context=est["context"],
-                    cap=est["cap"],
-                    min_count=est["min_count"],
-                ),
-            )
-            for n in args.ns
-            for i in slots
-        ]
+        learned = {n: _learn(ids[:n], base_ids, vocab, est) for n in args.ns}  # once per n
+        jobs = [(k, name, n, i, learned[n]) for n in args.ns for i in slots]
         out = writer.write(
             [forger[i] for *_, i, _ in jobs],
             seed=200_000 * (k + 1) + 10_000 * SCHEMES.index(name),
