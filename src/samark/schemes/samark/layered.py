@@ -57,7 +57,7 @@ from samark.schemes.base import (
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import RingPass, embed_sentences
 from samark.schemes.samark.ring import share_null
-from samark.schemes.samark.scheme import SAMark, _with_shared
+from samark.schemes.samark.scheme import SAMark, samark_config_from_params
 from samark.token_layer import GreenListLayer, TokenLayerConfig
 
 Combine = Literal["fisher", "cauchy", "both"]
@@ -173,7 +173,7 @@ class SAMarkLayered(SAMark):
         config = params.pop("config", None)
         token, params = split_params(TokenLayerConfig, params)
         explicit = "statistic" in params or config is not None
-        built, rest = _with_shared(shared, config, params)
+        built, rest = samark_config_from_params(shared, config, params)
         if not explicit:
             built = built.replace(statistic="scan")
         return cls(key, config=built, token=token, **rest)

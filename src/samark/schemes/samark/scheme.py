@@ -73,7 +73,7 @@ class SAMark(SentenceLevelWatermark):
         cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
     ) -> SAMark:
         params = dict(params)
-        built, rest = _with_shared(shared, params.pop("config", None), params)
+        built, rest = samark_config_from_params(shared, params.pop("config", None), params)
         return cls(key, config=built, **rest)
 
     def detect(self, text: str) -> Detection:
@@ -310,7 +310,7 @@ def step_signal(
     return {f"signal_{k}": [round(float(x), 5) for x in v] for k, v in out.items()}
 
 
-def _with_shared(
+def samark_config_from_params(
     shared: SharedResources | None,
     config: SAMarkConfig | None,
     params: dict[str, Any],
@@ -331,7 +331,7 @@ def _samark_dagger(
     config: SAMarkConfig | None = None,
     **kwargs: Any,
 ) -> SAMark:
-    built, kwargs = _with_shared(shared, config, kwargs)
+    built, kwargs = samark_config_from_params(shared, config, kwargs)
     scheme = SAMark(key, config=built.replace(**SAMarkConfig.DAGGER), **kwargs)
     scheme.name = scheme.detector.label = "samark-dagger"
     return scheme
