@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-SCHEMES = ("kgw", "synthid", "unigram", "upv")
+SCHEMES = ("kgw", "synthid", "unigram", "upv", "layered-token")
 NS = (0, 10, 100, 1000)  # n = 0: the control, the forger's model unbiased
 ALPHA = 0.01
 
@@ -58,8 +58,31 @@ def research_key(index: int) -> Any:
     return WatermarkKey(secret, EmbedderIdentity("none", "token-schemes-only"))
 
 
+class LayeredTokenRow:
+    """The layered mark's token layer under repetition ``index``'s key, alone: what a
+    layered text's tokens carry (every candidate SAMark draws is biased by it, so the
+    chosen one is too), written without SAMark's sentence selection, which moves
+    meanings, not token statistics. Its detection is the layer's own p-value."""
+
+    def __init__(self, index: int, generator: str | None = None) -> None:
+        from samark.models import DEFAULT_GENERATOR, resolve_generator
+        from samark.schemes.samark.layered import _tokenizer, _vocab_size, token_layer_of
+
+        path = str(resolve_generator(generator or DEFAULT_GENERATOR)[1])
+        self.index = index
+        self.layer = token_layer_of(research_key(index), _vocab_size(path))
+        self.tokenizer = _tokenizer(path)
+
+    def detect(self, text: str) -> Any:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.layer.score([int(i) for i in ids])
+
+
 def _scheme(name: str, index: int, generator: str | None = None) -> Any:
     from samark.schemes import create_scheme
+
+    if name == "layered-token":
+        return LayeredTokenRow(index, generator)
 
     kw: dict[str, Any] = {} if generator is None else {"generator": generator}
     return create_scheme(name, key=research_key(index), **kw)
@@ -269,6 +292,14 @@ def _processor_factory(
     if name == "kgw":
         table = KGWTable(scheme, vocab, device)
         return (lambda _s, _r: table), table.green
+    if name == "layered-token":
+        layer, h = scheme.layer, scheme.layer.config.context
+
+        def layered(ids: Any, scores: Any) -> Any:
+            bias = layer.bias([row[-h:] for row in ids.tolist()], scores.shape[-1])
+            return scores + torch.from_numpy(bias).to(scores.device)
+
+        return (lambda _s, _r: layered), None
     if name == "unigram":
         mask = scheme.green_mask(vocab).to(device)
         bias = mask.to(torch.float32) * scheme.config.delta
@@ -303,6 +334,9 @@ def _processor_factory(
 def _check(name: str, scheme: Any, make: Callable[[int, int], Any], writer: Writer) -> str:
     """The batch processor against the scheme's own CPU processor on real contexts."""
     import torch
+
+    if name == "layered-token":  # the processor is the layer's own bias, called as is
+        return f"{name}: the layer's own bias"
 
     prompts = ["The minister said on Monday that", "In 1998 the river", "Scientists found"]
     rows = writer.encode(prompts)
@@ -395,7 +429,12 @@ def write(args: argparse.Namespace) -> None:
     plan = json.loads((args.run / "plan.json").read_text(encoding="utf-8"))
     upv_nets = torch.load(args.run / "upv.pt", weights_only=False)
     args.out.mkdir(parents=True, exist_ok=True)
-    folder = str(gguf_to_folder(args.gguf))
+    if args.gguf is not None:
+        folder = str(gguf_to_folder(args.gguf))
+    else:  # the installed generator (a CPU run)
+        from samark.models import resolve_generator
+
+        folder = str(resolve_generator(args.generator)[1])
     writer = Writer(folder, args.device, args.batch, plan)
     vocab = writer.model.config.vocab_size
     summary: dict[str, Any] = {
@@ -664,7 +703,8 @@ def main() -> None:
     p.add_argument("--sentences", type=int, default=6)
     w = sub.add_parser("write")
     w.add_argument("run", type=Path)
-    w.add_argument("--gguf", type=Path, required=True)
+    w.add_argument("--gguf", type=Path, default=None, help="the generator as a GGUF file")
+    w.add_argument("--generator", default="smollm2-135m-instruct", help="else this one")
     w.add_argument("--out", type=Path, required=True)
     w.add_argument("--device", default="cuda")
     w.add_argument("--batch", type=int, default=500)

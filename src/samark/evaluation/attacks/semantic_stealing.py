@@ -15,7 +15,11 @@ the plane of the two largest excess directions (:func:`stolen_orthant`), where b
 channels' pivots agree.
 
 The forger holds only public things: the operator's embedder (a public model: Kerckhoffs),
-``n`` marked texts, and a pool of public human text. A forgery attack (``kind =
+``n`` marked texts, and a pool of public human text. Its reference scatter is the pool's
+human texts unless it gives ``unmarked`` texts of its own (written with the public
+generator on prompts like the marked texts'): then the difference of the two scatters is
+the mark's alone, not also the difference between human and generated text (the stronger
+attacker, as ``token-stealing``'s unmarked base). A forgery attack (``kind =
 "forgery"``): the input text only sets the forgery's length (as many sentences), and a
 detection of the result is the attacker's success.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -90,8 +95,13 @@ class SemanticStealing(PerTextAttack):
         estimator: str = "scatter",
         pool_sentences: Sequence[Sequence[str]] | None = None,
         pool_vectors: np.ndarray | None = None,
+        unmarked: str | Sequence[str] = (),
+        marked_vectors: Sequence[np.ndarray] | None = None,
+        unmarked_vectors: Sequence[np.ndarray] | None = None,
     ) -> None:
         texts = [t for t in read_texts(marked) if t.strip()]
+        if marked_vectors is not None:  # the marked texts' sentence embeddings, given
+            texts = [""] * len(marked_vectors)
         if n is not None:
             if not 2 <= n <= len(texts):
                 raise SamarkError(f"n = {n}: needs 2 to {len(texts)} marked texts")
@@ -124,15 +134,41 @@ class SemanticStealing(PerTextAttack):
         human_means = np.stack(
             [pool_vectors[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds) if b > a]
         )
-        marked_means = np.stack(
-            [self.embedder.encode(split_sentences(t)).mean(axis=0) for t in texts]
-        )
+        marked_means = _text_means(self.embedder, texts, marked_vectors)
+        reference_means, centre = human_means, pool_vectors.mean(axis=0)
+        own = [t for t in read_texts(unmarked) if t.strip()]
+        if unmarked_vectors is not None:
+            own = [""] * len(unmarked_vectors)
+        if own:
+            if len(own) < 2:
+                raise SamarkError("unmarked needs at least 2 texts (a reference scatter)")
+            reference_means = _text_means(self.embedder, own, unmarked_vectors)
+            centre = reference_means.mean(axis=0)
+        self.reference = "unmarked" if own else "pool"
         estimate = stolen_direction if estimator == "scatter" else stolen_orthant
-        self.direction = estimate(marked_means, human_means, pool_vectors.mean(axis=0))
+        self.direction = estimate(marked_means, reference_means, centre)
         self._order = np.argsort(-(pool_vectors @ self.direction))  # farthest along +d first
+
+    def forgery_indices(self, sentences: int, rng: random.Random) -> list[int]:
+        """The pool sentences (indices) of one forgery of ``sentences`` sentences."""
+        ranked = self._order if rng.random() < 0.5 else self._order[::-1]
+        return [int(j) for j in rng.sample(list(ranked[: self.spread * sentences]), sentences)]
 
     def apply_one(self, text: str, rng: random.Random, human: str | None) -> str:
         k = max(1, len(split_sentences(text)))
-        ranked = self._order if rng.random() < 0.5 else self._order[::-1]
-        chosen = rng.sample(list(ranked[: self.spread * k]), k)
-        return " ".join(self.pool[int(j)] for j in chosen)
+        return " ".join(self.pool[j] for j in self.forgery_indices(k, rng))
+
+
+def _text_means(
+    embedder: Any, texts: Sequence[str], vectors: Sequence[np.ndarray] | None
+) -> np.ndarray:
+    """Each text's mean sentence embedding: from ``vectors`` (one (sentences, dim) array a
+    text) where given, else embedded."""
+    if vectors is None:
+        vectors = [embedder.encode(split_sentences(t)) for t in texts]
+    elif len(vectors) < len(texts):
+        raise SamarkError("fewer sentence-embedding arrays than texts")
+    means = [np.asarray(v).mean(axis=0) for v in vectors[: len(texts)] if len(v)]
+    if len(means) < 2:
+        raise SamarkError("needs at least 2 texts with a sentence")
+    return np.stack(means)

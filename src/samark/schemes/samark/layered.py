@@ -104,6 +104,18 @@ def combined_z(p: float) -> float:
 
 
 @functools.lru_cache(maxsize=4)
+def token_layer_of(
+    key: WatermarkKey, vocab_size: int, config: TokenLayerConfig | None = None
+) -> GreenListLayer:
+    """The layered mark's token layer under ``key``: its sub-key is 256 bits derived
+    one-way from the key under their own label, so the layer (and an attacker's view of
+    it) says nothing of the pivots. Any key works, also one without an embedder."""
+    secret = b"".join(
+        w.to_bytes(8, "little") for w in key.derive_ints("samark-layered/token", 4, bits=64)
+    )
+    return GreenListLayer(secret, vocab_size, config)
+
+
 def _tokenizer(path: str) -> Any:
     from transformers import AutoTokenizer
 
@@ -156,11 +168,7 @@ class SAMarkLayered(SAMark):
         self.contradiction = contradiction
         self.generator_name, path = resolve_generator(generator)
         self._generator_path = str(path)
-        # the token layer's sub-key: 256 bits derived one-way under their own label
-        secret = b"".join(
-            w.to_bytes(8, "little") for w in key.derive_ints("samark-layered/token", 4, bits=64)
-        )
-        self.token_layer = GreenListLayer(secret, _vocab_size(self._generator_path), token)
+        self.token_layer = token_layer_of(key, _vocab_size(self._generator_path), token)
 
     @classmethod
     def from_params(

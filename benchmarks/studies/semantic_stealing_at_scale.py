@@ -1,0 +1,458 @@
+"""Semantic stealing at scale (issue 36): 10, 100 and 1,000 marked texts a key, fresh keys.
+
+(Docstring completed below, once the design is measured.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import itertools
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PAPER = Path("experiments/runs/paper")
+ROWS = ("SAMark", "SAMark (layered)")  # the rows whose real texts calibrate the simulation
+NS = (0, 10, 30, 100, 300, 1000)  # n = 0: the control, a random direction
+ESTIMATORS = ("scatter", "orthant")
+REFERENCES = ("pool", "unmarked")
+ALPHA = 0.01
+SENTENCES = 12  # a forgery's sentences (the earlier semantic cells')
+
+WRITTEN = Path("experiments/runs/stealing-at-scale/written")
+#: the texts whose sentence embeddings the study needs: the attacker's own unmarked texts
+#: (its reference) and two independent samples on the same prompts (the simulation's
+#: sources; their token marks do not move a sentence's meaning)
+SETS = {
+    "base": ("base", None, None),
+    "source-a": ("marked", "kgw", 0),
+    "source-b": ("marked", "unigram", 0),
+}
+
+
+def _texts(written: Path, name: str) -> list[str]:
+    file, scheme, key = SETS[name]
+    rows = [json.loads(line) for line in gzip.open(written / f"{file}.jsonl.gz", "rt")]
+    if scheme is not None:
+        rows = [r for r in rows if r["scheme"] == scheme and r["key"] == key]
+    return [r["text"] for r in sorted(rows, key=lambda r: r["i"])]
+
+
+def embed(args: argparse.Namespace) -> None:
+    """Embed one set's sentences (all-mpnet-base-v2) into ``cache/<set>.npz`` (not
+    committed: rebuilt in about 8 minutes a set on one CPU thread)."""
+    from samark.embed import load_embedder
+    from samark.segment import split_sentences
+
+    embedder = load_embedder("all-mpnet-base-v2")
+    texts = _texts(args.written, args.set)
+    sentences = [split_sentences(t) for t in texts]
+    flat = [s for ss in sentences for s in ss]
+    out = np.empty((len(flat), embedder.dim), dtype=np.float32)
+    start, step = time.perf_counter(), 500
+    for a in range(0, len(flat), step):
+        out[a : a + step] = embedder.encode(flat[a : a + step])
+        done = min(a + step, len(flat))
+        print(
+            f"{args.set}: {done}/{len(flat)} sentences, {time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
+    path = args.dir / "cache" / f"{args.set}.npz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, vectors=out, lengths=np.array([len(ss) for ss in sentences]))
+
+
+def research_key(index: int, embedder: Any, avoided: Any) -> Any:
+    """Repetition ``index``'s key, built as the paper run's public key is (its pivots
+    avoid the same reference directions), from a public blob: for research only."""
+    from samark.keys import WatermarkKey
+
+    secret = hashlib.sha256(f"samark/semantic-stealing-at-scale/{index}".encode()).digest()
+    return WatermarkKey(secret, embedder.identity, embedder.reference_directions(avoided))
+
+
+def _paper_schemes(run: Any, key: Any) -> dict[str, Any]:
+    """The paper run's SAMark z, SAMark scan and layered rows, rebuilt under ``key``."""
+    from samark.schemes import create_scheme
+    from samark.schemes.base import SharedResources
+
+    shared = SharedResources(run.experiment.generator, run.embedder)
+    specs = {s.label: s for s in run.experiment.schemes}
+    return {
+        label: create_scheme(specs[label].name, key=key, shared=shared, **specs[label].params)
+        for label in ("SAMark", "SAMark (scan)", "SAMark (layered)")
+    }
+
+
+def _load(dir_: Path, name: str) -> list[np.ndarray]:
+    data = np.load(dir_ / "cache" / f"{name}.npz")
+    bounds = np.cumsum([0, *data["lengths"]])
+    vectors = data["vectors"].astype(np.float64)
+    return [vectors[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+# -- calibrate: what SAMark's selection does to a sentence, on the paper run's real texts --
+def calibrate(args: argparse.Namespace) -> None:
+    """Each real SAMark (and layered) text's flag-signed pivot coordinates, sentence by
+    sentence (12 x 2 a text), under the run's public key and the flags its seed drew:
+    the part of a sentence embedding that the selection moves. Written to
+    ``calibration.json`` with the same figures for the run's unmarked texts."""
+    from detection_statistics import EmbeddingCache
+
+    from keyring import run_flags
+    from samark.evaluation.runner import Run
+    from samark.segment import split_sentences
+
+    run = Run.open(args.run)
+    embedder, key = run.embedder, run.key
+    pivots = key.pivots(embedder.dim, 2)
+    cache = EmbeddingCache(args.cache, embedder)
+    specs = {s.label: s for s in run.experiment.schemes}
+    out: dict[str, Any] = {"run": str(args.run), "blocks": {}, "summary": {}}
+    for label in (*ROWS, "Unwatermarked"):
+        gens = [g for g in run.generations.records() if g.get("scheme") == label]
+        texts = [(g, split_sentences(g["text"])) for g in gens]
+        texts = [(g, ss) for g, ss in texts if ss]
+        cache.fill([s for _, ss in texts for s in ss])
+        if label == "Unwatermarked":
+            coords = np.concatenate([cache.get(ss) @ pivots.T for _, ss in texts])
+            means = np.stack([(cache.get(ss) @ pivots.T).mean(axis=0) for _, ss in texts])
+        else:
+            flags = run_flags(args.run, label, run.scheme(specs[label]))
+            blocks = [
+                (cache.get(ss) @ pivots.T) * np.asarray(flags[g["item"]], dtype=float)
+                for g, ss in texts
+            ]
+            out["blocks"][label] = [np.round(b, 6).tolist() for b in blocks]
+            coords = np.concatenate(blocks)
+            means = np.stack([b.mean(axis=0) for b in blocks])
+        out["summary"][label] = {
+            "texts": len(texts),
+            "sentences": len(coords),
+            "coordinate_mean": coords.mean(axis=0).round(4).tolist(),
+            "coordinate_sd": coords.std(axis=0).round(4).tolist(),
+            "share_positive": (coords > 0).mean(axis=0).round(4).tolist(),
+            "text_mean_sd": means.std(axis=0).round(4).tolist(),
+        }
+        print(label, json.dumps(out["summary"][label]), flush=True)
+    (args.dir / "calibration.json").write_text(json.dumps(out) + "\n")
+
+
+# -- the simulation --------------------------------------------------------------------
+def within_scatter(texts: list[np.ndarray]) -> np.ndarray:
+    """The pooled within-text covariance of sentence embeddings: how sentences on one topic
+    vary about their text's mean (a stand-in for how a step's candidates vary)."""
+    dev = np.concatenate([t - t.mean(axis=0) for t in texts if len(t) > 1])
+    return np.asarray(dev.T @ dev / len(dev))
+
+
+def lift(pivots: np.ndarray, scatter: np.ndarray | None) -> np.ndarray:
+    """(c, dim): how a sentence's embedding moves when a selection moves its pivot
+    coordinates by one unit. ``None``: along the pivots only. Else the regression of the
+    whole vector on its coordinates under ``scatter`` (``(P S P^T)^-1 P S``): for Gaussian
+    candidates, exactly how choosing among them by their coordinates moves the chosen one."""
+    if scatter is None:
+        return pivots
+    ps = pivots @ scatter
+    return np.asarray(np.linalg.solve(ps @ pivots.T, ps))
+
+
+def moves_of(pivots: np.ndarray, scatter: np.ndarray, gamma: float) -> np.ndarray:
+    """The selection's movement under model ``gamma``: 0 along the pivots only, 1 the
+    Gaussian regression under ``scatter`` (:func:`lift`), larger: its off-plane part
+    ``gamma`` times as large (the real texts leak between 1 and 3: ``validate``)."""
+    return pivots + gamma * (lift(pivots, scatter) - pivots)
+
+
+def simulate(
+    sources: list[np.ndarray],
+    blocks: list[np.ndarray],
+    pivots: np.ndarray,
+    rng: np.random.Generator,
+    moves: np.ndarray | None = None,
+) -> list[np.ndarray]:
+    """Marked texts of the key with ``pivots``: each source text (unmarked sentences,
+    (k, dim)) has its pivot-plane coordinates set to a real marked text's (a run of k
+    consecutive sentences of a random calibration block, channels in a random order),
+    signed by flags drawn per text; the change applied along ``moves`` (:func:`lift`;
+    default: the pivots themselves), rows renormalised."""
+    moves = pivots if moves is None else moves
+    out = []
+    for e in sources:
+        k = len(e)
+        block = blocks[rng.integers(len(blocks))]
+        start = rng.integers(0, max(1, len(block) - k + 1))
+        signed = block[start : start + k][:, rng.permutation(pivots.shape[0])]
+        if len(signed) < k:  # a short block: its sentences again, in order
+            signed = np.resize(signed, (k, signed.shape[1]))
+        flags = rng.choice([-1.0, 1.0], size=pivots.shape[0])
+        moved = e + (signed * flags - e @ pivots.T) @ moves
+        out.append(moved / np.linalg.norm(moved, axis=1, keepdims=True))
+    return out
+
+
+def _leak(direction: np.ndarray, pivots: np.ndarray) -> float:
+    """The share of a unit direction inside the key's pivot span (a truth the forger never
+    sees; a random direction has about sqrt(c / dim))."""
+    return float(np.linalg.norm(pivots @ direction))
+
+
+# -- forge: the attacker of every cell, the key's own detectors -----------------------------
+def _blocks(dir_: Path, label: str) -> list[np.ndarray]:
+    cal = json.loads((dir_ / "calibration.json").read_text())
+    return [np.asarray(b, dtype=np.float64) for b in cal["blocks"][label]]
+
+
+def _detect(
+    schemes: dict[str, Any], label: str, vectors: np.ndarray, text: str
+) -> dict[str, float]:
+    """A forgery's p-values under the row's detectors (the semantic layers scored on the
+    pool's stored embeddings of its sentences; the token layer on its text)."""
+    from samark.schemes.samark.layered import combine_p_values
+
+    if label == "SAMark":
+        return {
+            "SAMark z": schemes["SAMark"].detector.score_embeddings(vectors).p_value,
+            "SAMark scan": schemes["SAMark (scan)"].detector.score_embeddings(vectors).p_value,
+        }
+    layered = schemes["SAMark (layered)"]
+    d = layered.combine_layers(layered.detector.score_embeddings(vectors), text)
+    p_sem, p_tok = d.details["p_semantic"], d.details["p_token"]
+    return {
+        "layered fisher": d.p_value,
+        "layered both": combine_p_values(p_sem, p_tok, method="both"),
+        "layered semantic": p_sem,
+        "layered token": p_tok,
+    }
+
+
+def forge(args: argparse.Namespace) -> None:
+    """Every key's cells: simulated marked texts (from ``source-a``), the attacker's
+    direction from the first n of them against the human pool or its own unmarked texts
+    (``base``), ``--per-key`` forgeries a cell, each scored by the key's detectors."""
+    from human_texts import stored_test_corpora
+    from samark.evaluation.attacks import create_attack
+    from samark.evaluation.runner import Run
+
+    run = Run.open(args.run)
+    embedder = run.embedder
+    _, pool_sentences, pool_vectors = stored_test_corpora(embedder)
+    pool = [s for ss in pool_sentences for s in ss]
+    sources, base = _load(args.dir, "source-a"), _load(args.dir, "base")
+    sources = [e for e in sources if len(e)]
+    base = [e for e in base if len(e)]
+    scatter = within_scatter(base)
+    blocks = {label: _blocks(args.dir, label) for label in ROWS}
+    out = args.dir / "forgeries.jsonl"
+    done = set()
+    if out.exists():
+        rows_ = map(json.loads, out.read_text().splitlines())
+        done = {(r["gamma"], r["key"], r["row"]) for r in rows_}
+    for index in range(args.first_key, args.first_key + args.keys):
+        key = research_key(index, embedder, run.experiment.avoided_domains)
+        pivots = key.pivots(embedder.dim, 2)
+        schemes = _paper_schemes(run, key)
+        for label in ROWS:
+            if (args.gamma, index, label) in done:
+                continue
+            start = time.perf_counter()
+            rng = np.random.default_rng([index, ROWS.index(label)])
+            order = rng.permutation(len(sources))
+            moves = moves_of(pivots, scatter, args.gamma)
+            marked = simulate([sources[i] for i in order], blocks[label], pivots, rng, moves)
+            own = schemes["SAMark" if label == "SAMark" else "SAMark (layered)"].detector
+            found = np.mean([own.score_embeddings(m).p_value < ALPHA for m in marked[:100]])
+            rows = []
+            for n, estimator, reference in itertools.product(NS, ESTIMATORS, REFERENCES):
+                if n == 0 and (estimator, reference) != ESTIMATORS[:1] + REFERENCES[:1]:
+                    continue
+                if n == 0:  # the control: a random direction
+                    d = rng.standard_normal(embedder.dim)
+                    attack = None
+                    direction = d / np.linalg.norm(d)
+                    order_ = np.argsort(-(pool_vectors @ direction))
+                else:
+                    attack = create_attack(
+                        "semantic-stealing",
+                        n=min(n, len(marked)),  # 1,000: the 990 sources with a sentence
+                        embedder=run.experiment.embedder,
+                        estimator=estimator,
+                        pool_sentences=pool_sentences,
+                        pool_vectors=pool_vectors,
+                        marked_vectors=marked,
+                        unmarked_vectors=base if reference == "unmarked" else None,
+                    )
+                    direction = attack.direction
+                for j in range(args.per_key):
+                    r = random.Random(f"{index}/{label}/{n}/{estimator}/{reference}/{j}")
+                    if attack is None:
+                        ranked = order_ if r.random() < 0.5 else order_[::-1]
+                        chosen = r.sample(list(ranked[: 2 * SENTENCES]), SENTENCES)
+                    else:
+                        chosen = attack.forgery_indices(SENTENCES, r)
+                    text = " ".join(pool[c] for c in chosen)
+                    ps = _detect(schemes, label, pool_vectors[chosen], text)
+                    rows.append(
+                        {
+                            "gamma": args.gamma,
+                            "key": index,
+                            "row": label,
+                            "n": n,
+                            "n_used": min(n, len(marked)),
+                            "estimator": estimator if n else "random",
+                            "reference": reference if n else "-",
+                            "forgery": j,
+                            "leak": round(_leak(direction, pivots), 4),
+                            "pool_sentences": [int(c) for c in chosen],
+                            "p": {k: float(v) for k, v in ps.items()},
+                            "own_texts_detected": float(found),
+                        }
+                    )
+            with out.open("a", encoding="utf-8") as f:
+                f.writelines(json.dumps(r) + "\n" for r in rows)
+            print(
+                f"key {index} {label}: {len(rows)} forgeries, its simulated texts detected "
+                f"{100 * found:.0f}%, {time.perf_counter() - start:.0f} s",
+                flush=True,
+            )
+
+
+# -- validate: the simulation against the real texts, under the run's own key ------------
+def validate(args: argparse.Namespace) -> None:
+    """Under the paper run's public key, the same attacker (human-pool reference) from n =
+    10 and 40 of the row's real texts (their first 6 sentences, as the simulated texts
+    have) and from n of its simulated texts: how much of the key each direction holds, and
+    what its forgeries score. Where the two agree, the simulation stands in for texts this
+    CPU cannot write. Written to ``validation.json``."""
+    from detection_statistics import EmbeddingCache
+
+    from human_texts import stored_test_corpora
+    from samark.evaluation.attacks import create_attack
+    from samark.evaluation.runner import Run
+    from samark.segment import split_sentences
+
+    run = Run.open(args.run)
+    embedder, key = run.embedder, run.key
+    pivots = key.pivots(embedder.dim, 2)
+    cache = EmbeddingCache(args.cache, embedder)
+    _, pool_sentences, pool_vectors = stored_test_corpora(embedder)
+    pool = [s for ss in pool_sentences for s in ss]
+    schemes = _paper_schemes(run, key)
+    sources = [e for e in _load(args.dir, "source-a") if len(e)]
+    scatter = within_scatter(_load(args.dir, "base"))
+    results: list[dict[str, Any]] = []
+    for label in ROWS:
+        gens = [g for g in run.generations.records() if g.get("scheme") == label]
+        real = [cache.get(split_sentences(g["text"])[:6]) for g in gens if g["text"].strip()]
+        rng = np.random.default_rng(7)
+        blocks = _blocks(args.dir, label)
+        sets = {"real": real}
+        for gamma in args.gammas:
+            moves = moves_of(pivots, scatter, gamma)
+            sets[f"simulated (gamma {gamma:g})"] = simulate(sources, blocks, pivots, rng, moves)
+        own = schemes[label].detector
+        for name, texts in sets.items():
+            found = float(np.mean([own.score_embeddings(t).p_value < ALPHA for t in texts]))
+            plane = np.stack([np.linalg.norm(pivots @ t.mean(axis=0)) for t in texts])
+            results.append(
+                {
+                    "row": label,
+                    "texts": name,
+                    "n": 0,
+                    "own_texts_detected": found,
+                    "text_mean_plane_norm": float(np.median(plane)),
+                }
+            )
+            for n, estimator in itertools.product((10, 40), ESTIMATORS):
+                leaks, ps = [], []
+                for draw in range(args.draws if n < len(texts) else 1):
+                    chosen = rng.choice(len(texts), size=n, replace=False)
+                    attack = create_attack(
+                        "semantic-stealing",
+                        n=n,
+                        embedder=run.experiment.embedder,
+                        estimator=estimator,
+                        pool_sentences=pool_sentences,
+                        pool_vectors=pool_vectors,
+                        marked_vectors=[texts[i] for i in chosen],
+                    )
+                    leaks.append(_leak(attack.direction, pivots))
+                    per = max(1, args.forgeries // (args.draws if n < len(texts) else 1))
+                    for j in range(per):
+                        chosen_s = attack.forgery_indices(SENTENCES, random.Random(f"{draw}/{j}"))
+                        text = " ".join(pool[c] for c in chosen_s)
+                        ps.append(_detect(schemes, label, pool_vectors[chosen_s], text))
+                row = {
+                    "row": label,
+                    "texts": name,
+                    "n": n,
+                    "estimator": estimator,
+                    "directions": len(leaks),
+                    "leak": float(np.mean(leaks)),
+                    "forgeries": len(ps),
+                }
+                for det in ps[0]:
+                    v = np.array([p[det] for p in ps])
+                    row[det] = {
+                        "detected": float(np.mean(v < ALPHA)),
+                        "median_p": float(np.median(v)),
+                    }
+                results.append(row)
+                print(json.dumps(row), flush=True)
+    (args.dir / "validation.json").write_text(json.dumps(results, indent=1) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    e = sub.add_parser("embed")
+    e.add_argument("dir", type=Path)
+    e.add_argument("--set", choices=sorted(SETS), required=True)
+    e.add_argument("--written", type=Path, default=WRITTEN)
+    c = sub.add_parser("calibrate")
+    c.add_argument("dir", type=Path)
+    c.add_argument("--run", type=Path, default=PAPER)
+    c.add_argument(
+        "--cache",
+        type=Path,
+        default=Path.home() / ".cache/samark/research/paper-mpnet.npz",
+        help="sentence embeddings kept across studies (filled where missing)",
+    )
+    v = sub.add_parser("validate")
+    v.add_argument("dir", type=Path)
+    v.add_argument("--run", type=Path, default=PAPER)
+    v.add_argument(
+        "--cache", type=Path, default=Path.home() / ".cache/samark/research/paper-mpnet.npz"
+    )
+    v.add_argument("--draws", type=int, default=20, help="subsets of n texts (n < all)")
+    v.add_argument("--forgeries", type=int, default=40, help="forgeries a cell")
+    v.add_argument(
+        "--gammas",
+        nargs="+",
+        type=float,
+        default=[0.0, 1.0, 3.0],
+        help="how a selection moves a sentence (moves_of)",
+    )
+    f = sub.add_parser("forge")
+    f.add_argument("dir", type=Path)
+    f.add_argument("--run", type=Path, default=PAPER)
+    f.add_argument("--keys", type=int, default=8)
+    f.add_argument("--first-key", type=int, default=0)
+    f.add_argument("--per-key", type=int, default=5, help="forgeries a key and cell")
+    f.add_argument("--gamma", type=float, default=1.0, help="the selection's model (moves_of)")
+    args = ap.parse_args()
+    {"embed": embed, "calibrate": calibrate, "validate": validate, "forge": forge}[args.step](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
