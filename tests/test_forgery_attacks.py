@@ -187,3 +187,39 @@ def test_token_stealing_writes_seeded_text_leaning_to_what_it_learned() -> None:
     learned = set(np.flatnonzero(attack.stolen.context_free > 0).tolist())
     ids = tok(out, add_special_tokens=False)["input_ids"]
     assert sum(t in learned for t in ids) / len(ids) > 0.5
+
+
+def test_semantic_stealing_with_its_own_unmarked_texts_sees_past_the_domain() -> None:
+    """Generated text differs from the human pool along a direction of its own (style,
+    topic); against the pool that difference hides the mark's plane, against unmarked
+    texts the forger wrote itself it cancels. Given embeddings, nothing is loaded."""
+    rng = np.random.default_rng(2)
+    dim, sentences = 48, 6
+    pivot, domain = np.linalg.qr(rng.standard_normal((dim, 2)))[0].T
+
+    def texts(count: int, shift: np.ndarray, marked: bool) -> list[np.ndarray]:
+        out = []
+        for _ in range(count):
+            lean = rng.choice([-1.0, 1.0]) * 0.15 * pivot if marked else 0.0
+            topic = rng.standard_normal(dim) * 0.03 + shift * rng.standard_normal() * 0.4
+            out.append(topic + lean + rng.standard_normal((sentences, dim)) * 0.05)
+        return out
+
+    pool = texts(200, np.zeros(dim), marked=False)  # human texts: no domain spread
+    marked = texts(300, domain, marked=True)
+    unmarked = texts(300, domain, marked=False)
+    common = {
+        "embedder": "no-such-embedder",  # never loaded: every embedding is given
+        "pool_sentences": [["s"] * sentences for _ in pool],
+        "pool_vectors": np.concatenate(pool),
+        "marked_vectors": marked,
+    }
+    against_pool = create_attack("semantic-stealing", **common)
+    own = create_attack("semantic-stealing", unmarked_vectors=unmarked, **common)
+    assert against_pool.reference == "pool" and own.reference == "unmarked"
+    assert abs(against_pool.direction @ domain) > 0.9  # the domain's spread, not the mark
+    assert abs(own.direction @ pivot) > 0.9
+    with pytest.raises(SamarkError, match="at least 2"):
+        create_attack("semantic-stealing", unmarked_vectors=unmarked[:1], **common)
+    chosen = own.forgery_indices(4, random.Random(0))
+    assert len(set(chosen)) == 4 and all(0 <= c < len(common["pool_vectors"]) for c in chosen)

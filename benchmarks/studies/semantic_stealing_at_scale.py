@@ -42,7 +42,8 @@ SETS = {
 
 def _texts(written: Path, name: str) -> list[str]:
     file, scheme, key = SETS[name]
-    rows = [json.loads(line) for line in gzip.open(written / f"{file}.jsonl.gz", "rt")]
+    with gzip.open(written / f"{file}.jsonl.gz", "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f]
     if scheme is not None:
         rows = [r for r in rows if r["scheme"] == scheme and r["key"] == key]
     return [r["text"] for r in sorted(rows, key=lambda r: r["i"])]

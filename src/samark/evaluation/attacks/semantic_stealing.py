@@ -28,8 +28,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -112,9 +111,7 @@ class SemanticStealing(PerTextAttack):
             raise SamarkError(f"spread must be >= 1, got {spread}")
         if estimator not in ("scatter", "orthant"):
             raise SamarkError(f"estimator must be 'scatter' or 'orthant', got {estimator!r}")
-        from samark.embed import load_embedder
-
-        self.embedder = load_embedder(embedder)
+        self.embedder_name = embedder
         self.n, self.spread = len(texts), spread
         if pool_sentences is None:
             from samark.datasets import human_windows, load_dataset
@@ -127,14 +124,14 @@ class SemanticStealing(PerTextAttack):
             pool_sentences, pool_vectors = windows, None
         self.pool = [s for text in pool_sentences for s in text]
         if pool_vectors is None:
-            pool_vectors = self.embedder.encode(self.pool)
+            pool_vectors = self._encode(self.pool)
         if len(pool_vectors) != len(self.pool):
             raise SamarkError("pool_vectors must have one row per pool sentence")
         bounds = np.cumsum([0, *map(len, pool_sentences)])
         human_means = np.stack(
             [pool_vectors[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds) if b > a]
         )
-        marked_means = _text_means(self.embedder, texts, marked_vectors)
+        marked_means = _text_means(self._encode, texts, marked_vectors)
         reference_means, centre = human_means, pool_vectors.mean(axis=0)
         own = [t for t in read_texts(unmarked) if t.strip()]
         if unmarked_vectors is not None:
@@ -142,12 +139,19 @@ class SemanticStealing(PerTextAttack):
         if own:
             if len(own) < 2:
                 raise SamarkError("unmarked needs at least 2 texts (a reference scatter)")
-            reference_means = _text_means(self.embedder, own, unmarked_vectors)
+            reference_means = _text_means(self._encode, own, unmarked_vectors)
             centre = reference_means.mean(axis=0)
         self.reference = "unmarked" if own else "pool"
         estimate = stolen_direction if estimator == "scatter" else stolen_orthant
         self.direction = estimate(marked_means, reference_means, centre)
         self._order = np.argsort(-(pool_vectors @ self.direction))  # farthest along +d first
+
+    def _encode(self, sentences: Sequence[str]) -> np.ndarray:
+        """Unit embeddings by the operator's (public) embedder, loaded on first use: a
+        forger given every embedding never loads it."""
+        from samark.embed import load_embedder
+
+        return load_embedder(self.embedder_name).encode(list(sentences))
 
     def forgery_indices(self, sentences: int, rng: random.Random) -> list[int]:
         """The pool sentences (indices) of one forgery of ``sentences`` sentences."""
@@ -160,12 +164,14 @@ class SemanticStealing(PerTextAttack):
 
 
 def _text_means(
-    embedder: Any, texts: Sequence[str], vectors: Sequence[np.ndarray] | None
+    encode: Callable[[Sequence[str]], np.ndarray],
+    texts: Sequence[str],
+    vectors: Sequence[np.ndarray] | None,
 ) -> np.ndarray:
     """Each text's mean sentence embedding: from ``vectors`` (one (sentences, dim) array a
     text) where given, else embedded."""
     if vectors is None:
-        vectors = [embedder.encode(split_sentences(t)) for t in texts]
+        vectors = [encode(split_sentences(t)) for t in texts]
     elif len(vectors) < len(texts):
         raise SamarkError("fewer sentence-embedding arrays than texts")
     means = [np.asarray(v).mean(axis=0) for v in vectors[: len(texts)] if len(v)]
