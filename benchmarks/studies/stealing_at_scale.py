@@ -50,12 +50,15 @@ NS = (0, 10, 100, 1000)  # n = 0: the control, the forger's model unbiased
 ALPHA = 0.01
 
 
+def _secret(index: int) -> bytes:
+    return hashlib.sha256(f"samark/stealing-at-scale/{index}".encode()).digest()
+
+
 def research_key(index: int) -> Any:
     """Repetition ``index``'s key: public (a function of the index), for research only."""
     from samark.keys import EmbedderIdentity, WatermarkKey
 
-    secret = hashlib.sha256(f"samark/stealing-at-scale/{index}".encode()).digest()
-    return WatermarkKey(secret, EmbedderIdentity("none", "token-schemes-only"))
+    return WatermarkKey(_secret(index), EmbedderIdentity("none", "token-schemes-only"))
 
 
 class LayeredTokenRow:
@@ -76,6 +79,30 @@ class LayeredTokenRow:
     def detect(self, text: str) -> Any:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return self.layer.score([int(i) for i in ids])
+
+    def layered(self) -> Any:
+        """The whole layered mark whose token layer this is: the same secret in a key made
+        for SAMark's embedder (pivots avoiding the paper run's reference directions), with
+        the layered row's defaults; checked to hold the same token layer."""
+        import numpy as np
+
+        from samark.embed import load_embedder
+        from samark.keys import WatermarkKey
+        from samark.schemes import create_scheme
+        from samark.schemes.base import SharedResources
+
+        embedder = load_embedder("all-mpnet-base-v2")
+        key = WatermarkKey(
+            _secret(self.index), embedder.identity, embedder.reference_directions(("news", "wiki"))
+        )
+        shared = SharedResources("smollm2-135m-instruct", embedder)
+        scheme = create_scheme("samark-layered", key=key, shared=shared)
+        context = [1, 2, 3, 4]
+        if not np.array_equal(
+            scheme.token_layer.green_mask(context), self.layer.green_mask(context)
+        ):
+            raise SystemExit("the layered scheme's token layer is not this one")
+        return scheme
 
 
 def _scheme(name: str, index: int, generator: str | None = None) -> Any:
@@ -585,6 +612,20 @@ def detect(args: argparse.Namespace) -> None:
             print(f"  {name}/{k}: {type(e).__name__}: {e}", file=sys.stderr)
             return 1.0
 
+    whole: dict[int, Any] = {}
+
+    def layered_p(k: int, text: str) -> dict[str, float]:
+        from samark.schemes.samark.layered import combine_p_values
+
+        if k not in whole:
+            whole[k] = _scheme("layered-token", k).layered()
+        try:
+            d = whole[k].detect(text)
+        except SamarkError:
+            return {"p_fisher": 1.0, "p_both": 1.0}
+        both = combine_p_values(d.details["p_semantic"], d.details["p_token"], method="both")
+        return {"p_fisher": float(d.p_value), "p_both": float(both)}
+
     out = args.run / "detections.jsonl"
     with out.open("w", encoding="utf-8") as f:
         for r in marked:
@@ -602,6 +643,8 @@ def detect(args: argparse.Namespace) -> None:
                 "rep4": four_gram_repeat(r["text"]) if r["text"] else 0.0,
                 "words": len(r["text"].split()),
             }
+            if r["scheme"] == "layered-token":  # the whole layered mark on them too
+                row |= layered_p(r["key"], r["text"])
             f.write(json.dumps(row) + "\n")
     print(f"wrote {out}")
     table(argparse.Namespace(run=args.run, written=args.written))
@@ -644,6 +687,15 @@ def table(args: argparse.Namespace) -> None:
             + " | ".join(pct(cells[name][n]) if n in cells[name] else "–" for n in NS)
             + f" | {' / '.join(f'{x:.2f}' for x in d2)} | {' / '.join(prec)} |"
         )
+    whole = [r for r in rows if r["kind"] == "forgery" and "p_fisher" in r]
+    for how, label in (("p_fisher", "layered, Fisher"), ("p_both", "layered, both")):
+        if whole:
+            by = {n: [r[how] for r in whole if r["n"] == n] for n in NS}
+            lines.append(
+                f"| {label}, on the layered-token forgeries | – | "
+                + " | ".join(pct(by[n]) if by[n] else "–" for n in NS)
+                + " | – | – |"
+            )
     text = "\n".join(lines) + "\n"
     print(text)
     (args.run / "table.md").write_text(text, encoding="utf-8")
@@ -658,7 +710,13 @@ def _plot(cells: dict[str, dict[int, list[float]]], path: Path) -> None:
     from scipy.stats import beta
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    labels = {"kgw": "KGW", "synthid": "SynthID", "unigram": "Unigram", "upv": "UPV"}
+    labels = {
+        "kgw": "KGW",
+        "synthid": "SynthID",
+        "unigram": "Unigram",
+        "upv": "UPV",
+        "layered-token": "layered token layer",
+    }
     for j, (name, by_n) in enumerate(cells.items()):
         xs, ys, lo, hi = [], [], [], []
         for n in NS:
