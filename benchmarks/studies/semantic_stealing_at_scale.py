@@ -1,6 +1,33 @@
 """Semantic stealing at scale (issue 36): 10, 100 and 1,000 marked texts a key, fresh keys.
 
-(Docstring completed below, once the design is measured.)
+The `semantic-stealing` attacker learns a key's pivot plane from how n marked texts' mean
+embeddings scatter beyond a reference (the public human pool, or unmarked texts it wrote
+itself with the operator's generator), then assembles human sentences along it; the key's
+own detectors (SAMark z and scan, the layered mark under Fisher and under ``both``) judge
+the forgeries. Writing 1,000 SAMark texts a key is GPU work, so the marked texts are
+simulated, and the simulation is checked against real ones:
+
+- ``calibrate``: the paper run's real SAMark and layered texts' flag-signed pivot
+  coordinates, sentence by sentence (what the selection moves), under its public key;
+- ``simulate`` (``forge``): an unmarked text the same model wrote gets a real marked
+  text's coordinates, and the rest of each embedding moves with them by a model
+  ``gamma`` (0: not at all; 1: the Gaussian regression of an embedding on its coordinates
+  under the within-text covariance; 3: three times that);
+- ``validate``: the same attacker on the real texts and on simulated ones of the same key
+  at n = 10 and 40: gamma 1 reproduces the real outcome, gamma 3 overstates it;
+- ``table``: the cells and the plot.
+
+    D=experiments/runs/semantic-stealing-at-scale
+    python benchmarks/studies/semantic_stealing_at_scale.py embed $D --set base
+    python benchmarks/studies/semantic_stealing_at_scale.py embed $D --set source-a
+    python benchmarks/studies/semantic_stealing_at_scale.py calibrate $D
+    python benchmarks/studies/semantic_stealing_at_scale.py validate $D
+    python benchmarks/studies/semantic_stealing_at_scale.py forge $D --keys 8 --gamma 1
+    python benchmarks/studies/semantic_stealing_at_scale.py table $D --plot $D/PLOT.png
+
+The keys are research keys, a function of their index alone (sha256 of
+``samark/semantic-stealing-at-scale/<i>``), built as the paper run's key: not secrets.
+Results: docs/results/2026-11-27-semantic-stealing/README.md.
 """
 
 from __future__ import annotations
