@@ -564,6 +564,92 @@ def _plot(
     plt.close(fig)
 
 
+# -- real: every real text of the run's key, pooled across its SAMark rows ---------------
+#: the paper run's rows written with its key in the full space with 2 channels and random
+#: flags (SAMark's configurations and the layered mark's; not the dagger ablation)
+REAL_ROWS = (
+    "SAMark",
+    "SAMark (adaptive)",
+    "SAMark (layered)",
+    "SAMark (margin)",
+    "SAMark (pool margin)",
+    "SAMark (N = 128)",
+    "SAMark (N = 16)",
+    "SAMark (N = 16 + steer)",
+    "SAMark (layered N = 16)",
+)
+#: the run's texts without a semantic mark on the same prompts: the forger's own unmarked
+#: texts (a token mark moves no sentence's meaning)
+REFERENCE_ROWS = ("Unwatermarked", "KGW", "SynthID", "Unigram", "MorphMark", "EXP", "UPV")
+
+
+def real(args: argparse.Namespace) -> None:
+    """The attacker on real texts at the largest n the paper run holds: every text its key
+    wrote in the SAMark rows (about 300, 12 sentences each), against the run's texts
+    without a semantic mark on the same prompts (or the human pool); forgeries scored by
+    the run's SAMark z, scan and layered detectors. Appended to ``real.jsonl``."""
+    from detection_statistics import EmbeddingCache
+
+    from human_texts import stored_test_corpora
+    from samark.evaluation.attacks import create_attack
+    from samark.evaluation.runner import Run
+    from samark.segment import split_sentences
+
+    run = Run.open(args.run)
+    embedder, key = run.embedder, run.key
+    pivots = key.pivots(embedder.dim, 2)
+    cache = EmbeddingCache(args.cache, embedder)
+    _, pool_sentences, pool_vectors = stored_test_corpora(embedder)
+    pool = [s for ss in pool_sentences for s in ss]
+    schemes = _paper_schemes(run, key)
+
+    def texts(rows: tuple[str, ...]) -> list[np.ndarray]:
+        split = [
+            split_sentences(g["text"])
+            for g in run.generations.records()
+            if g.get("scheme") in rows and isinstance(g.get("text"), str)
+        ]
+        split = [ss for ss in split if ss]
+        cache.fill([s for ss in split for s in ss])
+        return [cache.get(ss) for ss in split]
+
+    marked, own = texts(REAL_ROWS), texts(REFERENCE_ROWS)
+    print(f"{len(marked)} marked texts, {len(own)} reference texts", flush=True)
+    rng = np.random.default_rng(11)
+    with (args.dir / "real.jsonl").open("a", encoding="utf-8") as f:
+        for n, estimator, reference in itertools.product(
+            [int(x) for x in args.counts.split(",")] + [len(marked)], ESTIMATORS, REFERENCES
+        ):
+            draws = 1 if n >= len(marked) else args.draws
+            for draw in range(draws):
+                chosen = rng.choice(len(marked), size=min(n, len(marked)), replace=False)
+                attack = create_attack(
+                    "semantic-stealing",
+                    embedder=run.experiment.embedder,
+                    estimator=estimator,
+                    pool_sentences=pool_sentences,
+                    pool_vectors=pool_vectors,
+                    marked_vectors=[marked[i] for i in chosen],
+                    unmarked_vectors=own if reference == "unmarked" else None,
+                )
+                for j in range(args.forgeries // draws):
+                    picked = attack.forgery_indices(SENTENCES, random.Random(f"{n}/{draw}/{j}"))
+                    text = " ".join(pool[c] for c in picked)
+                    ps = _detect(schemes, "SAMark", pool_vectors[picked], text)
+                    ps |= _detect(schemes, "SAMark (layered)", pool_vectors[picked], text)
+                    row = {
+                        "n": len(chosen),
+                        "estimator": estimator,
+                        "reference": reference,
+                        "draw": draw,
+                        "leak": round(_leak(attack.direction, pivots), 4),
+                        "pool_sentences": [int(c) for c in picked],
+                        "p": {k: float(v) for k, v in ps.items()},
+                    }
+                    f.write(json.dumps(row) + "\n")
+            print(f"n = {len(chosen)}, {estimator}, {reference}: done", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="step", required=True)
@@ -595,6 +681,15 @@ def main() -> None:
         default=[0.0, 1.0, 3.0],
         help="how a selection moves a sentence (moves_of)",
     )
+    r = sub.add_parser("real")
+    r.add_argument("dir", type=Path)
+    r.add_argument("--run", type=Path, default=PAPER)
+    r.add_argument(
+        "--cache", type=Path, default=Path.home() / ".cache/samark/research/paper-mpnet.npz"
+    )
+    r.add_argument("--counts", default="40,100,200", help="n below all the run's texts")
+    r.add_argument("--draws", type=int, default=8, help="subsets of n texts (n < all)")
+    r.add_argument("--forgeries", type=int, default=40, help="forgeries a cell")
     f = sub.add_parser("forge")
     f.add_argument("dir", type=Path)
     f.add_argument("--run", type=Path, default=PAPER)
@@ -607,9 +702,14 @@ def main() -> None:
     t.add_argument("--plot", type=Path, default=None)
     t.add_argument("--per-key", type=int, default=5, help="forgeries a key and cell (as forge)")
     args = ap.parse_args()
-    {"embed": embed, "calibrate": calibrate, "validate": validate, "forge": forge, "table": table}[
-        args.step
-    ](args)
+    {
+        "embed": embed,
+        "calibrate": calibrate,
+        "validate": validate,
+        "forge": forge,
+        "real": real,
+        "table": table,
+    }[args.step](args)
 
 
 if __name__ == "__main__":
