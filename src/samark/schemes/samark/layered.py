@@ -103,7 +103,6 @@ def combined_z(p: float) -> float:
     return float(norm.isf(min(max(p, 1e-300), 1.0 - 1e-16)))
 
 
-@functools.lru_cache(maxsize=4)
 def token_layer_of(
     key: WatermarkKey, vocab_size: int, config: TokenLayerConfig | None = None
 ) -> GreenListLayer:
@@ -116,6 +115,7 @@ def token_layer_of(
     return GreenListLayer(secret, vocab_size, config)
 
 
+@functools.lru_cache(maxsize=4)
 def _tokenizer(path: str) -> Any:
     from transformers import AutoTokenizer
 
