@@ -54,6 +54,8 @@ NS = (0, 10, 30, 100, 300, 1000)  # n = 0: the control, a random direction
 ESTIMATORS = ("scatter", "orthant")
 REFERENCES = ("pool", "unmarked")
 ALPHA = 0.01
+#: sentence embeddings kept across studies (filled where missing)
+CACHE = Path.home() / ".cache/samark/research/paper-mpnet.npz"
 SENTENCES = 12  # a forgery's sentences (the earlier semantic cells')
 
 WRITTEN = Path("experiments/runs/stealing-at-scale/written")
@@ -116,6 +118,52 @@ def _paper_schemes(run: Any, key: Any) -> dict[str, Any]:
         label: create_scheme(specs[label].name, key=key, shared=shared, **specs[label].params)
         for label in ("SAMark", "SAMark (scan)", "SAMark (layered)")
     }
+
+
+class HumanPool:
+    """The forger's public human text: the calibration corpora's sentences (per text and
+    flat) with their stored embeddings."""
+
+    def __init__(self, embedder: Any) -> None:
+        from human_texts import stored_test_corpora
+
+        _, self.texts, self.vectors = stored_test_corpora(embedder)
+        self.sentences = [s for ss in self.texts for s in ss]
+
+    def attack(self, run: Any, estimator: str, marked: list[np.ndarray], **kw: Any) -> Any:
+        """The `semantic-stealing` attacker on these texts' embeddings (``marked``)."""
+        from samark.evaluation.attacks import create_attack
+
+        return create_attack(
+            "semantic-stealing",
+            embedder=run.experiment.embedder,
+            estimator=estimator,
+            pool_sentences=self.texts,
+            pool_vectors=self.vectors,
+            marked_vectors=marked,
+            **kw,
+        )
+
+    def score(self, schemes: dict[str, Any], labels: Any, chosen: list[int]) -> dict[str, float]:
+        """The forgery of pool sentences ``chosen`` under the detectors of rows ``labels``."""
+        text = " ".join(self.sentences[c] for c in chosen)
+        out: dict[str, float] = {}
+        for label in labels:
+            out |= _detect(schemes, label, self.vectors[chosen], text)
+        return out
+
+
+def _under_public_key(args: argparse.Namespace) -> tuple[Any, np.ndarray, Any, HumanPool, dict]:
+    """The paper run, its public key's pivots, the sentence-embedding cache, the human
+    pool and the run's detectors: what ``validate`` and ``real`` work with."""
+    from detection_statistics import EmbeddingCache
+
+    from samark.evaluation.runner import Run
+
+    run = Run.open(args.run)
+    pivots = run.key.pivots(run.embedder.dim, 2)
+    cache = EmbeddingCache(args.cache, run.embedder)
+    return run, pivots, cache, HumanPool(run.embedder), _paper_schemes(run, run.key)
 
 
 def _load(dir_: Path, name: str) -> list[np.ndarray]:
@@ -264,14 +312,12 @@ def forge(args: argparse.Namespace) -> None:
     """Every key's cells: simulated marked texts (from ``source-a``), the attacker's
     direction from the first n of them against the human pool or its own unmarked texts
     (``base``), ``--per-key`` forgeries a cell, each scored by the key's detectors."""
-    from human_texts import stored_test_corpora
-    from samark.evaluation.attacks import create_attack
+    from samark.evaluation.attacks.semantic_stealing import draw_forgery
     from samark.evaluation.runner import Run
 
     run = Run.open(args.run)
     embedder = run.embedder
-    _, pool_sentences, pool_vectors = stored_test_corpora(embedder)
-    pool = [s for ss in pool_sentences for s in ss]
+    pool = HumanPool(embedder)
     sources, base = _load(args.dir, "source-a"), _load(args.dir, "base")
     sources = [e for e in sources if len(e)]
     base = [e for e in base if len(e)]
@@ -304,28 +350,23 @@ def forge(args: argparse.Namespace) -> None:
                     d = rng.standard_normal(embedder.dim)
                     attack = None
                     direction = d / np.linalg.norm(d)
-                    order_ = np.argsort(-(pool_vectors @ direction))
+                    order_ = np.argsort(-(pool.vectors @ direction))
                 else:
-                    attack = create_attack(
-                        "semantic-stealing",
+                    attack = pool.attack(
+                        run,
+                        estimator,
+                        marked,
                         n=min(n, len(marked)),  # 1,000: the 990 sources with a sentence
-                        embedder=run.experiment.embedder,
-                        estimator=estimator,
-                        pool_sentences=pool_sentences,
-                        pool_vectors=pool_vectors,
-                        marked_vectors=marked,
                         unmarked_vectors=base if reference == "unmarked" else None,
                     )
                     direction = attack.direction
                 for j in range(args.per_key):
                     r = random.Random(f"{index}/{label}/{n}/{estimator}/{reference}/{j}")
-                    if attack is None:
-                        ranked = order_ if r.random() < 0.5 else order_[::-1]
-                        chosen = r.sample(list(ranked[: 2 * SENTENCES]), SENTENCES)
+                    if attack is None:  # the attack's default spread
+                        chosen = draw_forgery(order_, SENTENCES, 2, r)
                     else:
                         chosen = attack.forgery_indices(SENTENCES, r)
-                    text = " ".join(pool[c] for c in chosen)
-                    ps = _detect(schemes, label, pool_vectors[chosen], text)
+                    ps = pool.score(schemes, [label], chosen)
                     rows.append(
                         {
                             "gamma": args.gamma,
@@ -358,20 +399,9 @@ def validate(args: argparse.Namespace) -> None:
     have) and from n of its simulated texts: how much of the key each direction holds, and
     what its forgeries score. Where the two agree, the simulation stands in for texts this
     CPU cannot write. Written to ``validation.json``."""
-    from detection_statistics import EmbeddingCache
-
-    from human_texts import stored_test_corpora
-    from samark.evaluation.attacks import create_attack
-    from samark.evaluation.runner import Run
     from samark.segment import split_sentences
 
-    run = Run.open(args.run)
-    embedder, key = run.embedder, run.key
-    pivots = key.pivots(embedder.dim, 2)
-    cache = EmbeddingCache(args.cache, embedder)
-    _, pool_sentences, pool_vectors = stored_test_corpora(embedder)
-    pool = [s for ss in pool_sentences for s in ss]
-    schemes = _paper_schemes(run, key)
+    run, pivots, cache, pool, schemes = _under_public_key(args)
     sources = [e for e in _load(args.dir, "source-a") if len(e)]
     scatter = within_scatter(_load(args.dir, "base"))
     results: list[dict[str, Any]] = []
@@ -399,23 +429,14 @@ def validate(args: argparse.Namespace) -> None:
             )
             for n, estimator in itertools.product((10, 40), ESTIMATORS):
                 leaks, ps = [], []
-                for draw in range(args.draws if n < len(texts) else 1):
+                draws = args.draws if n < len(texts) else 1
+                for draw in range(draws):
                     chosen = rng.choice(len(texts), size=n, replace=False)
-                    attack = create_attack(
-                        "semantic-stealing",
-                        n=n,
-                        embedder=run.experiment.embedder,
-                        estimator=estimator,
-                        pool_sentences=pool_sentences,
-                        pool_vectors=pool_vectors,
-                        marked_vectors=[texts[i] for i in chosen],
-                    )
+                    attack = pool.attack(run, estimator, [texts[i] for i in chosen])
                     leaks.append(_leak(attack.direction, pivots))
-                    per = max(1, args.forgeries // (args.draws if n < len(texts) else 1))
-                    for j in range(per):
-                        chosen_s = attack.forgery_indices(SENTENCES, random.Random(f"{draw}/{j}"))
-                        text = " ".join(pool[c] for c in chosen_s)
-                        ps.append(_detect(schemes, label, pool_vectors[chosen_s], text))
+                    for j in range(max(1, args.forgeries // draws)):
+                        picked = attack.forgery_indices(SENTENCES, random.Random(f"{draw}/{j}"))
+                        ps.append(pool.score(schemes, [label], picked))
                 row = {
                     "row": label,
                     "texts": name,
@@ -588,20 +609,9 @@ def real(args: argparse.Namespace) -> None:
     wrote in the SAMark rows (about 300, 12 sentences each), against the run's texts
     without a semantic mark on the same prompts (or the human pool); forgeries scored by
     the run's SAMark z, scan and layered detectors. Appended to ``real.jsonl``."""
-    from detection_statistics import EmbeddingCache
-
-    from human_texts import stored_test_corpora
-    from samark.evaluation.attacks import create_attack
-    from samark.evaluation.runner import Run
     from samark.segment import split_sentences
 
-    run = Run.open(args.run)
-    embedder, key = run.embedder, run.key
-    pivots = key.pivots(embedder.dim, 2)
-    cache = EmbeddingCache(args.cache, embedder)
-    _, pool_sentences, pool_vectors = stored_test_corpora(embedder)
-    pool = [s for ss in pool_sentences for s in ss]
-    schemes = _paper_schemes(run, key)
+    run, pivots, cache, pool, schemes = _under_public_key(args)
 
     def texts(rows: tuple[str, ...]) -> list[np.ndarray]:
         split = [
@@ -623,20 +633,15 @@ def real(args: argparse.Namespace) -> None:
             draws = 1 if n >= len(marked) else args.draws
             for draw in range(draws):
                 chosen = rng.choice(len(marked), size=min(n, len(marked)), replace=False)
-                attack = create_attack(
-                    "semantic-stealing",
-                    embedder=run.experiment.embedder,
-                    estimator=estimator,
-                    pool_sentences=pool_sentences,
-                    pool_vectors=pool_vectors,
-                    marked_vectors=[marked[i] for i in chosen],
+                attack = pool.attack(
+                    run,
+                    estimator,
+                    [marked[i] for i in chosen],
                     unmarked_vectors=own if reference == "unmarked" else None,
                 )
                 for j in range(args.forgeries // draws):
                     picked = attack.forgery_indices(SENTENCES, random.Random(f"{n}/{draw}/{j}"))
-                    text = " ".join(pool[c] for c in picked)
-                    ps = _detect(schemes, "SAMark", pool_vectors[picked], text)
-                    ps |= _detect(schemes, "SAMark (layered)", pool_vectors[picked], text)
+                    ps = pool.score(schemes, ROWS, picked)
                     row = {
                         "n": len(chosen),
                         "estimator": estimator,
@@ -663,15 +668,13 @@ def main() -> None:
     c.add_argument(
         "--cache",
         type=Path,
-        default=Path.home() / ".cache/samark/research/paper-mpnet.npz",
+        default=CACHE,
         help="sentence embeddings kept across studies (filled where missing)",
     )
     v = sub.add_parser("validate")
     v.add_argument("dir", type=Path)
     v.add_argument("--run", type=Path, default=PAPER)
-    v.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache/samark/research/paper-mpnet.npz"
-    )
+    v.add_argument("--cache", type=Path, default=CACHE)
     v.add_argument("--draws", type=int, default=20, help="subsets of n texts (n < all)")
     v.add_argument("--forgeries", type=int, default=40, help="forgeries a cell")
     v.add_argument(
@@ -684,9 +687,7 @@ def main() -> None:
     r = sub.add_parser("real")
     r.add_argument("dir", type=Path)
     r.add_argument("--run", type=Path, default=PAPER)
-    r.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache/samark/research/paper-mpnet.npz"
-    )
+    r.add_argument("--cache", type=Path, default=CACHE)
     r.add_argument("--counts", default="40,100,200", help="n below all the run's texts")
     r.add_argument("--draws", type=int, default=8, help="subsets of n texts (n < all)")
     r.add_argument("--forgeries", type=int, default=40, help="forgeries a cell")
@@ -713,4 +714,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

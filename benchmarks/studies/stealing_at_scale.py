@@ -650,6 +650,12 @@ def detect(args: argparse.Namespace) -> None:
     table(argparse.Namespace(run=args.run, written=args.written))
 
 
+def _pct(ps: list[float]) -> str:
+    """A cell: percent of p-values below alpha, the count and the median."""
+    hit = sum(p < ALPHA for p in ps)
+    return f"{100 * hit / len(ps):.1f} ({hit}/{len(ps)}; median p {np.median(ps):.2g})"
+
+
 def table(args: argparse.Namespace) -> None:
     """The cells (markdown, to stdout and ``table.md``) and the plot."""
     rows = [json.loads(x) for x in (args.run / "detections.jsonl").open(encoding="utf-8")]
@@ -668,10 +674,6 @@ def table(args: argparse.Namespace) -> None:
         by_n = {n: [r for r in fg if r["n"] == n] for n in NS}
         cells[name] = {n: [r["p"] for r in v] for n, v in by_n.items() if v}
 
-        def pct(ps: list[float]) -> str:
-            hit = sum(p < ALPHA for p in ps)
-            return f"{100 * hit / len(ps):.1f} ({hit}/{len(ps)}; median p {np.median(ps):.2g})"
-
         keys = len({r["key"] for r in fg})
         d2 = [np.mean([r["distinct2"] for r in by_n[n]]) for n in (0, 1000) if by_n[n]]
         prec = []
@@ -683,8 +685,8 @@ def table(args: argparse.Namespace) -> None:
             ]
             prec.append(f"{100 * np.mean(got):.0f}%" if got else "–")
         lines.append(
-            f"| {name} ({keys} keys) | {pct(mk) if mk else '–'} | "
-            + " | ".join(pct(cells[name][n]) if n in cells[name] else "–" for n in NS)
+            f"| {name} ({keys} keys) | {_pct(mk) if mk else '–'} | "
+            + " | ".join(_pct(cells[name][n]) if n in cells[name] else "–" for n in NS)
             + f" | {' / '.join(f'{x:.2f}' for x in d2)} | {' / '.join(prec)} |"
         )
     whole = [r for r in rows if r["kind"] == "forgery" and "p_fisher" in r]
@@ -693,7 +695,7 @@ def table(args: argparse.Namespace) -> None:
             by = {n: [r[how] for r in whole if r["n"] == n] for n in NS}
             lines.append(
                 f"| {label}, on the layered-token forgeries | – | "
-                + " | ".join(pct(by[n]) if by[n] else "–" for n in NS)
+                + " | ".join(_pct(by[n]) if by[n] else "–" for n in NS)
                 + " | – | – |"
             )
     text = "\n".join(lines) + "\n"

@@ -98,9 +98,8 @@ class SemanticStealing(PerTextAttack):
         marked_vectors: Sequence[np.ndarray] | None = None,
         unmarked_vectors: Sequence[np.ndarray] | None = None,
     ) -> None:
-        texts = [t for t in read_texts(marked) if t.strip()]
-        if marked_vectors is not None:  # the marked texts' sentence embeddings, given
-            texts = [""] * len(marked_vectors)
+        # the marked texts, or their sentence embeddings where given
+        texts = _texts_or_vectors(marked, marked_vectors)
         if n is not None:
             if not 2 <= n <= len(texts):
                 raise SamarkError(f"n = {n}: needs 2 to {len(texts)} marked texts")
@@ -131,15 +130,13 @@ class SemanticStealing(PerTextAttack):
         human_means = np.stack(
             [pool_vectors[a:b].mean(axis=0) for a, b in itertools.pairwise(bounds) if b > a]
         )
-        marked_means = _text_means(self._encode, texts, marked_vectors)
+        marked_means = _text_means(self._encode, texts)
         reference_means, centre = human_means, pool_vectors.mean(axis=0)
-        own = [t for t in read_texts(unmarked) if t.strip()]
-        if unmarked_vectors is not None:
-            own = [""] * len(unmarked_vectors)
+        own = _texts_or_vectors(unmarked, unmarked_vectors)
         if own:
             if len(own) < 2:
                 raise SamarkError("unmarked needs at least 2 texts (a reference scatter)")
-            reference_means = _text_means(self._encode, own, unmarked_vectors)
+            reference_means = _text_means(self._encode, own)
             centre = reference_means.mean(axis=0)
         self.reference = "unmarked" if own else "pool"
         estimate = stolen_direction if estimator == "scatter" else stolen_orthant
@@ -155,26 +152,37 @@ class SemanticStealing(PerTextAttack):
 
     def forgery_indices(self, sentences: int, rng: random.Random) -> list[int]:
         """The pool sentences (indices) of one forgery of ``sentences`` sentences."""
-        ranked = self._order if rng.random() < 0.5 else self._order[::-1]
-        return [int(j) for j in rng.sample(list(ranked[: self.spread * sentences]), sentences)]
+        return draw_forgery(self._order, sentences, self.spread, rng)
 
     def apply_one(self, text: str, rng: random.Random, human: str | None) -> str:
         k = max(1, len(split_sentences(text)))
         return " ".join(self.pool[j] for j in self.forgery_indices(k, rng))
 
 
+def draw_forgery(order: np.ndarray, sentences: int, spread: int, rng: random.Random) -> list[int]:
+    """One forgery's pool indices: a side of the direction drawn (``order`` ranks the pool
+    farthest along +d first), then ``sentences`` drawn among the ``spread`` x ``sentences``
+    farthest on it."""
+    ranked = order if rng.random() < 0.5 else order[::-1]
+    return [int(j) for j in rng.sample(list(ranked[: spread * sentences]), sentences)]
+
+
+def _texts_or_vectors(
+    texts: str | Sequence[str], vectors: Sequence[np.ndarray] | None
+) -> list[str] | list[np.ndarray]:
+    """The non-empty texts, or the given sentence-embedding arrays (one a text) instead."""
+    if vectors is not None:
+        return list(vectors)
+    return [t for t in read_texts(texts) if t.strip()]
+
+
 def _text_means(
-    encode: Callable[[Sequence[str]], np.ndarray],
-    texts: Sequence[str],
-    vectors: Sequence[np.ndarray] | None,
+    encode: Callable[[Sequence[str]], np.ndarray], items: Sequence[str] | Sequence[np.ndarray]
 ) -> np.ndarray:
-    """Each text's mean sentence embedding: from ``vectors`` (one (sentences, dim) array a
-    text) where given, else embedded."""
-    if vectors is None:
-        vectors = [encode(split_sentences(t)) for t in texts]
-    elif len(vectors) < len(texts):
-        raise SamarkError("fewer sentence-embedding arrays than texts")
-    means = [np.asarray(v).mean(axis=0) for v in vectors[: len(texts)] if len(v)]
+    """Each text's mean sentence embedding: a text is embedded, an array of its sentence
+    embeddings used as given."""
+    vectors = [encode(split_sentences(x)) if isinstance(x, str) else x for x in items]
+    means = [np.asarray(v).mean(axis=0) for v in vectors if len(v)]
     if len(means) < 2:
         raise SamarkError("needs at least 2 texts with a sentence")
     return np.stack(means)
