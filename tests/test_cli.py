@@ -670,6 +670,66 @@ def test_listing_and_help_load_nothing(tmp_path) -> None:
     assert "<bool>" not in help_["out"]  # a flag takes no value: no type beside it
 
 
+def _commands(command, path=("samark",)):
+    """Every command and group under ``command``, with its path."""
+    from typer._click import Context
+
+    yield path, command
+    if hasattr(command, "list_commands"):
+        ctx = Context(command)
+        for name in command.list_commands(ctx):
+            yield from _commands(command.get_command(ctx, name), (*path, name))
+
+
+def _summary_rows(help_text: str) -> dict[str, list[str]]:
+    """The Commands table of a ``--help`` page: each command's name and the lines of its
+    summary (a row whose name cell is blank continues the row above)."""
+    rows: dict[str, list[str]] = {}
+    table = help_text.split("─ Commands ", 1)[1].split("╰", 1)[0]
+    last = None
+    for line in table.splitlines()[1:]:
+        cells = line.strip("│ ").split(None, 1)
+        if not line.startswith("│") or not cells:
+            continue
+        if line[2] != " ":  # a command's name opens its row
+            last = cells[0]
+            rows[last] = [cells[1] if len(cells) > 1 else ""]
+        else:
+            rows[last].append(line.strip("│ "))  # type: ignore[index]
+    return rows
+
+
+def test_help_summaries_are_whole_sentences() -> None:
+    """`samark --help` (and each group's) shows every command's first docstring paragraph;
+    typer's rich tables keep a docstring's line breaks, so a summary must be one line, and a
+    whole sentence, or the table breaks it mid-sentence."""
+    import inspect
+
+    import typer.main
+    from typer._click import Context
+
+    groups = []
+    for path, command in _commands(typer.main.get_command(app)):
+        first = inspect.cleandoc(command.help or "").split("\n\n")[0]
+        assert first and "\n" not in first, (path, first)
+        assert first.endswith("."), (path, first)
+        if hasattr(command, "list_commands"):
+            groups.append((path, command))
+    for path, group in groups:
+        shown = CliRunner().invoke(app, [*path[1:], "--help"], env={"COLUMNS": "200"})
+        assert shown.exit_code == 0, shown.output
+        rows = _summary_rows(shown.stdout)
+        ctx = Context(group)
+        assert set(rows) == set(group.list_commands(ctx)), (path, rows)
+        for name, lines in rows.items():
+            assert len(lines) == 1, (path, name, lines)  # wide enough: one line a row
+            first = inspect.cleandoc(group.get_command(ctx, name).help).split("\n\n")[0]
+            assert lines[0] == first and lines[0].endswith("."), (path, name, lines)
+    narrow = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "80"})
+    for name, lines in _summary_rows(narrow.stdout).items():  # wrapped, never cut short
+        assert " ".join(lines).endswith("."), (name, lines)
+
+
 def test_line_progress_says_each_count_once(capsys) -> None:
     """Progress lines in a log: a task's description as it changes, its count (in its
     unit) while it does not, never the same figures twice on one line."""

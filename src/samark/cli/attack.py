@@ -43,8 +43,10 @@ def attack(
         bool, typer.Option("--list", help="List the registered attacks and exit.")
     ] = False,
 ) -> None:
-    """Attack every record of a JSONL file; each output record keeps its fields and gets
-    the attacked text, the original, and the attack's measured fidelity."""
+    """Attack every record of a JSONL file and measure each attack's fidelity.
+
+    Each output record keeps its fields and gets the attacked text, the original, and the
+    attack's measured fidelity."""
     try:
         from samark.evaluation.attack_file import attack_jsonl, parse_params
         from samark.evaluation.attacks import ATTACKS, attack_summary, create_attack

@@ -39,6 +39,7 @@ def build(
     force: Annotated[bool, typer.Option(help="Overwrite --out.")] = False,
 ) -> None:
     """Build a centring reference for KEY's embedder from human text of your domain.
+
     Detect and check keys with `--centring FILE`: each text is centred by the mean of its
     nearest reference texts before the key's pivots see it, which removes the lean a key
     has towards your domain's topics; p-values stay exact. Use a few hundred texts or

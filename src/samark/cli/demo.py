@@ -59,9 +59,11 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    """Generate a news continuation with the layered mark (SAMark plus a token layer), then
-    test it, a paraphrased copy, a sentence-shuffled copy and a human text, with a
-    throwaway key (a few minutes on a 2-core CPU: README, Quickstart)."""
+    """Mark a news continuation with a throwaway key, then test it and attacked copies of it.
+
+    The mark is the layered one (SAMark plus a token layer); the continuation, a paraphrased
+    copy, a sentence-shuffled copy and a human text are tested (a few minutes on a 2-core
+    CPU: README, Quickstart)."""
     require_positive(sentences=sentences, candidates=candidates)
     if threads is not None:
         require_positive(threads=threads)

@@ -93,11 +93,12 @@ def detect(
     literal: TextFlag = False,
     centring: CentringOption = None,
 ) -> None:
-    """Test a text (or each record of a JSONL or Parquet file) for the watermark of KEY,
-    or of any key of a KEYRING (one p-value with family-wise error control, and the key
-    that marked it). SOURCE is a file where one exists; a one-word SOURCE that looks like
-    a file name (a '/', or an extension such as .txt) but names none is an error, unless
-    --text says it is the text."""
+    """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
+
+    With a KEYRING, for the watermark of any of its keys: one p-value with family-wise error
+    control, and the key that marked it. SOURCE is a file where one exists; a one-word
+    SOURCE that looks like a file name (a '/', or an extension such as .txt) but names none
+    is an error, unless --text says it is the text."""
     if chunk < 1 or (ray is not None and ray < 1):
         raise fail("--chunk and --ray must be >= 1")
     if not 0 < alpha < 1:
@@ -369,13 +370,14 @@ def check_key(
     keyring: KeyringOption = None,
     centring: CentringOption = None,
 ) -> None:
-    """Measure KEY's false-positive rate on human text of your domain: a key that leans
-    towards a domain's mean direction flags more of it than alpha (docs/statistics.md).
-    With --keyring, every key of the ring and the ring's family-wise answer. Check the
-    --scheme you mark with (default samark). Needs at least 20 human texts. Exits 0 if
-    each count of p < alpha is within the 99.9% binomial bound and the p-values are not
-    below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a record that cannot
-    be read or has no text field, named by its line; too few texts)."""
+    """Measure KEY's false-positive rate on human text of your domain.
+
+    A key that leans towards a domain's mean direction flags more of it than alpha
+    (docs/statistics.md). With --keyring, every key of the ring and the ring's family-wise
+    answer. Check the --scheme you mark with (default samark). Needs at least 20 human
+    texts. Exits 0 if each count of p < alpha is within the 99.9% binomial bound and the
+    p-values are not below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a
+    record that cannot be read or has no text field, named by its line; too few texts)."""
     from samark.detection.key_check import MIN_TEXTS
 
     if sentences < 0:

@@ -116,8 +116,9 @@ def eval_status(
 def eval_compact(
     run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
 ) -> None:
-    """Seal a run folder's records into gzip files (the same records, about a seventh of
-    the bytes); later runs append to it as before. Refused while a run writes to it."""
+    """Seal a run folder's records into gzip files (the same records, a seventh of the bytes).
+
+    Later runs append to it as before. Refused while a run writes to it."""
     _need_eval_extra()
     from samark.evaluation.runner import Run
 

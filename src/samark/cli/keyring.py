@@ -95,8 +95,9 @@ def keyring_new(
         ),
     ] = 0,
 ) -> None:
-    """Create a keyring folder (mode 0700) and make its first keys (mode 0600). With
-    --screen, every key is audited on human text first (docs/operators.md)."""
+    """Create a keyring folder (mode 0700) and make its first keys (mode 0600).
+
+    With --screen, every key is audited on human text first (docs/operators.md)."""
     from samark.embed import load_embedder
     from samark.keys.ring import Keyring, check_flag_bits, check_label
 
@@ -141,9 +142,10 @@ def keyring_add(
     screen: ScreenOption = None,
     screen_texts: ScreenTextsOption = 300,
 ) -> None:
-    """Add a key to the ring: an existing key file (copied in) or a new one (with
-    --screen, one that passes check-key on human text). The newest key that is not
-    retired marks text by default."""
+    """Add a key to the ring: an existing key file (copied in) or a new one.
+
+    With --screen, the new key is one that passes check-key on human text. The newest key
+    that is not retired marks text by default."""
     from samark.embed import load_embedder
     from samark.keys.ring import Keyring, check_label
 

@@ -100,8 +100,10 @@ def generate(
     ] = None,
     literal: TextFlag = False,
 ) -> None:
-    """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING
-    (its current key, the key LABEL, or the key that writes PAYLOAD). PROMPT is a file
+    """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
+
+    The keyring's key is its current key, the key LABEL, or the key that writes PAYLOAD.
+    PROMPT is a file
     where one exists; a one-word PROMPT that looks like a file name (a '/', or an
     extension such as .txt) but names none is an error, unless --text says it is the
     prompt."""

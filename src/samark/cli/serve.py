@@ -124,8 +124,10 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve an OpenAI-compatible watermarking endpoint and a detection API, for any scheme
-    with a key (--scheme; --candidates, --statistic and --upstream are SAMark's family's)."""
+    """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
+
+    --scheme chooses the scheme; --candidates, --statistic and --upstream are SAMark's
+    family's."""
     samark_family = can(scheme_name, "candidates")
     if not samark_family and upstream:
         raise fail(
