@@ -41,6 +41,7 @@ from samark.cli.loading import (
     load_ring_detector,
     load_scheme,
 )
+from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.errors import SamarkError
 
 
@@ -92,13 +93,25 @@ def detect(
     ] = None,
     literal: TextFlag = False,
     centring: CentringOption = None,
+    record_url: RecordOption = None,
+    paraphrase_threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="With --record: the cosine at or above which a sentence is a paraphrase "
+            "of a served one (default: the embedder's calibrated threshold).",
+            min=0.0,
+            max=1.0,
+        ),
+    ] = None,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
     With a KEYRING, for the watermark of any of its keys: one p-value with family-wise error
     control, and the key that marked it. SOURCE is a file where one exists; a one-word
     SOURCE that looks like a file name (a '/', or an extension such as .txt) but names none
-    is an error, unless --text says it is the text."""
+    is an error, unless --text says it is the text. With --record, each sentence's
+    provenance too: served, a paraphrase of a served sentence, or not served
+    (docs/provenance.md)."""
     if chunk < 1 or (ray is not None and ray < 1):
         raise fail("--chunk and --ray must be >= 1")
     if not 0 < alpha < 1:
@@ -113,6 +126,11 @@ def detect(
     if centring is not None and ray is not None:
         raise fail("--centring is not available with --ray")
     fields = centring_fields(centring)
+    if record_url is not None and (keyring is not None or ray is not None):
+        raise fail("--record reads a record made with one --key (not with --keyring or --ray)")
+    if paraphrase_threshold is not None and record_url is None:
+        raise fail("--paraphrase-threshold applies to a --record")
+    check_record_url(record_url)
     # what to read is checked before any model loads: a missing file, an empty text or
     # a file without records fails at once
     records: tuple[Path, int] | None = None
@@ -156,10 +174,15 @@ def detect(
     embedder = getattr(detector.schemes[0] if keyring is not None else detector, "embedder", None)
     if embedder is not None:
         embedder.progress_over = 2000  # a book-length text takes minutes: show it
+    provenance = (
+        open_record(record_url, key, embedder, threshold=paraphrase_threshold)
+        if record_url is not None
+        else None
+    )
     if records is not None:
-        raise typer.Exit(_detect_file(detector, *records, field, details, chunk))
+        raise typer.Exit(_detect_file(detector, *records, field, details, chunk, provenance))
     assert given is not None
-    _detect_text(detector, given.text, details)
+    _detect_text(detector, given.text, details, provenance)
 
 
 def _p_from_z(statistic: str) -> bool:
@@ -197,13 +220,18 @@ def _check_ray_source(source: Path) -> None:
         raise fail(f"{source}: no such file or folder")
 
 
-def _detect_text(scheme: Any, text: str, details: bool) -> NoReturn:
-    """Detect with ``scheme`` in one text; exits 0 if watermarked, 1 if not."""
+def _detect_text(scheme: Any, text: str, details: bool, provenance: Any = None) -> NoReturn:
+    """Detect with ``scheme`` in one text; exits 0 if watermarked, 1 if not. With a
+    ``provenance`` record, each sentence's provenance too (a ``provenance`` field)."""
     try:
         result = scheme.detect(text)
+        report = None if provenance is None else provenance.check(text)
     except SamarkError as exc:
         raise fail(str(exc)) from None
-    typer.echo(json.dumps(result.to_dict(details=details)))
+    out = result.to_dict(details=details)
+    if report is not None:
+        out["provenance"] = report.to_dict()
+    typer.echo(json.dumps(out, ensure_ascii=False))
     verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
     from samark.detection.ring import RingDetection
 
@@ -229,10 +257,20 @@ def _detect_text(scheme: Any, text: str, details: bool) -> NoReturn:
             f"{counted(result.n_units, result.unit)}{z}",
             soft_wrap=True,
         )
+    if report is not None:
+        err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 
-def _detect_file(scheme: Any, path: Path, total: int, field: str, details: bool, chunk: int) -> int:
+def _detect_file(
+    scheme: Any,
+    path: Path,
+    total: int,
+    field: str,
+    details: bool,
+    chunk: int,
+    provenance: Any = None,
+) -> int:
     """One result line per record of a JSONL or Parquet file (``total`` records),
     streamed in chunks whose sentences are embedded together (constant memory); a record
     that cannot be read or scored gets an ``error`` line, never a crash, and makes the
@@ -260,6 +298,8 @@ def _detect_file(scheme: Any, path: Path, total: int, field: str, details: bool,
                 found |= bool(record.get("is_watermarked"))
                 if isinstance(record, UnreadableRecord) or record.get("error") in errors:
                     failed.append(number)
+                elif provenance is not None:
+                    record["provenance"] = provenance.check(record[field]).to_dict()
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))
                 bar.advance(task, 1)
         except SamarkError as exc:

@@ -30,6 +30,7 @@ from samark.cli.loading import (
     ring_key_file,
     schemes_that,
 )
+from samark.cli.record import RecordOption, check_record_options, open_record, record_served
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
 
@@ -99,6 +100,15 @@ def generate(
         ),
     ] = None,
     literal: TextFlag = False,
+    record_url: RecordOption = None,
+    store_text: Annotated[
+        bool,
+        typer.Option(
+            "--store-text",
+            help="With --record: store each sentence's text too (off: keyed hashes and "
+            "embeddings only).",
+        ),
+    ] = False,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 
@@ -106,8 +116,10 @@ def generate(
     PROMPT is a file
     where one exists; a one-word PROMPT that looks like a file name (a '/', or an
     extension such as .txt) but names none is an error, unless --text says it is the
-    prompt."""
+    prompt. With --record, the generated sentences are recorded under a fresh request id
+    (docs/provenance.md)."""
     require_positive(sentences=sentences, candidates=candidates)
+    check_record_options(record_url, store_text, keyring)
     from samark.schemes.base import scheme_info
 
     ablation = scheme_info(scheme_name).ablation
@@ -127,6 +139,7 @@ def generate(
         raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
     if not can(scheme_name, "candidates"):
         other = load_other_scheme(scheme_name, key, generator=generator)
+        provenance = open_record(record_url, key) if record_url else None
         with progress() as bar:
             bar.add_task(f"generating with {scheme_name}", total=None)
             try:
@@ -134,6 +147,8 @@ def generate(
             except SamarkError as exc:
                 raise fail(str(exc)) from None
         record = {**made.to_dict(), "key_id": other.key.key_id, **marked_by}
+        if provenance is not None:
+            record["request_id"] = record_served(provenance, made.sentences, store_text=store_text)
         typer.echo(json.dumps(record, ensure_ascii=False) if as_json else made.text)
         return
     name = ablation if dagger and ablation else scheme_name
@@ -147,6 +162,7 @@ def generate(
         adaptive=adaptive,
         payload_flags=flags,
     )
+    provenance = open_record(record_url, key, scheme.embedder) if record_url else None
     with progress() as bar:
         task = bar.add_task("drawing candidates for sentence 1", total=sentences)
         try:
@@ -155,9 +171,16 @@ def generate(
             )
         except SamarkError as exc:
             raise fail(str(exc)) from None
+    request_id = (
+        None
+        if provenance is None
+        else record_served(provenance, result.sentences, store_text=store_text)
+    )
     if as_json:
         record = {**result.to_dict(), "key_id": scheme.key.key_id, **marked_by}
         record.pop("steps")
+        if request_id is not None:
+            record["request_id"] = request_id
         typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
     else:
         typer.echo(result.text)

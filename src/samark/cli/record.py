@@ -1,0 +1,168 @@
+"""``samark record``: the provenance record's upkeep (retention, deletion, a summary), and
+what ``generate --record`` and ``detect --record`` share (docs/provenance.md)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from samark.cli.app import app
+from samark.cli.common import counted, err, fail, load_key
+from samark.errors import SamarkError
+
+record_app = typer.Typer(
+    help="The provenance record of served sentences: retention and deletion.",
+    no_args_is_help=True,
+)
+app.add_typer(record_app, name="record")
+
+_URL_HELP = (
+    "The provenance record: sqlite:///relative/record.db, sqlite:////absolute/record.db "
+    "or a file path (docs/provenance.md)."
+)
+
+#: ``--record URL`` of generate and detect
+RecordOption = Annotated[str | None, typer.Option("--record", help=_URL_HELP)]
+UrlArgument = Annotated[str, typer.Argument(help=_URL_HELP)]
+
+
+def check_record_url(url: str | None) -> None:
+    """Fail (exit 2) on a record URL no backend reads, before any model loads."""
+    if url is None:
+        return
+    from samark.provenance import ProvenanceError, check_url
+
+    try:
+        check_url(url)
+    except ProvenanceError as exc:
+        raise fail(str(exc)) from None
+
+
+def check_record_options(url: str | None, store_text: bool, keyring: Path | None) -> None:
+    """generate's record options, checked before any model loads."""
+    if store_text and url is None:
+        raise fail("--store-text stores the text in a --record")
+    if url is not None and keyring is not None:
+        raise fail("--record records under one --key; a keyring's record is not supported yet")
+    check_record_url(url)
+
+
+def open_record(
+    url: str, key: Path, embedder: Any = None, *, threshold: float | None = None
+) -> Any:
+    """The record at ``url`` under the key file's record key, with ``embedder`` (the
+    scheme's, where it has one; else the key's own embedder, loaded)."""
+    from samark.embed import load_embedder
+    from samark.provenance import ProvenanceRecord
+
+    try:
+        watermark_key = load_key(key)
+        if embedder is None:
+            embedder = load_embedder(watermark_key.embedder.name)
+        watermark_key.check_embedder(embedder.identity)
+        return ProvenanceRecord.open(url, watermark_key, embedder, threshold=threshold)
+    except (SamarkError, ValueError) as exc:
+        raise fail(str(exc)) from None
+
+
+def record_served(record: Any, sentences: Any, *, store_text: bool) -> str:
+    """Record one generation's sentences under a fresh request id; says so on stderr."""
+    from samark.provenance.store import redact
+
+    try:
+        request_id: str = record.record(list(sentences), store_text=store_text)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    kept = "with their text" if store_text else "hashes and embeddings, no text"
+    err.print(
+        f"recorded {counted(len(sentences), 'sentence')} ({kept}) in "
+        f"{redact(record.store.url)} as request {request_id}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return request_id
+
+
+def _open_keyless(url: str) -> Any:
+    from samark.provenance import ProvenanceError, open_store
+
+    try:
+        return open_store(url)
+    except ProvenanceError as exc:
+        raise fail(str(exc)) from None
+
+
+@record_app.command("prune")
+def prune(
+    url: UrlArgument,
+    older_than: Annotated[
+        float,
+        typer.Option(
+            "--older-than", help="Delete every sentence stored more than DAYS days ago.", min=0
+        ),
+    ],
+) -> None:
+    """Retention: delete the sentences stored more than DAYS days ago.
+
+    Needs no key: deletion reveals nothing."""
+    from samark.provenance.entries import iso_utc, utc_now
+
+    cutoff = utc_now() - timedelta(days=older_than)
+    store = _open_keyless(url)
+    try:
+        deleted = store.delete_older_than(cutoff)
+        left = store.count()
+    finally:
+        store.close()
+    typer.echo(json.dumps({"deleted": deleted, "before": iso_utc(cutoff), "stored": left}))
+    err.print(
+        f"deleted {counted(deleted, 'sentence')} stored before {iso_utc(cutoff)}; {left} left",
+        highlight=False,
+    )
+
+
+@record_app.command("forget")
+def forget(
+    url: UrlArgument,
+    request: Annotated[
+        list[str],
+        typer.Option("--request", help="A request id whose sentences to delete (repeatable)."),
+    ],
+) -> None:
+    """Delete every sentence of the requests named (a person's erasure request).
+
+    Needs no key. Exits 1 when none of them was found."""
+    store = _open_keyless(url)
+    try:
+        deleted = {r: store.delete_request(r) for r in request}
+    finally:
+        store.close()
+    typer.echo(json.dumps({"deleted": deleted}))
+    total = sum(deleted.values())
+    err.print(
+        f"deleted {counted(total, 'sentence')} of {counted(len(request), 'request')}",
+        highlight=False,
+    )
+    raise typer.Exit(0 if total else 1)
+
+
+@record_app.command("info")
+def info(url: UrlArgument) -> None:
+    """What a record holds: its count of sentences and its public binding.
+
+    The binding is the record key's fingerprint (never the key) and the embedder. Needs
+    no key."""
+    store = _open_keyless(url)
+    try:
+        binding = store.binding
+        out: dict[str, Any] = {"stored": store.count()}
+    finally:
+        store.close()
+    if binding is not None:
+        out.update(binding.to_meta())
+        out["dim"] = binding.dim
+    typer.echo(json.dumps(out))

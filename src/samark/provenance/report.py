@@ -1,0 +1,98 @@
+"""What the record says of a checked text, sentence by sentence and as a whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from samark.provenance.entries import StoredSentence
+
+
+class ProvenanceState(StrEnum):
+    """A checked sentence's standing in the record."""
+
+    #: its keyed hash is in the record: served verbatim (after normalisation)
+    SERVED = "served"
+    #: not verbatim, but its nearest stored sentence is within the paraphrase threshold:
+    #: a served sentence edited or paraphrased
+    PARAPHRASE = "paraphrase"
+    #: neither: the record does not vouch for it (written by someone else, or inserted)
+    NOT_SERVED = "not_served"
+
+
+@dataclass(frozen=True)
+class SentenceProvenance:
+    """One checked sentence: its state, the stored sentence it matches (the first to be
+    served, for a verbatim match; the nearest, for a paraphrase), the cosine with the
+    nearest stored embedding where it was searched, and how often it was served."""
+
+    index: int
+    sentence: str
+    state: ProvenanceState
+    match: StoredSentence | None = None
+    cosine: float | None = None
+    times_served: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "sentence": self.sentence}
+        out["state"] = self.state.value
+        if self.cosine is not None:
+            out["cosine"] = round(self.cosine, 4)
+        if self.times_served:
+            out["times_served"] = self.times_served
+        if self.match is not None:
+            out["match"] = self.match.to_dict()
+        return out
+
+
+@dataclass(frozen=True)
+class ProvenanceReport:
+    """The record's answer for a text: every sentence's state, and which sentences it
+    vouches for (served verbatim), which look edited (a paraphrase of a served one) and
+    which it does not know (not served: written elsewhere, or inserted)."""
+
+    sentences: tuple[SentenceProvenance, ...]
+    threshold: float
+    stored: int
+
+    def _of(self, state: ProvenanceState) -> tuple[int, ...]:
+        return tuple(s.index for s in self.sentences if s.state is state)
+
+    @property
+    def vouched(self) -> tuple[int, ...]:
+        return self._of(ProvenanceState.SERVED)
+
+    @property
+    def edited(self) -> tuple[int, ...]:
+        return self._of(ProvenanceState.PARAPHRASE)
+
+    @property
+    def not_served(self) -> tuple[int, ...]:
+        return self._of(ProvenanceState.NOT_SERVED)
+
+    @property
+    def requests(self) -> tuple[str, ...]:
+        """The requests whose sentences the text holds, in order of first appearance."""
+        seen = (s.match.request_id for s in self.sentences if s.match is not None)
+        return tuple(dict.fromkeys(seen))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "served": len(self.vouched),
+            "paraphrase": len(self.edited),
+            "not_served": len(self.not_served),
+            "requests": list(self.requests),
+            "threshold": self.threshold,
+            "stored_sentences": self.stored,
+            "sentences": [s.to_dict() for s in self.sentences],
+        }
+
+    def summary(self) -> str:
+        """One line: "3 of 5 sentences served verbatim, 1 edited, 1 not served"."""
+        n = len(self.sentences)
+        unit = "sentence" if n == 1 else "sentences"
+        return (
+            f"{len(self.vouched)} of {n} {unit} served verbatim, {len(self.edited)} edited "
+            f"(a paraphrase of a served sentence), {len(self.not_served)} not served"
+        )

@@ -1,0 +1,346 @@
+"""The embedded default store: one SQLite file (stdlib ``sqlite3``), no setup.
+
+- **Durable.** WAL journal, ``synchronous=FULL``: an insert is one transaction, and once
+  :meth:`SqliteStore.add` returns it survives a crash of the process (SIGKILL) and of the
+  machine; a process killed mid-transaction leaves the file readable, without its
+  uncommitted rows.
+- **Shared.** Several processes may write one file: SQLite locks it, each waits up to
+  ``timeout`` seconds for another's transaction (a network file system is not safe for
+  SQLite: use a server backend there).
+- **Search.** Exact nearest neighbours by numpy over every stored embedding, held in
+  memory as float16 (2 bytes a dimension), loaded on the first search and then
+  refreshed by row id: only rows added since are read; a deletion by any process makes
+  the next search reload.
+- **Erasure.** ``secure_delete`` is on, so deleted rows are overwritten, and the WAL is
+  checkpointed after a deletion; copies outside the file (backups) are the operator's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
+from samark.provenance.matrix import EmbeddingMatrix
+from samark.provenance.store import (
+    STORE_FORMAT,
+    STORE_VERSION,
+    ProvenanceError,
+    StoreBinding,
+    redact,
+)
+
+META = "provenance_meta"
+SENTENCES = "provenance_sentences"
+_SCHEMA = (
+    f"CREATE TABLE IF NOT EXISTS {META} (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    f"""CREATE TABLE IF NOT EXISTS {SENTENCES} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        digest BLOB NOT NULL,
+        embedding BLOB NOT NULL,
+        request_id TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        created REAL NOT NULL,
+        text TEXT
+    )""",
+    f"CREATE INDEX IF NOT EXISTS {SENTENCES}_digest ON {SENTENCES} (digest)",
+    f"CREATE INDEX IF NOT EXISTS {SENTENCES}_request ON {SENTENCES} (request_id)",
+    f"CREATE INDEX IF NOT EXISTS {SENTENCES}_created ON {SENTENCES} (created)",
+)
+_COLUMNS = "id, request_id, key_id, created, text"
+#: at most this many values in one ``IN (...)`` (SQLite's default limit is 32766)
+_BATCH = 500
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of an SQLite URL: ``sqlite:///relative/path.db``,
+    ``sqlite:////absolute/path.db`` (as SQLAlchemy writes them), or a plain path."""
+    if "://" not in url:
+        return Path(url).expanduser()
+    rest = url.split("://", 1)[1]
+    if not rest.startswith("/") or rest == "/" or "?" in rest:
+        raise ProvenanceError(
+            f"an SQLite record URL is sqlite:///relative/path.db or "
+            f"sqlite:////absolute/path.db, got {url}"
+        )
+    return Path(rest[1:]).expanduser()
+
+
+def check_url(url: str) -> None:
+    sqlite_path(url)
+
+
+def open_sqlite(url: str, binding: StoreBinding | None) -> SqliteStore:
+    return SqliteStore(url, binding)
+
+
+class SqliteStore:
+    """A record in one SQLite file (see the module's docstring)."""
+
+    def __init__(self, url: str, binding: StoreBinding | None, *, timeout: float = 30.0) -> None:
+        self.url = url
+        self.path = sqlite_path(url)
+        if binding is None and not self.path.exists():
+            raise ProvenanceError(f"there is no record at {redact(url)}")
+        if not self.path.parent.is_dir():
+            raise ProvenanceError(f"{self.path.parent} is not a folder: cannot make {url}")
+        self._lock = threading.RLock()
+        self._keyed = binding is not None
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout, isolation_level=None, check_same_thread=False
+            )
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = FULL")
+            self._conn.execute("PRAGMA secure_delete = ON")
+            self._binding = self._open(binding)
+        except sqlite3.DatabaseError as exc:
+            self._close_quietly()
+            raise ProvenanceError(f"{redact(url)} is not a readable samark record: {exc}") from None
+        except ProvenanceError:
+            self._close_quietly()
+            raise
+        self._matrix: EmbeddingMatrix | None = None
+        self._deletions = -1
+
+    @property
+    def binding(self) -> StoreBinding | None:
+        return self._binding
+
+    # -- opening ------------------------------------------------------------------------
+    def _open(self, binding: StoreBinding | None) -> StoreBinding | None:
+        with self._write() as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+            if tables and META not in tables:
+                raise ProvenanceError(
+                    f"{self.path} is an SQLite file but not a samark record; refusing to "
+                    "write into it"
+                )
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            meta = dict(conn.execute(f"SELECT name, value FROM {META}").fetchall())
+            if not meta and binding is not None:
+                fresh = {
+                    "format": STORE_FORMAT,
+                    "version": str(STORE_VERSION),
+                    "embedding_dtype": EMBEDDING_DTYPE.str,
+                    "deletions": "0",
+                    **binding.to_meta(),
+                }
+                conn.executemany(f"INSERT INTO {META} VALUES (?, ?)", fresh.items())
+                meta = fresh
+        if not meta:
+            return None
+        if meta.get("format") != STORE_FORMAT:
+            raise ProvenanceError(f"{self.path} is not a samark record")
+        if meta.get("version") != str(STORE_VERSION):
+            raise ProvenanceError(
+                f"{self.path} is a samark record of version {meta.get('version')}; "
+                f"this samark reads version {STORE_VERSION}"
+            )
+        stored = StoreBinding.from_meta(meta)
+        if binding is not None:
+            binding.check(stored, redact(self.url))
+        return stored
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once (BEGIN IMMEDIATE: no deadlock between
+        two writers that both read first), committed or rolled back whole."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: a consistent snapshot across its statements."""
+        with self._lock:
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    def _bound(self) -> StoreBinding:
+        if not self._keyed or self._binding is None:
+            raise ProvenanceError(
+                f"the record {redact(self.url)} was opened without a key: it can be counted "
+                "and pruned, not written or searched"
+            )
+        return self._binding
+
+    # -- the protocol -------------------------------------------------------------------
+    def add(self, entries: Sequence[RecordEntry]) -> None:
+        dim = self._bound().dim
+        rows = [
+            (
+                e.digest,
+                _unit(e.embedding, dim).astype(EMBEDDING_DTYPE).tobytes(),
+                e.request_id,
+                e.key_id,
+                e.created.timestamp(),
+                e.text,
+            )
+            for e in entries
+        ]
+        if not rows:
+            return
+        with self._write() as conn:
+            conn.executemany(
+                f"INSERT INTO {SENTENCES} (digest, embedding, request_id, key_id, created, "
+                "text) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def lookup(self, digests: Sequence[bytes]) -> list[list[StoredSentence]]:
+        self._bound()
+        found: dict[bytes, list[StoredSentence]] = {}
+        wanted = list(dict.fromkeys(digests))
+        with self._read() as conn:
+            for start in range(0, len(wanted), _BATCH):
+                part = wanted[start : start + _BATCH]
+                marks = ",".join("?" * len(part))
+                for row in conn.execute(
+                    f"SELECT digest, {_COLUMNS} FROM {SENTENCES} WHERE digest IN ({marks}) "
+                    "ORDER BY id",
+                    part,
+                ):
+                    found.setdefault(bytes(row[0]), []).append(_stored(row[1:]))
+        return [found.get(d, []) for d in digests]
+
+    def nearest(self, embeddings: np.ndarray, k: int = 1) -> list[list[Neighbour]]:
+        dim = self._bound().dim
+        queries = np.atleast_2d(np.asarray(embeddings, dtype=np.float32))
+        if queries.shape[1] != dim:
+            raise ProvenanceError(f"the record holds {dim}-d embeddings, got {queries.shape[1]}-d")
+        with self._lock:
+            matrix = self._refreshed()
+            ids, cosines = matrix.top_k(queries, k)
+            rows = self._rows({int(i) for i in ids.ravel() if i >= 0})
+        return [
+            [
+                Neighbour(rows[int(i)], float(c))
+                for i, c in zip(id_row, cos_row, strict=True)
+                if int(i) in rows
+            ]
+            for id_row, cos_row in zip(ids, cosines, strict=True)
+        ]
+
+    def delete_request(self, request_id: str) -> int:
+        return self._delete("request_id = ?", (request_id,))
+
+    def delete_older_than(self, when: datetime) -> int:
+        if when.tzinfo is None:
+            raise ValueError("the retention time must be timezone-aware (UTC)")
+        return self._delete("created < ?", (when.timestamp(),))
+
+    def count(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute(f"SELECT COUNT(*) FROM {SENTENCES}").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+            self._matrix = None
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({redact(self.url)!r})"
+
+    # -- helpers ------------------------------------------------------------------------
+    def _delete(self, where: str, params: tuple[Any, ...]) -> int:
+        with self._write() as conn:
+            deleted = conn.execute(f"DELETE FROM {SENTENCES} WHERE {where}", params).rowcount
+            if deleted:
+                conn.execute(
+                    f"UPDATE {META} SET value = CAST(value AS INTEGER) + 1 WHERE name = 'deletions'"
+                )
+        if deleted:
+            # write the erasure through to the main file now (where another process is
+            # reading, a later checkpoint does it)
+            with self._lock, contextlib.suppress(sqlite3.OperationalError):
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return int(deleted)
+
+    def _refreshed(self) -> EmbeddingMatrix:
+        """The in-memory matrix brought up to date: rows added since the last search, or
+        every row where any process deleted some since."""
+        dim = self._bound().dim
+        with self._read() as conn:
+            deletions = int(
+                conn.execute(f"SELECT value FROM {META} WHERE name = 'deletions'").fetchone()[0]
+            )
+            if self._matrix is None or deletions != self._deletions:
+                self._matrix = EmbeddingMatrix(dim, EMBEDDING_DTYPE)
+                self._deletions = deletions
+            cursor = conn.execute(
+                f"SELECT id, embedding FROM {SENTENCES} WHERE id > ? ORDER BY id",
+                (self._matrix.last_id,),
+            )
+            while batch := cursor.fetchmany(65536):
+                self._matrix.extend(
+                    np.fromiter((r[0] for r in batch), dtype=np.int64, count=len(batch)),
+                    np.frombuffer(b"".join(r[1] for r in batch), EMBEDDING_DTYPE).reshape(
+                        len(batch), dim
+                    ),
+                )
+        return self._matrix
+
+    def _rows(self, ids: set[int]) -> dict[int, StoredSentence]:
+        out: dict[int, StoredSentence] = {}
+        wanted = sorted(ids)
+        with self._read() as conn:
+            for start in range(0, len(wanted), _BATCH):
+                part = wanted[start : start + _BATCH]
+                marks = ",".join("?" * len(part))
+                for row in conn.execute(
+                    f"SELECT {_COLUMNS} FROM {SENTENCES} WHERE id IN ({marks})", part
+                ):
+                    out[int(row[0])] = _stored(row)
+        return out
+
+    def _close_quietly(self) -> None:
+        conn = getattr(self, "_conn", None)
+        if conn is not None:
+            conn.close()
+
+
+def _stored(row: Sequence[Any]) -> StoredSentence:
+    return StoredSentence(
+        row=int(row[0]),
+        request_id=str(row[1]),
+        key_id=str(row[2]),
+        created=datetime.fromtimestamp(float(row[3]), UTC),
+        text=row[4],
+    )
+
+
+def _unit(embedding: np.ndarray, dim: int) -> np.ndarray:
+    vector = np.asarray(embedding, dtype=np.float64).reshape(-1)
+    if vector.shape != (dim,) or not np.isfinite(vector).all():
+        raise ProvenanceError(f"a record embedding must be {dim} finite numbers")
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        raise ProvenanceError("a record embedding must not be zero")
+    return vector / norm

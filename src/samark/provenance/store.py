@@ -1,0 +1,172 @@
+"""The record's store: a small protocol, and the URL that chooses a backend.
+
+A backend is one module with a class that follows :class:`ProvenanceStore` and an
+opener ``open(url, binding)``, plus one entry in :data:`BACKENDS` (URL scheme -> the
+opener's dotted path, imported only when its URL is opened, so that a backend's client
+library is needed only by those who use it).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from types import ModuleType
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from samark.errors import SamarkError
+from samark.provenance.entries import Neighbour, RecordEntry, StoredSentence
+
+#: the format and version a store's metadata names
+STORE_FORMAT = "samark-provenance"
+STORE_VERSION = 1
+
+
+class ProvenanceError(SamarkError):
+    """A record cannot be opened, read or written as asked (wrong key, wrong embedder,
+    unknown URL, damaged store). Messages never hold key material."""
+
+
+@dataclass(frozen=True)
+class StoreBinding:
+    """What a store is bound to when it is made, and checked whenever it is opened: the
+    record key's public fingerprint and the embedder (name, fingerprint, dimension)
+    whose embeddings it holds. Nothing in it is secret."""
+
+    record_key: str
+    embedder: str
+    embedder_fingerprint: str
+    dim: int
+
+    def to_meta(self) -> dict[str, str]:
+        return {k: str(v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, str]) -> StoreBinding:
+        return cls(
+            record_key=meta["record_key"],
+            embedder=meta["embedder"],
+            embedder_fingerprint=meta["embedder_fingerprint"],
+            dim=int(meta["dim"]),
+        )
+
+    def check(self, stored: StoreBinding, where: str) -> None:
+        """Raise :class:`ProvenanceError` unless ``stored`` (the store's) matches."""
+        if stored.record_key != self.record_key:
+            raise ProvenanceError(
+                f"the record {where} was made with another key (record key fingerprint "
+                f"{stored.record_key[:12]}, this key's {self.record_key[:12]}): its hashes "
+                "cannot be checked with this key; open it with the key that made it"
+            )
+        if (stored.embedder_fingerprint, stored.dim) != (self.embedder_fingerprint, self.dim):
+            raise ProvenanceError(
+                f"the record {where} holds embeddings of embedder {stored.embedder!r} "
+                f"({stored.dim}-d, fingerprint {stored.embedder_fingerprint[:12]}), not of "
+                f"{self.embedder!r} ({self.dim}-d, fingerprint "
+                f"{self.embedder_fingerprint[:12]}): their cosines mean nothing"
+            )
+
+
+@runtime_checkable
+class ProvenanceStore(Protocol):
+    """Where the record lives. Opened with a binding, every method may assume it holds;
+    opened without one (maintenance: counting, deletion), ``add`` and the lookups raise."""
+
+    url: str
+
+    @property
+    def binding(self) -> StoreBinding | None:
+        """The store's own binding (None for a store that holds nothing yet and was
+        opened without one)."""
+        ...
+
+    def add(self, entries: Sequence[RecordEntry]) -> None:
+        """Store ``entries`` in one transaction: all or none, durable once it returns."""
+        ...
+
+    def lookup(self, digests: Sequence[bytes]) -> list[list[StoredSentence]]:
+        """For each keyed hash, the stored sentences that have it (oldest first)."""
+        ...
+
+    def nearest(self, embeddings: np.ndarray, k: int = 1) -> list[list[Neighbour]]:
+        """For each unit embedding (rows), the ``k`` stored sentences of highest cosine,
+        highest first (exact search)."""
+        ...
+
+    def delete_request(self, request_id: str) -> int:
+        """Delete every sentence of one request; the number deleted."""
+        ...
+
+    def delete_older_than(self, when: datetime) -> int:
+        """Delete every sentence stored before ``when`` (retention); the number deleted."""
+        ...
+
+    def count(self) -> int:
+        """The number of stored sentences."""
+        ...
+
+    def close(self) -> None: ...
+
+
+Opener = Callable[[str, StoreBinding | None], ProvenanceStore]
+
+#: URL scheme -> "module:function" of its opener
+BACKENDS: dict[str, str] = {
+    "sqlite": "samark.provenance.sqlite_store:open_sqlite",
+}
+
+
+def url_scheme(url: str) -> str:
+    """The scheme of a store URL; a plain path (no ``://``) is an SQLite file."""
+    if "://" not in url:
+        return "sqlite"
+    return url.split("://", 1)[0].lower()
+
+
+def _backend(url: str) -> ModuleType:
+    scheme = url_scheme(url)
+    target = BACKENDS.get(scheme)
+    if target is None:
+        known = ", ".join(f"{s}://" for s in sorted(BACKENDS))
+        raise ProvenanceError(
+            f"unknown record URL scheme {scheme!r} in {redact(url)}; known: {known} "
+            "(or a plain file path for SQLite)"
+        )
+    return importlib.import_module(target.split(":")[0])
+
+
+def check_url(url: str) -> None:
+    """Raise :class:`ProvenanceError` unless ``url`` names a known backend in a form it
+    reads (without opening anything: for commands that check their arguments before
+    loading models). A backend checks its own form with a ``check_url`` function."""
+    check = getattr(_backend(url), "check_url", None)
+    if check is not None:
+        check(url)
+
+
+def open_store(url: str, binding: StoreBinding | None = None) -> ProvenanceStore:
+    """The store at ``url`` (``sqlite:///relative.db``, ``sqlite:////abs/record.db``, or a
+    plain file path), created where it does not exist. With ``binding``, a store bound to
+    another record key or embedder is refused (:class:`ProvenanceError`); a new store is
+    bound to it. Without, only counting and deletion work (they need no key)."""
+    module = _backend(url)
+    opener: Opener = getattr(module, BACKENDS[url_scheme(url)].split(":")[1])
+    return opener(url, binding)
+
+
+def redact(url: str) -> str:
+    """``url`` without a password (``user:secret@host`` -> ``user:***@host``), for
+    messages and logs."""
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    authority, sep, path = rest.partition("/")
+    if "@" in authority:
+        user, _, host = authority.rpartition("@")
+        if ":" in user:
+            user = user.split(":", 1)[0] + ":***"
+        authority = f"{user}@{host}"
+    return f"{scheme}://{authority}{sep}{path}"

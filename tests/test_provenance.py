@@ -1,0 +1,421 @@
+"""The provenance record: normal forms, keyed hashes, the SQLite store (real files, real
+processes, a real SIGKILL), paraphrase matching with a real embedder, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from samark.cli import app
+from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.provenance import (
+    ProvenanceError,
+    ProvenanceRecord,
+    ProvenanceState,
+    RecordEntry,
+    RecordKey,
+    StoreBinding,
+    default_threshold,
+    normalise,
+    open_store,
+)
+from samark.provenance.matrix import EmbeddingMatrix
+from samark.provenance.sqlite_store import sqlite_path
+
+SERVED = (
+    "The museum reopened on Tuesday after a two-year renovation that cost 40 million dollars. "
+    "Heavy rain flooded several streets in the old town on Monday evening. "
+    "The city council voted to extend the night bus service until the end of the year."
+)
+#: hand-written paraphrases of the first two served sentences
+PARAPHRASES = (
+    "On Monday evening, several streets in the old town were flooded by heavy rain.",
+    "The city council has voted to keep the night bus service running until the year ends.",
+)
+#: human sentences on nothing the record holds
+UNRELATED = (
+    "Emma Woodhouse, handsome, clever, and rich, seemed to unite some of the best blessings "
+    "of existence.",
+    "The kernel loads the modules listed in the configuration file when the system boots.",
+)
+
+DIM = 8
+
+
+def _key(tag: bytes) -> WatermarkKey:
+    return WatermarkKey(tag.ljust(32, b"0"), EmbedderIdentity("toy", "f" * 64))
+
+
+def _binding(record_key: RecordKey, dim: int = DIM) -> StoreBinding:
+    return StoreBinding(record_key.fingerprint, "toy", "f" * 64, dim)
+
+
+def _entry(
+    record_key: RecordKey, sentence: str, request: str, *, seed: int = 0, **kw
+) -> RecordEntry:
+    vector = np.random.default_rng(seed).standard_normal(DIM)
+    return RecordEntry(
+        digest=record_key.digest(sentence),
+        embedding=vector / np.linalg.norm(vector),
+        request_id=request,
+        key_id=record_key.key_id,
+        created=kw.pop("created", datetime.now(UTC)),
+        **kw,
+    )
+
+
+# -- normal form and keyed hash --------------------------------------------------------
+@pytest.mark.parametrize(
+    ("given", "normal"),
+    [
+        ("  “Hello,   World!”  ", "hello, world"),
+        ("ＴＨＥ\tﬁnal\n\nword.", "the final word"),  # NFKC: full-width, ligature
+        ("Straße", "strasse"),  # casefold, not lower
+        ("(CNN) — Rain fell...", "cnn) — rain fell"),  # only the ends are stripped
+        ("…!?", ""),
+    ],
+)
+def test_normal_form(given: str, normal: str) -> None:
+    assert normalise(given) == normal
+
+
+def test_keyed_hash_is_of_the_normal_form_and_differs_by_key() -> None:
+    a, b = RecordKey.of(_key(b"a")), RecordKey.of(_key(b"b"))
+    assert (
+        a.digest("The cat sat.")
+        == a.digest("  the CAT   sat ")
+        == RecordKey.of(_key(b"a")).digest("THE CAT SAT!")
+    )
+    assert a.digest("The cat sat.") != a.digest("The cat sat down.")
+    assert a.digest("The cat sat.") != b.digest("The cat sat.")
+    assert len(a.digest("x")) == 32 and a.fingerprint != b.fingerprint
+    # the record key is not the watermark key's secret, nor its id, and shows neither
+    secret = _key(b"a")._secret
+    assert a._secret != secret and secret.hex() not in repr(a) and a._secret.hex() not in repr(a)
+    assert a.fingerprint not in (a.key_id, _key(b"a").key_id)
+    with pytest.raises(TypeError):
+        pickle.dumps(a)
+
+
+# -- the SQLite store ------------------------------------------------------------------
+def test_sqlite_urls(tmp_path: Path) -> None:
+    assert sqlite_path("sqlite:///rel/record.db") == Path("rel/record.db")
+    assert sqlite_path("sqlite:////abs/record.db") == Path("/abs/record.db")
+    assert sqlite_path("plain.db") == Path("plain.db")
+    with pytest.raises(ProvenanceError, match="sqlite:///relative"):
+        sqlite_path("sqlite://host/x.db")
+    with pytest.raises(ProvenanceError, match=r"unknown record URL scheme 'mongodb'.*sqlite://"):
+        open_store("mongodb://user:pw@host/db", None)
+    try:
+        open_store("mongodb://user:secret@host/db", None)
+    except ProvenanceError as exc:
+        assert "secret" not in str(exc)
+
+
+def test_store_round_trip_lookup_and_nearest(tmp_path: Path) -> None:
+    rk = RecordKey.of(_key(b"a"))
+    url = f"sqlite:///{tmp_path}/r.db"
+    with open_store(url, _binding(rk)) as store:
+        assert store.count() == 0 and store.nearest(np.ones((1, DIM)), k=1) == [[]]
+        store.add([_entry(rk, "One.", "req-1", seed=1), _entry(rk, "Two.", "req-1", seed=2)])
+        store.add([_entry(rk, "One.", "req-2", seed=1, text="One.")])
+        found = store.lookup([rk.digest("one"), rk.digest("three"), rk.digest("TWO")])
+        assert [len(f) for f in found] == [2, 0, 1]
+        assert [s.request_id for s in found[0]] == ["req-1", "req-2"]  # oldest first
+        assert found[0][0].text is None and found[0][1].text == "One."
+        query = _entry(rk, "x", "q", seed=2).embedding
+        (best,) = store.nearest(query[None, :], k=2)
+        assert best[0].sentence.request_id == "req-1" and best[0].cosine == pytest.approx(1, 1e-3)
+        assert best[0].cosine >= best[1].cosine
+    # reopened by another connection: the same rows; its cache follows adds and deletes
+    with open_store(url, _binding(rk)) as again, open_store(url, _binding(rk)) as other:
+        assert again.count() == 3
+        assert again.nearest(query[None, :])[0][0].cosine == pytest.approx(1, 1e-3)
+        other.add([_entry(rk, "Three.", "req-3", seed=3)])
+        q3 = _entry(rk, "x", "q", seed=3).embedding[None, :]
+        assert again.nearest(q3)[0][0].sentence.request_id == "req-3"
+        assert other.delete_request("req-3") == 1
+        assert again.nearest(q3)[0][0].sentence.request_id != "req-3"
+
+
+def test_embedding_matrix_is_exact_across_blocks(monkeypatch) -> None:
+    import samark.provenance.matrix as matrix
+
+    monkeypatch.setattr(matrix, "BLOCK", 7)
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((50, DIM)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    m = EmbeddingMatrix(DIM, np.dtype("<f2"))
+    m.extend(np.arange(1, 31), rows[:30])
+    m.extend(np.arange(31, 51), rows[30:])  # grows past its first capacity
+    queries = rng.standard_normal((5, DIM)).astype(np.float32)
+    ids, cos = m.top_k(queries, 4)
+    exact = queries @ rows.astype(np.float16).astype(np.float32).T
+    assert (ids == np.argsort(-exact, axis=1)[:, :4] + 1).all()
+    assert np.allclose(cos, np.sort(exact, axis=1)[:, ::-1][:, :4], atol=1e-5)
+
+
+def test_delete_by_request_and_retention(tmp_path: Path) -> None:
+    rk = RecordKey.of(_key(b"a"))
+    url = str(tmp_path / "r.db")  # a plain path is an SQLite file
+    old = datetime.now(UTC) - timedelta(days=40)
+    with open_store(url, _binding(rk)) as store:
+        store.add([_entry(rk, "Old one.", "old", created=old, text="Old one.")])
+        store.add([_entry(rk, "New one.", "new"), _entry(rk, "New two.", "new")])
+        store.add([_entry(rk, "Other.", "other")])
+        assert store.delete_request("new") == 2 and store.delete_request("new") == 0
+        assert store.lookup([rk.digest("new one")]) == [[]]
+        assert store.delete_older_than(datetime.now(UTC) - timedelta(days=30)) == 1
+        assert store.count() == 1
+    # deleted rows are overwritten (secure_delete), not left in free pages
+    assert b"Old one." not in Path(url).read_bytes()
+
+
+def test_a_record_of_another_key_or_embedder_is_refused(tmp_path: Path) -> None:
+    a, b = RecordKey.of(_key(b"a")), RecordKey.of(_key(b"b"))
+    url = f"sqlite:///{tmp_path}/r.db"
+    open_store(url, _binding(a)).close()
+    with pytest.raises(ProvenanceError, match="made with another key") as refused:
+        open_store(url, _binding(b))
+    assert b._secret.hex() not in str(refused.value) and a._secret.hex() not in str(refused.value)
+    with pytest.raises(ProvenanceError, match="embeddings of embedder"):
+        open_store(url, _binding(a, dim=DIM + 1))
+    # without a key: counted and pruned, never written or searched
+    keyless = open_store(url)
+    assert keyless.count() == 0 and keyless.binding == _binding(a)
+    with pytest.raises(ProvenanceError, match="without a key"):
+        keyless.add([_entry(a, "x", "r")])
+    keyless.close()
+    with pytest.raises(ProvenanceError, match="no record"):
+        open_store(f"sqlite:///{tmp_path}/missing.db")
+
+
+def test_files_that_are_not_records_are_refused(tmp_path: Path) -> None:
+    rk = RecordKey.of(_key(b"a"))
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all" * 100)
+    with pytest.raises(ProvenanceError, match="not a readable samark record"):
+        open_store(str(junk), _binding(rk))
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+    conn.close()
+    with pytest.raises(ProvenanceError, match="not a samark record; refusing"):
+        open_store(str(other), _binding(rk))
+    with pytest.raises(ProvenanceError, match="not a folder"):
+        open_store(str(tmp_path / "no" / "such" / "r.db"), _binding(rk))
+
+
+# -- several processes, and a crash ----------------------------------------------------
+def _writer(url: str, tag: str, requests: int) -> None:
+    rk = RecordKey.of(_key(b"a"))
+    with open_store(url, _binding(rk)) as store:
+        for i in range(requests):
+            store.add([_entry(rk, f"{tag} {i} {j}.", f"{tag}-{i}", seed=i) for j in range(3)])
+
+
+def test_two_processes_writing_one_file_lose_nothing(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/shared.db"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(url, tag, 60)) for tag in ("p", "q")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    rk = RecordKey.of(_key(b"a"))
+    with open_store(url, _binding(rk)) as store:
+        assert store.count() == 2 * 60 * 3
+        found = store.lookup([rk.digest(f"{t} {i} 2.") for t in "pq" for i in range(60)])
+        assert all(len(f) == 1 for f in found)
+
+
+_KILLED_WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [{tests!r}]
+    from test_provenance import _binding, _entry, _key
+    from samark.provenance import RecordKey, open_store
+
+    rk = RecordKey.of(_key(b"a"))
+    store = open_store({url!r}, _binding(rk))
+    i = 0
+    while True:
+        store.add([_entry(rk, f"s {{i}} {{j}}.", f"req-{{i}}", seed=i) for j in range(20)])
+        print(i, flush=True)  # committed: add returned
+        i += 1
+    """
+)
+
+
+def test_a_writer_killed_mid_stream_loses_no_committed_record(tmp_path: Path) -> None:
+    url = str(tmp_path / "killed.db")
+    script = _KILLED_WRITER.format(tests=str(Path(__file__).parent), url=url)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=os.environ
+    )
+    assert proc.stdout is not None
+    committed = [int(proc.stdout.readline()) for _ in range(40)]
+    proc.send_signal(signal.SIGKILL)
+    committed += [int(line) for line in proc.stdout.read().split()]  # printed before death
+    proc.wait(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    with sqlite3.connect(url) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    rk = RecordKey.of(_key(b"a"))
+    with open_store(url, _binding(rk)) as store:
+        found = store.lookup([rk.digest(f"s {i} {j}.") for i in committed for j in range(20)])
+        assert all(len(f) == 1 for f in found)  # every committed request, whole
+        n = store.count()
+        assert n % 20 == 0 and n >= 20 * len(committed)  # no half-written request
+        store.add([_entry(rk, "after.", "after")])  # and it takes writes again
+
+
+# -- recording and checking with a real embedder ---------------------------------------
+@pytest.fixture(scope="module")
+def minilm_key(minilm) -> WatermarkKey:
+    return WatermarkKey(b"samark-provenance-test-key-00000", minilm.identity)
+
+
+def test_paraphrases_match_and_unrelated_sentences_do_not(tmp_path, minilm, minilm_key) -> None:
+    url = f"sqlite:///{tmp_path}/record.db"
+    with ProvenanceRecord.open(url, minilm_key, minilm) as record:
+        assert record.threshold == default_threshold("all-minilm-l6-v2")
+        request = record.record_text(SERVED)
+        assert record.store.count() == 3
+        checked = " ".join(
+            [
+                "THE museum reopened on Tuesday after a two-year renovation that cost 40 million "
+                "dollars!",
+                *PARAPHRASES,
+                *UNRELATED,
+                "Yes.",
+            ]
+        )
+        report = record.check(checked)
+    states = [s.state for s in report.sentences]
+    assert states == [
+        ProvenanceState.SERVED,
+        ProvenanceState.PARAPHRASE,
+        ProvenanceState.PARAPHRASE,
+        ProvenanceState.NOT_SERVED,
+        ProvenanceState.NOT_SERVED,
+        ProvenanceState.NOT_SERVED,  # too short to match other than verbatim
+    ]
+    assert report.vouched == (0,) and report.edited == (1, 2) and report.not_served == (3, 4, 5)
+    assert report.requests == (request,)
+    served, para = report.sentences[0], report.sentences[1]
+    assert served.match is not None and served.match.request_id == request
+    assert served.match.text is None  # the text is not stored unless asked
+    assert para.cosine is not None and para.cosine >= report.threshold
+    assert all(s.cosine is not None and s.cosine < report.threshold for s in report.sentences[3:5])
+    out = report.to_dict()
+    assert (out["served"], out["paraphrase"], out["not_served"]) == (1, 2, 3)
+    assert out["sentences"][1]["match"]["request_id"] == request
+    assert "1 of 6 sentences served verbatim, 2 edited" in report.summary()
+    # no sentence text in the file: only keyed hashes and embeddings
+    raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    assert b"museum" not in raw and b"night bus" not in raw
+
+
+def test_stored_text_is_shown_and_a_fresh_key_opens_nothing(tmp_path, minilm, minilm_key) -> None:
+    url = f"sqlite:///{tmp_path}/record.db"
+    with ProvenanceRecord.open(url, minilm_key, minilm) as record:
+        request = record.record_text(SERVED, store_text=True, request_id="chat-17")
+        assert request == "chat-17"
+        (sentence,) = record.check(PARAPHRASES[0]).sentences
+    assert sentence.match is not None and sentence.match.text is not None
+    assert "Heavy rain flooded" in sentence.match.text
+    other = WatermarkKey(b"another-provenance-test-key-0000", minilm.identity)
+    with pytest.raises(ProvenanceError, match="made with another key"):
+        ProvenanceRecord.open(url, other, minilm)
+
+
+# -- the command line ------------------------------------------------------------------
+def test_cli_detect_with_a_record_and_forget(tmp_path, minilm, minilm_key) -> None:
+    runner = CliRunner()
+    key_file = minilm_key.save(tmp_path / "minilm.key")
+    url = f"sqlite:///{tmp_path}/record.db"
+    with ProvenanceRecord.open(url, minilm_key, minilm) as record:
+        request = record.record_text(SERVED)
+        record.record_text(UNRELATED[1], when=datetime.now(UTC) - timedelta(days=10))
+    text = (
+        f"{PARAPHRASES[0]} {UNRELATED[0]} The city council voted to extend the night bus "
+        "service until the end of the year."
+    )
+    plain = runner.invoke(app, ["detect", text, "--key", str(key_file)])
+    result = runner.invoke(app, ["detect", text, "--key", str(key_file), "--record", url])
+    assert result.exit_code in (0, 1), result.output
+    line = json.loads(result.stdout.splitlines()[0])
+    before = json.loads(plain.stdout.splitlines()[0])
+    assert {k: v for k, v in line.items() if k != "provenance"} == before  # only a field added
+    states = [s["state"] for s in line["provenance"]["sentences"]]
+    assert states == ["paraphrase", "not_served", "served"]
+    assert line["provenance"]["requests"] == [request]
+    assert "record: 1 of 3 sentences served verbatim, 1 edited" in result.stderr
+    secret = json.loads(key_file.read_text())["secret"]
+    assert secret not in result.output
+
+    info = runner.invoke(app, ["record", "info", url])
+    assert json.loads(info.stdout)["stored"] == 4 and secret not in info.output
+    pruned = runner.invoke(app, ["record", "prune", url, "--older-than", "5"])
+    assert pruned.exit_code == 0 and json.loads(pruned.stdout)["deleted"] == 1
+    forgot = runner.invoke(app, ["record", "forget", url, "--request", request])
+    assert forgot.exit_code == 0 and json.loads(forgot.stdout)["deleted"] == {request: 3}
+    again = runner.invoke(app, ["record", "forget", url, "--request", request])
+    assert again.exit_code == 1
+    after = runner.invoke(app, ["detect", text, "--key", str(key_file), "--record", url])
+    states = [
+        s["state"] for s in json.loads(after.stdout.splitlines()[0])["provenance"]["sentences"]
+    ]
+    assert states == ["not_served"] * 3
+
+
+def test_cli_record_options_are_checked_before_any_model_loads(tmp_path) -> None:
+    runner = CliRunner()
+    key = WatermarkKey.generate(EmbedderIdentity("all-mpnet-base-v2", "ab" * 32))
+    key_file = key.save(tmp_path / "k.key")
+    cases = [
+        (["detect", "Some text here.", "--record", "redis://x"], "unknown record URL scheme"),
+        (["detect", "Some text here.", "--paraphrase-threshold", "0.9"], "applies to a --record"),
+        (["generate", "A prompt.", "--store-text"], "--store-text stores the text in a --record"),
+        (["generate", "A prompt.", "--record", "sqlite://h/x.db"], "sqlite:///relative"),
+        (["record", "forget", str(tmp_path / "none.db"), "--request", "r"], "no record"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(
+            app, [*args, "--key", str(key_file)] if args[0] != "record" else args
+        )
+        assert result.exit_code == 2 and message in result.output, (args, result.output)
+
+
+@pytest.mark.slow
+def test_cli_generate_records_what_it_generated(tmp_path, minilm, smollm2) -> None:
+    runner = CliRunner()
+    key = WatermarkKey(b"samark-provenance-test-key-00000", minilm.identity)
+    key_file = key.save(tmp_path / "minilm.key")
+    url = f"sqlite:///{tmp_path}/record.db"
+    args = ["generate", "The weather service issued a warning on Monday.", "--key", str(key_file)]
+    args += ["--sentences", "2", "--candidates", "4", "--seed", "1", "--json", "--record", url]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    made = json.loads(result.stdout)
+    assert f"as request {made['request_id']}" in result.stderr
+    with ProvenanceRecord.open(url, key, minilm) as record:
+        assert record.store.count() == len(made["sentences"])
+        report = record.check(made["text"])
+    assert report.requests == (made["request_id"],) and len(report.vouched) >= 1
