@@ -15,12 +15,14 @@ SAMark's semantic steering run in the local transformers engine only.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,52 @@ class TextRequest:
     gumbel: Any = None
 
 
+def send_vllm_output_to_stderr() -> None:
+    """Make vLLM write its log to stderr, as every samark message goes, never to stdout,
+    which holds a command's output (``samark generate > out.txt``, ``--json`` lines).
+
+    vLLM's logger streams to stdout by default (``VLLM_LOGGING_STREAM``). Its processes
+    read the setting when they import vLLM, so it is set in the environment (that the
+    engine-core and worker processes inherit) before anything imports vLLM; a logger this
+    process configured earlier is pointed at stderr in place. An explicit
+    ``VLLM_LOGGING_STREAM`` is kept."""
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's own info lines
+    if "vllm.logger" not in sys.modules or os.environ["VLLM_LOGGING_STREAM"] != (
+        "ext://sys.stderr"
+    ):
+        return
+    for handler in logging.getLogger("vllm").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream in (
+            sys.stdout,
+            sys.__stdout__,
+        ):
+            handler.setStream(sys.stderr)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Within the block, what this process writes to stdout goes to stderr, at the file
+    descriptor too: the processes vLLM starts meanwhile (engine core, workers) inherit
+    it, so their prints, progress bars and log lines never reach stdout either."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1 (a closed stdout): nothing to protect
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def cpu_only() -> bool:
     """Whether this machine has no accelerator vLLM would use."""
     import torch
@@ -76,6 +124,7 @@ class VLLMSampler(BatchSampler):
     abilities = EngineAbilities(token_layer=True)
 
     def __init__(self, model: str, **engine_args: Any) -> None:
+        send_vllm_output_to_stderr()
         try:
             from vllm import LLM
         except ImportError as exc:
@@ -90,7 +139,6 @@ class VLLMSampler(BatchSampler):
             self.name = source = model  # a model vLLM finds itself (a hub id, with network)
         engine_args.setdefault("enable_prefix_caching", True)
         engine_args.setdefault("logits_processors", [PROCESSOR])
-        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's own info lines
         if cpu_only():
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
             engine_args.setdefault("dtype", "float32")
@@ -102,7 +150,8 @@ class VLLMSampler(BatchSampler):
             engine_args.setdefault("enable_chunked_prefill", False)
         _stop_on_sigterm()
         try:
-            self.llm = LLM(model=source, **engine_args)
+            with _stdout_to_stderr():
+                self.llm = LLM(model=source, **engine_args)
         except (TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
             raise SamarkError(
                 f"vLLM refused the engine options {sorted(engine_args)}: {exc}"

@@ -137,6 +137,9 @@ class VLLMGumbel(TokenWatermark):
         return results
 
     def detect(self, text: str) -> Detection:
+        from samark.sampling.vllm_engine import send_vllm_output_to_stderr
+
+        send_vllm_output_to_stderr()  # before vLLM's first import: its log is not output
         try:
             from vllm.v1.watermarking import GumbelWatermarkDetector
         except ImportError as exc:
