@@ -23,9 +23,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
-#: rough seconds per test file on a quiet 2-core machine, the slowest first. ``--dist
-#: loadfile`` hands whole files to the two workers in collection order; a long file handed
-#: out last leaves one worker idle while the other finishes it. Files not listed are quick.
+#: each slow test file's rough cost in seconds, the slowest first: only the order counts
+#: (the suite's measured times: CONTRIBUTING.md). ``--dist loadfile`` hands whole files to
+#: the two workers in collection order; a long file handed out last leaves one worker idle
+#: while the other finishes it. Files not listed are quick.
 FILE_SECONDS = {
     "test_baselines.py": 240,
     "test_generation.py": 170,

@@ -792,8 +792,8 @@ def test_serve_logs_each_completion_with_its_key_id() -> None:
 
 
 def test_serve_defaults_to_the_timeout_of_its_settings() -> None:
-    """The CLI's --timeout default is the server's (a default completion took 1,047 s on
-    a busy 2-core CPU: 120 s refused every one there)."""
+    """The CLI's --timeout default is the server's (long enough for a default completion
+    on a busy 2-core CPU: docs/serving.md)."""
     pytest.importorskip("fastapi")
     import typer.main
 

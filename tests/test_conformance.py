@@ -19,7 +19,8 @@ HUMAN = [
     "closed on Wednesday. Crews expect to restore most lines by the weekend.",
 ]
 #: PMark's detector re-samples candidates with the generator (minutes per text on a CPU);
-#: k-SemStamp fits its k-means regions on human text when built (about 40 s)
+#: k-SemStamp fits its k-means regions on human text when built (among the slowest tests:
+#: CONTRIBUTING.md)
 SLOW_DETECTORS = {"pmark", "k-semstamp"}
 #: the contract does not depend on a scheme's budget: PMark's detector re-samples fewer,
 #: shorter candidates here (its decode steps are what cost)

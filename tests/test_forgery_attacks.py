@@ -62,7 +62,7 @@ def test_piggyback_makes_no_edit_it_cannot_and_checks_its_counts() -> None:
         create_attack("piggyback", insertions=1.5)
 
 
-@pytest.mark.slow  # loads MiniLM: about 5 s alone, a minute on a busy machine
+@pytest.mark.slow  # loads MiniLM: over the fast tier's limit on a busy machine
 def test_piggyback_keeps_what_an_embedder_sees() -> None:
     """The attack's premise, measured: many facts changed, the sentences still aligned."""
     from samark.embed import load_embedder

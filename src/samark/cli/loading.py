@@ -50,10 +50,10 @@ def load_scheme(
 
 
 #: the statistic every command detects SAMark's family with unless --statistic says: the
-#: scan keeps its power when human sentences are mixed in (Mix 25%: 87.5% against z's 27.5%
-#: at p < 0.01 on the paper run) and loses at most 5 points elsewhere, at the same exact
-#: FPR (docs/statistics.md). SAMarkConfig itself keeps the paper's z (Alg. 2), on which
-#: the committed experiments' records rest.
+#: scan keeps its power when human sentences are mixed in and loses little elsewhere, at
+#: the same exact FPR (measured: docs/statistics.md, "Which statistic each command uses").
+#: SAMarkConfig itself keeps the paper's z (Alg. 2), on which the committed experiments'
+#: records rest.
 COMMAND_STATISTIC = "scan"
 
 

@@ -2,8 +2,8 @@
 
 The p-value is exact over keys: a random key flags a human text with probability alpha.
 One fixed key can still lean towards the mean direction of a domain that none of its
-avoided directions covers, and then flag more of that domain's texts than alpha (measured:
-about one key in 30 on technical prose; docs/statistics.md). Before a key marks text of a
+avoided directions covers, and then flag more of that domain's texts than alpha (measured
+on technical prose in docs/statistics.md). Before a key marks text of a
 known domain, score human text of that domain with it: the count of p < alpha must stay
 within the binomial bound, and the p-values must not be stochastically smaller than
 uniform.

@@ -1,8 +1,9 @@
 """Shared-prefix ("cascade") attention for decoding N continuations of one prefix.
 
 Expanding the prefix's KV cache to N rows copies it N times and makes every decode step read
-N copies (and transformers' ``DynamicCache`` re-concatenates them each step): at a 400-token
-context that made 64 candidates ~3x slower than decoding from a short prompt. Here the
+N copies (and transformers' ``DynamicCache`` re-concatenates them each step), which makes
+N candidates of a long context far slower than of a short prompt (measured: docs/usage.md,
+"Candidate engines"). Here the
 prefix keys/values are kept once, shape (1, kv_heads, P, d), and each row's own tokens go
 into a preallocated suffix buffer. Attention for a decode query is one softmax over
 [prefix scores | suffix scores], the prefix part computed as a single batched matmul

@@ -12,18 +12,18 @@ among the text's distinct (previous, token) pairs and compare with ``gamma``.
 
 Ours, all measured in docs/baselines.md:
 - The network is trained from the run's key (a derived seed) with UPV's recipe: 2,000
-  random previous tokens, 300 epochs of Adam on BCE (float64, one thread, about 40 s per
+  random previous tokens, 300 epochs of Adam on BCE (float64, one thread, once per
   process). UPV's trained networks cannot be downloaded; ours see random token ids only.
 - *The threshold.* A network trained on random labels is balanced over random token ids,
-  not over text (with a threshold of 0.5, keys' green shares on human text ranged from
-  0.43 to 0.57). A pair is green when the output exceeds the key's threshold: the
-  ``1 - gamma`` quantile of its outputs over reference text, the distinct pairs of each of
-  the first 3,000 Wikipedia leads of at most four sentences (too short to be a human
-  negative of any run).
+  not over text (with a fixed threshold of 0.5, keys' green shares on human text varied
+  by key). A pair is green when the output exceeds the key's threshold: the ``1 - gamma``
+  quantile of its outputs over reference text, the distinct pairs of each of the first
+  3,000 Wikipedia leads of at most four sentences (too short to be a human negative of any
+  run).
 - *The variance.* The colour depends mostly on the token, so a text that repeats a word in
-  new contexts repeats its colour: a text's green share spreads 0.6-2.2 times as much as
-  binomial. The z adds a between-text variance, ``(green - gamma T) / sqrt(T gamma (1 -
-  gamma) + (sigma T)^2)`` with ``sigma = 0.02`` (UPV's own ``sigma^2 T`` term, with sigma
+  new contexts repeats its colour: a text's green share spreads more than binomial. The z
+  adds a between-text variance, ``(green - gamma T) / sqrt(T gamma (1 - gamma) +
+  (sigma T)^2)`` with ``sigma = 0.02`` (UPV's own ``sigma^2 T`` term, with sigma
   0.01, vanishes against the binomial one); the p-value is its normal tail, an
   approximation whose false-positive rate is measured, not assumed.
 - UPV's *public* detector (an LSTM over the shared token network, trained on random token
@@ -99,9 +99,9 @@ def train_green_network(
 ) -> GreenNetwork:
     """UPV's recipe: for each of ``prefixes`` random prefixes, two random next tokens, one
     labelled green and one red; 300 epochs of Adam (lr 1e-3) on BCE. Deterministic for a
-    seed on one machine (float64, one thread); kept per process (about 40 s on one CPU
-    core). With 40 epochs the network was visibly less random: the test key, threshold
-    set, still flagged 25 of 200 human news windows at p < 0.05 (3 with 300)."""
+    seed on one machine (float64, one thread); kept per process. Fewer epochs leave the
+    network less random, and its keys flag more human text (its cost and both counts:
+    docs/baselines.md, UPV)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

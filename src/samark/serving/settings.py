@@ -12,10 +12,9 @@ from samark.errors import SamarkError
 #: a bearer token shorter than this is refused: it would be guessable
 MIN_TOKEN_CHARS = 16
 
-#: seconds a request may wait and run unless the operator says: a default completion
-#: (N = 64, up to 12 sentences, SmolLM2 on the local engine) took 1,047 s on a 2-core CPU
-#: at load 4-9 (18.7 s a sentence quiet: about 4 minutes), so 120 s failed every default
-#: request there; 30 minutes fits it with room to spare (docs/serving.md)
+#: seconds a request may wait and run unless the operator says: enough for a default
+#: completion (N = 64, up to 12 sentences, SmolLM2 on the local engine) on a busy 2-core
+#: CPU, with room to spare (its measured time: docs/serving.md, the errors' paragraph)
 DEFAULT_TIMEOUT_S = 1800.0
 
 #: what /v1/detect tells a caller without an admin token: the whole result, or the decision

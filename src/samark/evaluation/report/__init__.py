@@ -20,6 +20,8 @@ from samark.evaluation.report.tables import (
 )
 from samark.evaluation.runner import Run
 
+#: the file names the report's plots take (``scores.png``: an earlier layout's), removed
+#: before a report is written so that no plot of an earlier run stays beside it
 PLOT_FILES = ("roc*.png", "p-values*.png", "tradeoff*.png", "length*.png", "scores.png")
 
 

@@ -437,6 +437,3 @@ def _compute_line(run: Run) -> str:
         if total:
             parts.append(f"{name} {total / 3600:.2f} h")
     return ("Recorded compute: " + ", ".join(parts) + ".") if parts else ""
-
-
-#: the file names the report's plots take (``scores.png``: before 2026-11-25)
