@@ -7,10 +7,12 @@
 - **Shared.** Several processes may write one file: SQLite locks it, each waits up to
   ``timeout`` seconds for another's transaction (a network file system is not safe for
   SQLite: use a server backend there).
-- **Search.** Exact nearest neighbours by numpy over every stored embedding, held in
-  memory as float16 (2 bytes a dimension), loaded on the first search and then
-  refreshed by row id: only rows added since are read; a deletion by any process makes
-  the next search reload.
+- **Search.** Exact nearest neighbours by numpy over every stored embedding (float16 on
+  disk), held in memory as float32 (:mod:`~samark.provenance.matrix`), loaded on the
+  first search and then refreshed by row id: only rows added since are read; a deletion
+  by any process makes the next search reload. Memory and time grow with the record
+  (3 KB and one 768-d product a sentence): past a few hundred thousand sentences, use a
+  server backend.
 - **Erasure.** ``secure_delete`` is on, so deleted rows are overwritten, and the WAL is
   checkpointed after a deletion; copies outside the file (backups) are the operator's.
 """
@@ -292,7 +294,7 @@ class SqliteStore:
                 conn.execute(f"SELECT value FROM {META} WHERE name = 'deletions'").fetchone()[0]
             )
             if self._matrix is None or deletions != self._deletions:
-                self._matrix = EmbeddingMatrix(dim, EMBEDDING_DTYPE)
+                self._matrix = EmbeddingMatrix(dim, np.dtype(np.float32))
                 self._deletions = deletions
             cursor = conn.execute(
                 f"SELECT id, embedding FROM {SENTENCES} WHERE id > ? ORDER BY id",
