@@ -370,6 +370,16 @@ def test_cli_detect_with_a_record_and_forget(tmp_path, minilm, minilm_key) -> No
     secret = json.loads(key_file.read_text())["secret"]
     assert secret not in result.output
 
+    # a JSONL file: each record gets its own provenance field
+    records = tmp_path / "texts.jsonl"
+    records.write_text(
+        json.dumps({"id": 1, "text": text}) + "\n" + json.dumps({"id": 2, "text": UNRELATED[1]})
+    )
+    lines = runner.invoke(app, ["detect", str(records), "--key", str(key_file), "--record", url])
+    first, second = (json.loads(x) for x in lines.stdout.splitlines())
+    assert first["provenance"]["served"] == 1 and first["id"] == 1
+    assert second["provenance"]["served"] == 1  # the sentence recorded 10 days ago
+
     info = runner.invoke(app, ["record", "info", url])
     assert json.loads(info.stdout)["stored"] == 4 and secret not in info.output
     pruned = runner.invoke(app, ["record", "prune", url, "--older-than", "5"])

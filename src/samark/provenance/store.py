@@ -110,6 +110,10 @@ class ProvenanceStore(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> ProvenanceStore: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 Opener = Callable[[str, StoreBinding | None], ProvenanceStore]
 
