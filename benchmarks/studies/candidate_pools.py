@@ -87,13 +87,13 @@ def record(args: argparse.Namespace) -> None:
         candidates=args.candidates, max_new_sentences=args.sentences, extra_batches=0
     )
     for p, ex in enumerate(examples):
-        if p in done:
+        if p in done or p < args.start:
             continue
         scheme = Plain(new_key(embedder), config=config, embedder=embedder, sampler=lm)
         scheme.lines, scheme.prompt_index = [], p
         start = time.perf_counter()
         scheme.generate(ex.prompt, seed=args.seed + p)
-        emb_path = out.with_name(f"{out.stem}.p{p:03d}.emb.npy")
+        emb_path = out.with_name(f"{out.stem.split('-')[0]}.p{p:03d}.emb.npy")
         np.save(emb_path, np.concatenate([line.pop("embeddings") for line in scheme.lines]))
         with out.open("a") as f:
             for line in scheme.lines:
@@ -109,19 +109,21 @@ def record(args: argparse.Namespace) -> None:
 
 
 def load_pools(path: Path, *, embed: bool = True) -> list[list[dict[str, Any]]]:
-    """The recorded steps grouped by prompt (each step with ``embeddings`` (m, dim) float32,
+    """The recorded steps of ``path`` and of its siblings ``<stem>-*.jsonl`` (parallel
+    writers), grouped by prompt (each step with ``embeddings`` (m, dim) float32,
     from the cache or computed and cached)."""
     by_prompt: dict[int, list[dict[str, Any]]] = {}
-    for line in path.open():
-        s = json.loads(line)
-        by_prompt.setdefault(s["prompt_index"], []).append(s)
+    for file in [path, *sorted(path.parent.glob(f"{path.stem}-*.jsonl"))]:
+        for line in file.open():
+            s = json.loads(line)
+            by_prompt.setdefault(s["prompt_index"], []).append(s)
     prompts = [sorted(v, key=lambda s: s["step"]) for _, v in sorted(by_prompt.items())]
     if not embed:
         return prompts
     embedder = None
     for steps in prompts:
         p = steps[0]["prompt_index"]
-        cache = path.with_name(f"{path.stem}.p{p:03d}.emb.npy")
+        cache = path.with_name(f"{path.stem.split('-')[0]}.p{p:03d}.emb.npy")
         if cache.exists():
             emb = np.load(cache).astype(np.float32)
         else:
@@ -147,6 +149,7 @@ def main() -> None:
     rec.add_argument("--sentences", type=int, default=6)
     rec.add_argument("--candidates", type=int, default=64)
     rec.add_argument("--seed", type=int, default=0)
+    rec.add_argument("--start", type=int, default=0, help="skip the prompts before this one")
     emb = sub.add_parser("embed", help="rebuild the embedding cache of a records file")
     emb.add_argument("records")
     args = parser.parse_args()

@@ -31,6 +31,11 @@ class SAMarkConfig(SchemeConfig):
 
     # watermark
     channels: int = 2
+    # keyed semantic cells (samark.schemes.samark.cells): 0 is the paper's static pivots;
+    # M >= 2 cuts meaning space into M keyed cells, each with its own pivots and flags, and
+    # scores every sentence on its own cell's (one random sign a generation instead of
+    # c random flags). Not with payload_flags, steering, row pruning or keyring max-statistics
+    cells: int = 0
     kappa: float = 30.0
     # the selection score's kappa, if not ``kappa`` (the paper uses one kappa for both): a
     # smaller one keeps tanh(kappa r_j cos_j) from saturating, so the pick keeps preferring
@@ -105,6 +110,10 @@ class SAMarkConfig(SchemeConfig):
 
     def __post_init__(self) -> None:
         check(self.channels >= 1, "channels must be >= 1")
+        check(
+            isinstance(self.cells, int) and (self.cells == 0 or self.cells >= 2),
+            "cells must be 0 (static pivots) or at least 2",
+        )
         check(self.kappa > 0, "kappa must be > 0")
         check(
             self.generation_kappa is None or self.generation_kappa > 0,
@@ -139,6 +148,11 @@ class SAMarkConfig(SchemeConfig):
             len(self.payload_flags) < self.channels,
             f"payload_flags sets at most channels - 1 ({self.channels - 1}) flags",
         )
+        if self.cells:
+            check(not self.payload_flags, "payload_flags needs static pivots (cells = 0)")
+            check(self.steer == 0, "steer needs static pivots (cells = 0)")
+            check(self.prune_at == 0, "prune_at needs static pivots (cells = 0)")
+            check(self.margin_reference == "zero", "margin_reference 'pool' needs cells = 0")
         check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         check(self.n_null >= 19, "n_null must be >= 19")
         check(0 < self.alpha < 1, "alpha must be in (0, 1)")

@@ -18,6 +18,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.pivots import PivotLaw
+from samark.schemes.samark.cells import CellFrames, cell_evidence, key_cells, null_cells, text_signs
 from samark.schemes.samark.statistics import (
     STATISTICS,
     Statistic,
@@ -58,8 +59,11 @@ class SAMarkDetector:
         null_seed: int = 0,
         alpha: float = 0.01,
         centring: NeighbourCentring | None = None,
+        cells: int = 0,
     ) -> None:
         key.check_embedder(embedder.identity)
+        if cells == 1 or cells < 0:
+            raise ValueError("cells must be 0 (static pivots) or at least 2")
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
@@ -82,14 +86,23 @@ class SAMarkDetector:
         self.centring = centring
         #: the scheme name its detections carry (``samark-dagger`` sets its own)
         self.label = "samark"
+        #: keyed semantic cells (samark.schemes.samark.cells); 0: static pivots
+        self.cells = cells
         self._pivots = key.pivots(embedder.dim, channels)
         self._law = key.pivot_law(embedder.dim)
+        self._cells = key_cells(key, embedder.dim, cells, channels) if cells else None
 
     def __repr__(self) -> str:
         return (
             f"SAMarkDetector(embedder={self.embedder.name!r}, channels={self.channels}, "
-            f"kappa={self.kappa}, statistic={self.statistic!r}, n_null={self.n_null})"
+            f"kappa={self.kappa}, statistic={self.statistic!r}, n_null={self.n_null}"
+            + (f", cells={self.cells})" if self.cells else ")")
         )
+
+    @property
+    def key_cells(self) -> CellFrames | None:
+        """The key's cells (generation scores candidates on them), or None: static pivots."""
+        return self._cells
 
     def detect(self, text: str) -> Detection:
         """Score one text. Raises :class:`EmptyTextError` if it has no sentence."""
@@ -116,8 +129,8 @@ class SAMarkDetector:
         return (
             self._law == other._law
             and self.embedder.identity.fingerprint == other.embedder.identity.fingerprint
-            and (self.channels, self.kappa, self.tanh_detection, self.statistic)
-            == (other.channels, other.kappa, other.tanh_detection, other.statistic)
+            and (self.channels, self.kappa, self.tanh_detection, self.statistic, self.cells)
+            == (other.channels, other.kappa, other.tanh_detection, other.statistic, other.cells)
             and (self.n_null, self.null_seed) == (other.n_null, other.null_seed)
             and _centring_id(self.centring) == _centring_id(other.centring)
         )
@@ -128,6 +141,8 @@ class SAMarkDetector:
         """Score precomputed unit sentence embeddings, shape (n, dim)."""
         if embeddings.ndim != 2 or embeddings.shape[0] == 0:
             raise EmptyTextError("the text has no sentence to score")
+        if self._cells is not None:
+            return self._score_in_cells(embeddings, sentences)
         nulls = _cached_null_pivots(
             self._law, self.n_null, self.embedder.dim, self.channels, self.null_seed
         )
@@ -138,6 +153,21 @@ class SAMarkDetector:
         evidence = alignment(responses, self.kappa, self.tanh_detection)
         values = statistic_values(evidence, self.statistic)
         return self._detection(responses[0], evidence, values, sentences)
+
+    def _score_in_cells(self, embeddings: np.ndarray, sentences: list[str] | None) -> Detection:
+        """Keyed cells: every sentence on its own cell's pivots, under the key and the null
+        cell sets (samark.schemes.samark.cells)."""
+        assert self._cells is not None
+        if self.centring is not None:
+            embeddings = self.centring(embeddings)
+        nulls = null_cells(
+            self._law, self.n_null, self.embedder.dim, self.cells, self.channels, self.null_seed
+        )
+        signed = np.concatenate([self._cells.signed(embeddings), nulls.signed(embeddings)])
+        evidence = cell_evidence(signed, self.kappa, self.tanh_detection)
+        values = statistic_values(evidence, self.statistic)
+        own = signed[0] * text_signs(signed[:1])[0]
+        return self._detection(own, evidence, values, sentences)
 
     def _detection(
         self,
@@ -228,6 +258,8 @@ def _ring_evidence(
     first = detectors[0]
     if not all(first.same_null(d) for d in detectors[1:]):
         raise ValueError("the detectors of a ring must share their pivot law and settings")
+    if first.cells:
+        raise ValueError("keyed cells have no ring pass (each key is scored on its own)")
     if embeddings.ndim != 2 or embeddings.shape[0] == 0:
         raise EmptyTextError("the text has no sentence to score")
     nulls = _cached_null_pivots(

@@ -37,8 +37,9 @@ def ring_null_count(keys: int, alpha: float, least: int = 999) -> int:
 
 def share_null(detectors: Sequence[SAMarkDetector]) -> bool:
     """Whether the detectors share one pivot law and detection settings (the condition
-    of one pass over their shared null sets)."""
-    return all(detectors[0].same_null(d) for d in detectors[1:])
+    of one pass over their shared null sets). Keyed cells have none: a ring's many null
+    cell sets would not fit in memory, so their keys are scored one by one (Holm)."""
+    return not detectors[0].cells and all(detectors[0].same_null(d) for d in detectors[1:])
 
 
 class MaxStatisticRing:

@@ -60,6 +60,7 @@ class SAMark(SentenceLevelWatermark):
             n_null=c.n_null,
             null_seed=c.null_seed,
             alpha=c.alpha,
+            cells=c.cells,
             centring=None
             if c.centring is None
             else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
@@ -87,7 +88,9 @@ class SAMark(SentenceLevelWatermark):
     # ---------- in a keyring ----------
     @property
     def flag_channels(self) -> int:
-        return self.config.channels
+        """Channels whose flags are drawn per generation (a flag payload's room): none with
+        keyed cells, whose flags are the key's."""
+        return 0 if self.config.cells else self.config.channels
 
     @classmethod
     def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
@@ -109,6 +112,7 @@ class SAMark(SentenceLevelWatermark):
         return (
             f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
+            + (f"/cells{c.cells}" if c.cells else "")
             + (
                 ""
                 if self.detector.centring is None
@@ -193,6 +197,7 @@ class SAMark(SentenceLevelWatermark):
 
     def pick(self, state: _Step, texts: list[str], pool: np.ndarray) -> Pick | None:
         c = self.config
+        cells = self.detector.key_cells
         choice = select(
             texts,
             pool,
@@ -213,6 +218,7 @@ class SAMark(SentenceLevelWatermark):
             use_tanh=c.tanh_generation,
             saturation=c.adaptive_saturation,
             margin_reference=c.margin_reference,
+            signed=None if cells is None else cells.signed(pool)[0] * state.flags[0],
             rng=state.rng,
         )
         return None if choice is None else Pick(choice.index, choice.kind, choice)
@@ -248,7 +254,7 @@ class SAMark(SentenceLevelWatermark):
             "saturated": choice.n_saturated,
             "matched_terms": choice.matched_terms,
         }
-        if c.record_signal:
+        if c.record_signal and not c.cells:
             step.update(step_signal(pool, pick.index, previous, self._pivots, state.flags))
         return step
 

@@ -129,8 +129,8 @@ class StepChoice:
 def select(
     candidates: list[str],
     embeddings: np.ndarray,
-    pivots: np.ndarray,
-    flags: np.ndarray,
+    pivots: np.ndarray | None,
+    flags: np.ndarray | None,
     context_ngrams: set[tuple[str, ...]],
     vocabulary: set[str],
     history: np.ndarray,
@@ -147,9 +147,14 @@ def select(
     use_tanh: bool = True,
     saturation: float = 0.3,
     margin_reference: MarginReference = "zero",
+    signed: np.ndarray | None = None,
     rng: np.random.Generator,
 ) -> StepChoice:
     """Choose the next sentence among complete ``candidates`` (non-empty).
+
+    The watermark terms read each candidate's cosines to ``pivots`` signed by ``flags``;
+    ``signed`` (m, c) gives those flag-signed cosines directly instead (keyed cells: each
+    candidate scored on its own cell's pivots), and ``pivots`` and ``flags`` are unused.
 
     ``saturation`` only feeds the ``n_saturated`` count (the adaptive budget's stop rule).
     ``margin_reference`` "pool" measures each channel's margin from the mean of all
@@ -166,7 +171,12 @@ def select(
     rho_sem = semantic_similarity(embeddings, history)
     sem_ok = rho_sem < theta_sem if semantic_filter else np.ones(m, dtype=bool)
     hard_ok = ngram_ok & sem_ok
-    cosines = embeddings @ pivots.T
+    if signed is not None:
+        cosines, flags = signed, np.ones(signed.shape[1])
+    else:
+        if pivots is None or flags is None:
+            raise ValueError("select() needs pivots and flags, or signed cosines")
+        cosines = embeddings @ pivots.T
     matched = hard_ok & channel_match(cosines, flags)
 
     diversity = 1.0 - rho_sem

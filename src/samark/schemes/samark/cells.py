@@ -1,0 +1,141 @@
+"""Keyed semantic cells: pivots that change from sentence to sentence (issue 44).
+
+SAMark's static pivots make the mark one offset along the key that every sentence shares.
+A coherent text's topic is such an offset too: under the null, a random pivot's projection
+of the text's mean embedding has spread ``|mean| / sqrt(dim)``, which does not shrink with
+more sentences when they say similar things. Short, repetitive texts then carry about one
+sentence of evidence (docs/results/2026-11-27-semantic-cells).
+
+Here the key also cuts meaning space into ``M`` cells: ``M`` keyed anchors, a sentence
+belongs to the cell of its nearest anchor (self-anchored, like the paper's r_t =
+R(phi(u_t); k): read from the sentence itself, so shuffling and mixing keep it). Each cell
+has its own ``c`` keyed orthonormal pivots and ``c`` keyed flags. A sentence is scored on
+its own cell's pivots, signed by its cell's flags and by one random sign per generation
+(drawn at generation, majority-voted at detection over every sentence and channel). Two
+sentences in different cells meet independent pivots, so their null projections are
+independent and evidence adds up as sqrt(n). The per-generation sign keeps a cell's marked
+sentences from leaning one way on average (a first-moment leak a forger would average out).
+
+The p-value stays exact: the key's cells (anchors, pivots, flags) are one draw of a public
+law (anchors Haar on the sphere; each cell's pivots from the key's own pivot law; flags
+fair coins), and the detector scores the text under ``n_null`` public draws of the same law.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from samark.keys import WatermarkKey
+from samark.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
+
+#: null cell sets are drawn in chunks of this many (bounds the peak memory of the draw)
+_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class CellFrames:
+    """``K`` keys' cells at once: anchors (K, M, d), pivots (K, M, c, d), flags (K, M, c),
+    float32 (cosines to 1e-7; every key and null set alike)."""
+
+    anchors: np.ndarray
+    pivots: np.ndarray
+    flags: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return int(self.anchors.shape[0])
+
+    @property
+    def cells(self) -> int:
+        return int(self.anchors.shape[1])
+
+    def cell_of(self, embeddings: np.ndarray) -> np.ndarray:
+        """Each sentence's cell under each key, shape (K, n)."""
+        k, m, d = self.anchors.shape
+        scores = embeddings.astype(np.float32) @ self.anchors.reshape(k * m, d).T
+        return np.ascontiguousarray(scores.reshape(-1, k, m).argmax(axis=2).T)
+
+    def signed(self, embeddings: np.ndarray) -> np.ndarray:
+        """Each sentence's cosines to its own cell's pivots, signed by the cell's flags,
+        shape (K, n, c)."""
+        k, m, c, d = self.pivots.shape
+        n = embeddings.shape[0]
+        cells = self.cell_of(embeddings)  # (K, n)
+        cos = (embeddings.astype(np.float32) @ self.pivots.reshape(k * m * c, d).T).reshape(
+            n, k, m, c
+        )
+        rows = np.arange(k)[:, None]
+        own = cos.transpose(1, 0, 2, 3)[rows, np.arange(n)[None, :], cells]  # (K, n, c)
+        return (own * self.flags[rows, cells]).astype(np.float64)
+
+    def join(self, other: CellFrames) -> CellFrames:
+        return CellFrames(
+            np.concatenate([self.anchors, other.anchors]),
+            np.concatenate([self.pivots, other.pivots]),
+            np.concatenate([self.flags, other.flags]),
+        )
+
+
+def text_signs(signed: np.ndarray) -> np.ndarray:
+    """The generation's sign under each key, majority-voted over every sentence and
+    channel (ties: +1), shape (K,)."""
+    return np.where(signed.sum(axis=(1, 2)) >= 0, 1.0, -1.0)
+
+
+def cell_evidence(signed: np.ndarray, kappa: float, use_tanh: bool = True) -> np.ndarray:
+    """Evidence ``tanh(kappa * s_hat * signed)`` per key, sentence and channel (K, n, c)."""
+    aligned = signed * text_signs(signed)[:, None, None]
+    return np.tanh(kappa * aligned) if use_tanh else aligned
+
+
+def key_cells(key: WatermarkKey, dim: int, cells: int, channels: int) -> CellFrames:
+    """``key``'s cells (K = 1): each anchor, pivot set and flag pattern derived one-way
+    from the key's secret under its own label; the pivots follow the key's pivot law."""
+    law = key.pivot_law(dim)
+    anchors = np.empty((1, cells, dim), dtype=np.float32)
+    pivots = np.empty((1, cells, channels, dim), dtype=np.float32)
+    flags = np.empty((1, cells, channels), dtype=np.float32)
+    for m in range(cells):
+        anchors[0, m] = derive_pivots(_secret(key, "anchor", m), dim, 1)[0]
+        pivots[0, m] = _law_pivots(law, _secret(key, "pivots", m), dim, channels)
+        bits = key.derive_ints(f"samark/cells/flags/{m}", channels, bits=1)
+        flags[0, m] = [1.0 if b else -1.0 for b in bits]
+    return CellFrames(anchors, pivots, flags)
+
+
+def _secret(key: WatermarkKey, what: str, m: int) -> bytes:
+    words = key.derive_ints(f"samark/cells/{what}/{m}", 4, bits=64)
+    return b"".join(w.to_bytes(8, "little") for w in words)
+
+
+def _law_pivots(law: PivotLaw, secret: bytes, dim: int, channels: int) -> np.ndarray:
+    rows = np.frombuffer(law.directions, "<f8").reshape(law.rows, dim) if law.rows else None
+    if law.kind == "space":
+        assert rows is not None
+        return derive_pivots_in_space(secret, rows, channels)
+    return derive_pivots(secret, dim, channels, rows)
+
+
+@functools.lru_cache(maxsize=4)
+def null_cells(
+    law: PivotLaw, count: int, dim: int, cells: int, channels: int, seed: int
+) -> CellFrames:
+    """``count`` public cell sets from the keys' law (the detector's exchangeable stand-ins),
+    drawn in chunks; cached per law and settings."""
+    anchors = np.empty((count, cells, dim), dtype=np.float32)
+    pivots = np.empty((count, cells, channels, dim), dtype=np.float32)
+    flags = np.empty((count, cells, channels), dtype=np.float32)
+    for start in range(0, count, _CHUNK):
+        size = min(_CHUNK, count - start)
+        sequence = np.random.SeedSequence([seed, dim, cells, channels, start, 0xCE11])
+        chunk_seed = int(sequence.generate_state(1)[0])
+        rng = np.random.default_rng(chunk_seed)
+        a = rng.standard_normal((size, cells, dim))
+        anchors[start : start + size] = a / np.linalg.norm(a, axis=2, keepdims=True)
+        flags[start : start + size] = rng.choice([-1.0, 1.0], size=(size, cells, channels))
+        p = law.null_pivots(size * cells, dim, channels, chunk_seed)
+        pivots[start : start + size] = p.reshape(size, cells, channels, dim)
+    return CellFrames(anchors, pivots, flags)
