@@ -10,11 +10,10 @@ among ``--nulls`` null keys drawn from the same law (the key is one draw of that
 under H0 -- a text that does not depend on the key -- the rank is uniform). Human texts
 (each prompt's own continuation) give the FPR.
 
-A design (``Design``): ``cells`` keyed anchors cut meaning space into Voronoi cells
-(1: one cell, SAMark's static pivots), each cell with its own ``channels`` keyed
-orthonormal pivots. A sentence is scored against its own cell's pivots. ``flags``:
-"text" (SAMark: a random pattern per generation, majority-voted at detection) or "cell"
-(a keyed pattern per cell, known at detection).
+A design (``Design``): ``cells`` 0 is SAMark's static pivots (``channels`` random flags a
+generation, majority-voted per channel); M >= 2 is the shipped keyed cells
+(samark.schemes.samark.cells: M keyed anchors, each cell its own pivots and flags, one
+random sign a generation). Every design picks with SAMark's own selection (select()).
 
 Why cells: with static pivots the mark is one offset along the key shared by every
 sentence, and so is the text's topic: a random direction's projection of the text's mean
@@ -24,7 +23,8 @@ null projections independent, so evidence adds up as sqrt(n). The price: a parap
 moves a sentence to another cell loses that sentence's evidence.
 
     python benchmarks/studies/selection_replay.py experiments/runs/candidate-pools/pools.jsonl \\
-        --keys 5 --lengths 3 6 --attacks none doc-p --out experiments/runs/candidate-pools/replay.jsonl
+        --keys 5 --lengths 3 6 --attacks none human doc-p doc-t mix \\
+        --out experiments/runs/candidate-pools/replay.jsonl
 
 Screening only: the replayed pick's context is the plain trajectory's (candidate_pools.py).
 """
@@ -42,154 +42,107 @@ from typing import Any
 
 import numpy as np
 
-from samark.schemes.samark.selection import ngram_overlap, semantic_similarity
-from samark.schemes.samark.statistics import exchangeable_p_value, scan
+from samark.pivots import PivotLaw
+from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
+from samark.schemes.samark.selection import select
+from samark.schemes.samark.statistics import (
+    alignment,
+    channel_responses,
+    exchangeable_p_value,
+    statistic_values,
+)
 from samark.text import ngrams, words
 
 DIM = 768
 KAPPA = 30.0
+#: the replay's keys and null sets: Haar pivots (no avoided directions)
+LAW = PivotLaw.of("avoid", None)
 
 
 @dataclass(frozen=True)
 class Design:
+    """``cells`` 0: SAMark's static pivots with ``channels`` random flags a generation,
+    majority-voted per channel; M >= 2: keyed cells (samark.schemes.samark.cells)."""
+
     name: str
-    cells: int = 1
+    cells: int = 0
     channels: int = 2
-    flags: str = "text"  # "text", "cell" or "sign"
-    pick: str = "maxmin"  # "maxmin" or "softmax"
-    statistic: str = "scan"  # "scan" or "mean"
+    statistic: str = "scan"
 
 
-@dataclass
-class KeySet:
-    """K keys of a design's law at once: anchors (K, M, d), pivots (K, M, c, d), cell flags
-    (K, M, c)."""
-
-    anchors: np.ndarray
-    pivots: np.ndarray
-    flags: np.ndarray
-
-    @classmethod
-    def draw(cls, design: Design, count: int, seed: int) -> KeySet:
-        rng = np.random.default_rng(seed)
-        m, c = design.cells, design.channels
-        anchors = rng.standard_normal((count, m, DIM)).astype(np.float32)
-        anchors /= np.linalg.norm(anchors, axis=2, keepdims=True)
-        g = rng.standard_normal((count * m, DIM, c))
-        q, _ = np.linalg.qr(g)  # (count*m, d, c) orthonormal columns
-        pivots = np.transpose(q, (0, 2, 1)).reshape(count, m, c, DIM).astype(np.float32)
-        flags = rng.choice(np.array([-1.0, 1.0], dtype=np.float32), size=(count, m, c))
-        return cls(anchors, pivots, flags)
-
-    def __getitem__(self, k: int) -> KeySet:
-        return KeySet(self.anchors[k : k + 1], self.pivots[k : k + 1], self.flags[k : k + 1])
-
-    def responses(self, emb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each sentence's cosines to its own cell's pivots under each key, (K, n, c), and
-        its cell, (K, n)."""
-        k, m, c, d = self.pivots.shape
-        cells = (
-            np.argmax(np.einsum("nd,kmd->knm", emb, self.anchors), axis=2)
-            if m > 1
-            else np.zeros((k, emb.shape[0]), dtype=int)
-        )
-        piv = self.pivots[np.arange(k)[:, None], cells]  # (K, n, c, d)
-        return np.einsum("nd,kncd->knc", emb, piv), cells
+def frames_of(design: Design, count: int, seed: int) -> CellFrames:
+    """``count`` keys of the design's law (static pivots are the one-cell case)."""
+    return null_cells(LAW, count, DIM, max(design.cells, 1), design.channels, seed)
 
 
-def evidence(keys: KeySet, emb: np.ndarray, design: Design) -> np.ndarray:
-    """tanh(kappa * flag-signed cosine), (K, n, c): flags majority-voted per text, or the
-    cell's keyed flags."""
-    resp, cells = keys.responses(emb)
-    if design.flags in ("cell", "sign"):
-        signs = keys.flags[np.arange(resp.shape[0])[:, None], cells]  # (K, n, c)
-        if design.flags == "sign":  # one random sign a text: majority-voted over everything
-            signs = signs * np.where((resp * signs).sum(axis=(1, 2), keepdims=True) >= 0, 1, -1)
+def p_value(frames: CellFrames, emb: np.ndarray, design: Design) -> float:
+    """The exact p-value of a text under the key (frame 0) among the null frames."""
+    if design.cells:
+        evidence = cell_evidence(frames.signed(emb), KAPPA)
     else:
-        signs = np.where(resp.sum(axis=1, keepdims=True) >= 0, 1.0, -1.0)
-    return np.tanh(KAPPA * resp * signs)
-
-
-def statistic(ev: np.ndarray, design: Design) -> np.ndarray:
-    return scan(ev) if design.statistic == "scan" else ev.reshape(ev.shape[0], -1).mean(axis=1)
-
-
-def p_value(keys_and_nulls: KeySet, emb: np.ndarray, design: Design) -> float:
-    values = statistic(evidence(keys_and_nulls, emb, design), design)
+        evidence = alignment(channel_responses(emb, frames.pivots[:, 0]), KAPPA)
+    values = statistic_values(evidence, design.statistic)  # type: ignore[arg-type]
     return exchangeable_p_value(float(values[0]), values[1:])
-
-
-def candidate_signed(key: KeySet, emb: np.ndarray, text_flags: np.ndarray, design: Design) -> np.ndarray:
-    """Each candidate's flag-signed cosines to its own cell's pivots, (m, c)."""
-    resp, cells = key.responses(emb)
-    if design.flags == "text":
-        signs = text_flags[None, :]
-    else:  # the cell's keyed flags, times one random sign a text ("sign")
-        signs = key.flags[0, cells[0]] * (text_flags[0] if design.flags == "sign" else 1.0)
-    return resp[0] * signs
 
 
 def replay(
     steps: list[dict[str, Any]],
-    key: KeySet,
+    key: CellFrames,
     design: Design,
     rng: np.random.Generator,
     sentences: int,
     candidates: int,
 ) -> tuple[list[str], np.ndarray, int]:
-    """The design's text over the first ``sentences`` pools: (sentences, embeddings,
-    matched count). The hard filters are SAMark's (4-gram overlap < 0.4 with the context,
-    cosine < 0.8 to every chosen sentence)."""
-    text_flags = rng.choice([-1.0, 1.0], size=design.channels)
+    """The design's text over the first ``sentences`` pools, picked by SAMark's own
+    selection (the paper's filters, score and softmax): (sentences, embeddings, matched)."""
+    flags = rng.choice([-1.0, 1.0], size=1 if design.cells else design.channels)
     context = words(steps[0]["prompt"])
     context_ngrams = set(ngrams(context, 4))
-    history = np.zeros((0, DIM), dtype=np.float32)
+    vocabulary = set(context)
+    history = np.zeros((0, DIM))
     chosen: list[str] = []
     matched = 0
     for s in steps[:sentences]:
         texts = s["candidates"][:candidates]
-        emb = s["embeddings"][:candidates]
-        ok = np.array([ngram_overlap(t, context_ngrams, 4) < 0.4 for t in texts])
-        rho = semantic_similarity(emb, history)
-        ok &= rho < 0.8
-        signed = candidate_signed(key, emb, text_flags, design)
-        pool = np.flatnonzero(ok) if ok.any() else np.arange(len(texts))
-        hit = pool[np.all(signed[pool] > 0, axis=1)]
-        if design.pick == "maxmin":
-            index = int(pool[np.argmax(signed[pool].min(axis=1))])
-        else:  # the paper's softmax over matched candidates (epsilon 10, lambda_div 0.35)
-            among = hit if hit.size else pool
-            score = np.tanh(KAPPA * signed[among]).sum(axis=1) + 0.35 * (1 - rho[among])
-            q = np.exp(10 * (score - score.max()))
-            index = int(rng.choice(among, p=q / q.sum()))
-        matched += bool(np.all(signed[index] > 0))
-        chosen.append(texts[index])
-        history = np.vstack([history, emb[index]])
-        new = words(texts[index])
+        emb = s["embeddings"][:candidates].astype(np.float64)
+        choice = select(
+            texts,
+            emb,
+            key.pivots[0, 0].astype(np.float64),
+            flags,
+            context_ngrams,
+            vocabulary,
+            history,
+            kappa=KAPPA,
+            epsilon=10.0,
+            lambda_div=0.35,
+            lambda_nov=0.2,
+            theta_sem=0.8,
+            theta_ngram=0.4,
+            ngram_n=4,
+            signed=key.signed(emb)[0] * flags[0] if design.cells else None,
+            rng=rng,
+        )
+        matched += choice.kind == "matched"
+        chosen.append(texts[choice.index])
+        history = np.vstack([history, emb[choice.index]])
+        new = words(texts[choice.index])
         context.extend(new)
         context_ngrams.update(ngrams(context[-(len(new) + 3) :], 4))
+        vocabulary.update(new)
     return chosen, history, matched
 
 
 DESIGNS = {
     d.name: d
     for d in (
-        Design("static c2 (SAMark)", pick="softmax"),
-        Design("static c2 sign", flags="sign"),
-        Design("static c2 maxmin"),
-        Design("static c4 maxmin", channels=4),
-        Design("cells4 c2 text-flags", cells=4),
-        Design("cells16 c2 text-flags", cells=16),
-        Design("cells4 c2 cell-flags", cells=4, flags="cell"),
-        Design("cells16 c2 cell-flags", cells=16, flags="cell"),
-        Design("cells64 c2 cell-flags", cells=64, flags="cell"),
-        Design("cells16 c1 cell-flags", cells=16, channels=1, flags="cell"),
-        Design("cells16 c2 sign", cells=16, flags="sign"),
-        Design("cells16 c1 sign", cells=16, channels=1, flags="sign"),
-        Design("cells64 c2 sign", cells=64, flags="sign"),
-        Design("cells16 c2 text-flags paper-pick", cells=16, pick="softmax"),
-        Design("cells16 c2 sign paper-pick", cells=16, flags="sign", pick="softmax"),
-        Design("cells16 c4 cell-flags", cells=16, channels=4, flags="cell"),
+        Design("static (SAMark)"),
+        Design("static c3", channels=3),
+        Design("cells 4", cells=4),
+        Design("cells 16", cells=16),
+        Design("cells 64", cells=64),
+        Design("cells 16 c1", cells=16, channels=1),
+        Design("cells 16 c3", cells=16, channels=3),
     )
 }
 
@@ -252,21 +205,17 @@ def main() -> None:
         from samark.embed import load_embedder
 
         attacker = Attacks(load_embedder("all-mpnet-base-v2"))
-    out = Path(args.out).open("a") if args.out else None
+    out = Path(args.out) if args.out else None
     human_emb: dict[int, np.ndarray] = {}
     for name in args.designs:
         design = DESIGNS[name]
         start = time.perf_counter()
-        law = KeySet.draw(design, args.keys + args.nulls, seed=7)
-        nulls = KeySet(law.anchors[args.keys :], law.pivots[args.keys :], law.flags[args.keys :])
+        keys = frames_of(design, args.keys, seed=7)
+        nulls = frames_of(design, args.nulls, seed=8)
         rows = []
         for k in range(args.keys):
-            key = law[k]
-            scored = KeySet(
-                np.concatenate([key.anchors, nulls.anchors]),
-                np.concatenate([key.pivots, nulls.pivots]),
-                np.concatenate([key.flags, nulls.flags]),
-            )
+            key = CellFrames(keys.anchors[k : k + 1], keys.pivots[k : k + 1], keys.flags[k : k + 1])
+            scored = key.join(nulls)
             for p, steps in enumerate(prompts):
                 rng = np.random.default_rng([k, p, 44])
                 n_max = min(max(args.lengths), len(steps))
@@ -285,7 +234,8 @@ def main() -> None:
                         for n in args.lengths:
                             if n > n_max:
                                 continue
-                            attacked = attacker(attack, " ".join(sents[:n]), human, seed=k * 1000 + p)
+                            text = " ".join(sents[:n])
+                            attacked = attacker(attack, text, human, seed=k * 1000 + p)
                             texts_emb[n] = attacker.embed(attacked)
                     for n, e in texts_emb.items():
                         rows.append(
@@ -302,9 +252,9 @@ def main() -> None:
         summarise(rows)
         print(f"  ({time.perf_counter() - start:.0f} s)", flush=True)
         if out:
-            for r in rows:
-                out.write(json.dumps(r) + "\n")
-            out.flush()
+            with out.open("a") as f:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
 
 
 def _embed_human(steps: list[dict[str, Any]], attacker: Attacks | None) -> np.ndarray:

@@ -36,6 +36,8 @@ DEMO_CANDIDATES = 32
 
 
 DEMO_SENTENCES = 6
+#: keyed semantic cells (0: the paper's static pivots)
+DEMO_CELLS = 0
 
 
 @app.command()
@@ -51,6 +53,13 @@ def demo(
             "derived from it: a demo key, never a secret)."
         ),
     ] = None,
+    cells: Annotated[
+        int,
+        typer.Option(
+            help="Keyed semantic cells (0: the paper's static pivots; docs/layered.md, "
+            "'Keyed semantic cells')."
+        ),
+    ] = DEMO_CELLS,
     threads: Annotated[
         int | None,
         typer.Option(
@@ -65,6 +74,8 @@ def demo(
     copy, a sentence-shuffled copy and a human text are tested (a few minutes on a 2-core
     CPU: README, Quickstart)."""
     require_positive(sentences=sentences, candidates=candidates)
+    if cells < 0 or cells == 1:
+        raise fail("--cells must be 0 (static pivots) or at least 2")
     if threads is not None:
         require_positive(threads=threads)
     import torch
@@ -90,7 +101,11 @@ def demo(
     try:
         embedder = load_embedder(DEFAULT_EMBEDDER)
         scheme: Any = create_scheme(
-            "samark-layered", key=demo_key(embedder, seed), embedder=embedder, candidates=candidates
+            "samark-layered",
+            key=demo_key(embedder, seed),
+            embedder=embedder,
+            candidates=candidates,
+            cells=cells,
         )
         err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False)
         scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
@@ -114,7 +129,7 @@ def demo(
     shuffled = list(gen.sentences)
     random.Random(seed).shuffle(shuffled)
     texts = [("watermarked", gen.text)]
-    paraphrased = _demo_paraphrase(gen.text, seed or 0)
+    paraphrased = demo_paraphrase(gen.text, seed or 0)
     if paraphrased is not None:
         texts.append(("paraphrased", paraphrased))
     texts += [("sentences shuffled", " ".join(shuffled)), ("human", data["human"])]
@@ -208,7 +223,7 @@ class _DemoProgress(Progress):
         yield self.make_tasks_table(self.tasks)
 
 
-def _demo_paraphrase(text: str, seed: int) -> str | None:
+def demo_paraphrase(text: str, seed: int) -> str | None:
     """``text`` after the Doc-P (local) attack, or None where its extra is not installed."""
     try:
         from samark.evaluation.attacks import create_attack
