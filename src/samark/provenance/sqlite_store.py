@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -101,7 +102,7 @@ class SqliteStore:
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            _set_wal(self._conn, timeout)
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA secure_delete = ON")
             self._binding = self._open(binding)
@@ -326,6 +327,21 @@ class SqliteStore:
         conn = getattr(self, "_conn", None)
         if conn is not None:
             conn.close()
+
+
+def _set_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode. Changing the journal mode answers "database is locked"
+    at once, without waiting out the busy timeout, while another process opens or closes
+    the same file (as when several processes make a new record together): retried."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _stored(row: Sequence[Any]) -> StoredSentence:
