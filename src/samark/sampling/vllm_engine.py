@@ -100,10 +100,12 @@ def _stdout_to_stderr() -> Iterator[None]:
         with contextlib.redirect_stdout(sys.stderr):
             yield
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        try:  # a flush that fails (a closed pipe) must not leave stdout on stderr
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def cpu_only() -> bool:
