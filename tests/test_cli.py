@@ -672,11 +672,11 @@ def test_listing_and_help_load_nothing(tmp_path) -> None:
 
 def _commands(command, path=("samark",)):
     """Every command and group under ``command``, with its path."""
-    from typer._click import Context
+    import typer
 
     yield path, command
     if hasattr(command, "list_commands"):
-        ctx = Context(command)
+        ctx = typer.Context(command)
         for name in command.list_commands(ctx):
             yield from _commands(command.get_command(ctx, name), (*path, name))
 
@@ -706,7 +706,6 @@ def test_help_summaries_are_whole_sentences() -> None:
     import inspect
 
     import typer.main
-    from typer._click import Context
 
     groups = []
     for path, command in _commands(typer.main.get_command(app)):
@@ -719,7 +718,7 @@ def test_help_summaries_are_whole_sentences() -> None:
         shown = CliRunner().invoke(app, [*path[1:], "--help"], env={"COLUMNS": "200"})
         assert shown.exit_code == 0, shown.output
         rows = _summary_rows(shown.stdout)
-        ctx = Context(group)
+        ctx = typer.Context(group)
         assert set(rows) == set(group.list_commands(ctx)), (path, rows)
         for name, lines in rows.items():
             assert len(lines) == 1, (path, name, lines)  # wide enough: one line a row
