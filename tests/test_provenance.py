@@ -117,6 +117,9 @@ def test_sqlite_urls(tmp_path: Path) -> None:
     assert sqlite_path("plain.db") == Path("plain.db")
     with pytest.raises(ProvenanceError, match="sqlite:///relative"):
         sqlite_path("sqlite://host/x.db")
+    with pytest.raises(ProvenanceError, match=r"user:\*\*\*@host") as refused:
+        sqlite_path("sqlite://user:secret@host/x.db")
+    assert "secret" not in str(refused.value)
     with pytest.raises(ProvenanceError, match=r"unknown record URL scheme 'mongodb'.*sqlite://"):
         open_store("mongodb://user:pw@host/db", None)
     try:

@@ -72,7 +72,7 @@ def sqlite_path(url: str) -> Path:
     if not rest.startswith("/") or rest == "/" or "?" in rest:
         raise ProvenanceError(
             f"an SQLite record URL is sqlite:///relative/path.db or "
-            f"sqlite:////absolute/path.db, got {url}"
+            f"sqlite:////absolute/path.db, got {redact(url)}"
         )
     return Path(rest[1:]).expanduser()
 
@@ -94,7 +94,7 @@ class SqliteStore:
         if binding is None and not self.path.exists():
             raise ProvenanceError(f"there is no record at {redact(url)}")
         if not self.path.parent.is_dir():
-            raise ProvenanceError(f"{self.path.parent} is not a folder: cannot make {url}")
+            raise ProvenanceError(f"{self.path.parent} is not a folder: cannot make {redact(url)}")
         self._lock = threading.RLock()
         self._keyed = binding is not None
         try:
