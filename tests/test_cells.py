@@ -3,6 +3,7 @@ keys, the power they add on repetitive text, and generation that detection agree
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -173,3 +174,35 @@ def test_generation_picks_on_its_cells_and_detection_agrees(mpnet, mpnet_key, sm
     assert d.details["flags"] and 0 < d.p_value <= 1
     # another key does not see it as its own
     assert scheme.detector_id().endswith("/cells16")
+
+
+def test_cli_detect_with_cells(tmp_path) -> None:
+    """``samark detect --cells 16`` scores on the key's cells (another statistic than static
+    pivots give); a value no scheme can use, or --cells for a token scheme, exits 2."""
+    from typer.testing import CliRunner
+
+    from samark.cli import app
+
+    runner = CliRunner()
+    key = tmp_path / "k.key"
+    assert runner.invoke(app, ["keygen", str(key)]).exit_code == 0
+    text = (
+        "The council met on Monday to discuss the budget. Several members asked for more "
+        "money for schools. The mayor said the city could not afford new taxes this year."
+    )
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"text": text}) + "\n")
+    scores = {}
+    for cells in ("0", "16"):
+        result = runner.invoke(app, ["detect", str(source), "--key", str(key), "--cells", cells])
+        assert result.exit_code in (0, 1), result.output
+        record = json.loads(result.stdout.strip().splitlines()[-1])
+        assert 0 < record["p_value"] <= 1 and record["n_units"] == 3
+        scores[cells] = record["score"]
+    assert scores["0"] != scores["16"]
+    one = runner.invoke(app, ["detect", text, "--key", str(key), "--cells", "1"])
+    assert one.exit_code == 2 and "--cells" in one.output
+    kgw = runner.invoke(
+        app, ["detect", text, "--key", str(key), "--cells", "16", "--scheme", "kgw"]
+    )
+    assert kgw.exit_code == 2 and "SAMark" in kgw.output

@@ -175,6 +175,31 @@ def sentence_progress(bar: Any, task: int, total: int) -> Any:
     return on_sentence
 
 
+#: ``--cells``: SAMark's keyed semantic cells (0: the paper's static pivots); detection needs
+#: the value the text was written with
+CellsOption = Annotated[
+    int,
+    typer.Option(
+        "--cells",
+        help="Keyed semantic cells of SAMark's family (0: static pivots); detect with the "
+        "value you generated with (docs/parameters.md, 'Keyed semantic cells').",
+    ),
+]
+
+
+def cells_field(cells: int) -> dict[str, Any]:
+    """The scheme field of a --cells value (none for static pivots: the scheme's default)."""
+    return {"cells": cells} if cells else {}
+
+
+def check_cells(cells: int, scheme_name: str, samark_family: bool) -> None:
+    """Fail (exit 2) on a --cells value no scheme can use."""
+    if cells and not samark_family:
+        raise fail(f"--cells is SAMark's; leave it out for {scheme_name}")
+    if cells < 0 or cells == 1:
+        raise fail("--cells must be 0 (static pivots) or at least 2")
+
+
 #: ``--text``: the argument is the text itself, even where it looks like a file name
 TextFlag = Annotated[
     bool,

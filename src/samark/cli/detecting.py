@@ -17,9 +17,12 @@ import typer
 
 from samark.cli.app import app
 from samark.cli.common import (
+    CellsOption,
     KeyOption,
     TextFlag,
     TextInput,
+    cells_field,
+    check_cells,
     counted,
     err,
     fail,
@@ -103,6 +106,7 @@ def detect(
             max=1.0,
         ),
     ] = None,
+    cells: CellsOption = 0,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
@@ -125,7 +129,10 @@ def detect(
         )
     if centring is not None and ray is not None:
         raise fail("--centring is not available with --ray")
-    fields = centring_fields(centring)
+    check_cells(cells, scheme_name, samark_family)
+    if cells and (keyring is not None or ray is not None):
+        raise fail("--cells is not available with --keyring or --ray yet")
+    fields = {**centring_fields(centring), **cells_field(cells)}
     if record_url is not None and (keyring is not None or ray is not None):
         raise fail("--record reads a record made with one --key (not with --keyring or --ray)")
     if paraphrase_threshold is not None and record_url is None:

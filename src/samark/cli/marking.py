@@ -10,8 +10,11 @@ import typer
 
 from samark.cli.app import app
 from samark.cli.common import (
+    CellsOption,
     KeyOption,
     TextFlag,
+    cells_field,
+    check_cells,
     check_embedder_name,
     check_new_file,
     err,
@@ -109,6 +112,7 @@ def generate(
             "embeddings only).",
         ),
     ] = False,
+    cells: CellsOption = 0,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 
@@ -120,6 +124,7 @@ def generate(
     (docs/provenance.md)."""
     require_positive(sentences=sentences, candidates=candidates)
     check_record_options(record_url, store_text, keyring)
+    check_cells(cells, scheme_name, can(scheme_name, "candidates"))
     from samark.schemes.base import scheme_info
 
     ablation = scheme_info(scheme_name).ablation
@@ -161,6 +166,7 @@ def generate(
         max_new_sentences=sentences,
         adaptive=adaptive,
         payload_flags=flags,
+        **cells_field(cells),
     )
     provenance = open_record(record_url, key, scheme.embedder) if record_url else None
     with progress() as bar:

@@ -33,6 +33,11 @@ from samark.schemes.samark.statistics import (
 from samark.segment import split_sentences
 
 
+#: the most null cell sets (n_null x cells) a detector with keyed cells builds: 999 x 64
+#: cells is about 0.3 GB of float32 pivots and anchors
+MAX_NULL_CELLS = 64_000
+
+
 @functools.lru_cache(maxsize=8)
 def _cached_null_pivots(
     law: PivotLaw, count: int, dim: int, channels: int, seed: int
@@ -64,6 +69,12 @@ class SAMarkDetector:
         key.check_embedder(embedder.identity)
         if cells == 1 or cells < 0:
             raise ValueError("cells must be 0 (static pivots) or at least 2")
+        if cells and n_null * cells > MAX_NULL_CELLS:
+            raise ValueError(
+                f"keyed cells hold n_null x cells pivot sets in memory: n_null {n_null} with "
+                f"{cells} cells exceeds {MAX_NULL_CELLS:,} (a keyring's max-statistic needs "
+                "more null sets than cells can hold; not supported yet)"
+            )
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
