@@ -195,11 +195,21 @@ def main() -> None:
     parser.add_argument("--candidates", type=int, default=32)
     parser.add_argument("--attacks", nargs="+", default=["none", "human"])
     parser.add_argument("--prompts", type=int, default=0, help="first P prompts (0: all)")
+    parser.add_argument(
+        "--prompt-ids", default="", help="only these prompt indices, e.g. 0-12,22-30"
+    )
     parser.add_argument("--out")
     args = parser.parse_args()
     prompts = load_pools(Path(args.records))
     if args.prompts:
         prompts = prompts[: args.prompts]
+    if args.prompt_ids:
+        wanted = {
+            i
+            for part in args.prompt_ids.split(",")
+            for i in range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1)
+        }
+        prompts = [steps for steps in prompts if steps[0]["prompt_index"] in wanted]
     attacker: Attacks | None = None
     if set(args.attacks) - {"none", "human"}:
         from samark.embed import load_embedder
