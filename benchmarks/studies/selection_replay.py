@@ -199,7 +199,13 @@ def main() -> None:
         "--prompt-ids", default="", help="only these prompt indices, e.g. 0-12,22-30"
     )
     parser.add_argument("--out")
+    parser.add_argument(
+        "--plot", nargs="+", help="draw these replay records into --out (a PNG) and stop"
+    )
     args = parser.parse_args()
+    if args.plot:
+        plot([Path(p) for p in args.plot], Path(args.out))
+        return
     prompts = load_pools(Path(args.records))
     if args.prompts:
         prompts = prompts[: args.prompts]
@@ -296,6 +302,49 @@ def _groups(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], list[dict[
     for r in rows:
         out.setdefault((r["design"], r["attack"], r["n"]), []).append(r)
     return out
+
+
+def plot(records: list[Path], out: Path, n: int = 6) -> None:
+    """Share with p < 0.01 per design and attack at ``n`` sentences, as grouped bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [json.loads(line) for path in records for line in path.open()]
+    attacks = [
+        ("none", "no attack"),
+        ("doc-p", "Doc-P (local)"),
+        ("doc-t", "Doc-T"),
+        ("mix", "Mix 50%"),
+    ]
+    designs = [
+        ("static (SAMark)", "black", "static pivots (SAMark)"),
+        ("cells 16", "tab:blue", "16 cells"),
+        ("cells 64", "tab:green", "64 cells"),
+    ]
+    fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=130)
+    width = 0.26
+    for i, (design, colour, label) in enumerate(designs):
+        values = []
+        for attack, _ in attacks:
+            ps = [
+                r["p"]
+                for r in rows
+                if r["design"] == design and r["attack"] == attack and r["n"] == n
+            ]
+            values.append(100 * float(np.mean(np.array(ps) < 0.01)) if ps else float("nan"))
+        xs = np.arange(len(attacks)) + (i - 1) * width
+        bars = ax.bar(xs, values, width, color=colour, label=label)
+        ax.bar_label(bars, fmt="%.0f", fontsize=7, padding=1)
+    ax.set_xticks(np.arange(len(attacks)), [a for _, a in attacks])
+    ax.set_ylabel("texts detected, semantic layer alone (%)")
+    ax.set_ylim(0, 105)
+    ax.set_title(f"Replayed real pools, {n} sentences, N = 32: p < 0.01")
+    ax.legend(fontsize=8, loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out)
 
 
 if __name__ == "__main__":
