@@ -44,6 +44,8 @@ import numpy as np
 
 from samark.pivots import PivotLaw
 from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
+from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.detector import embed_sentences
 from samark.schemes.samark.selection import select
 from samark.schemes.samark.statistics import (
     alignment,
@@ -54,7 +56,9 @@ from samark.schemes.samark.statistics import (
 from samark.text import ngrams, words
 
 DIM = 768
-KAPPA = 30.0
+#: the selection and detection parameters every design replays with (the paper's)
+PAPER = SAMarkConfig()
+KAPPA = PAPER.kappa
 #: the replay's keys and null sets: Haar pivots (no avoided directions)
 LAW = PivotLaw.of("avoid", None)
 
@@ -113,13 +117,13 @@ def replay(
             context_ngrams,
             vocabulary,
             history,
-            kappa=KAPPA,
-            epsilon=10.0,
-            lambda_div=0.35,
-            lambda_nov=0.2,
-            theta_sem=0.8,
-            theta_ngram=0.4,
-            ngram_n=4,
+            kappa=PAPER.selection_kappa,
+            epsilon=PAPER.epsilon,
+            lambda_div=PAPER.lambda_div,
+            lambda_nov=PAPER.lambda_nov,
+            theta_sem=PAPER.theta_sem,
+            theta_ngram=PAPER.theta_ngram,
+            ngram_n=PAPER.ngram_n,
             signed=key.signed(emb)[0] * flags[0] if design.cells else None,
             rng=rng,
         )
@@ -176,10 +180,8 @@ class Attacks:
         raise ValueError(name)
 
     def embed(self, text: str) -> np.ndarray:
-        from samark.segment import split_sentences
-
-        e = self.embedder.encode(split_sentences(text)).astype(np.float32)
-        return e / np.linalg.norm(e, axis=1, keepdims=True)
+        """The text's unit sentence embeddings, as the detector embeds them."""
+        return embed_sentences(self.embedder, [text])[0][1]
 
 
 def main() -> None:
@@ -189,7 +191,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records")
     parser.add_argument("--keys", type=int, default=5)
-    parser.add_argument("--nulls", type=int, default=499)
+    parser.add_argument("--nulls", type=int, default=999)
     parser.add_argument("--lengths", type=int, nargs="+", default=[3, 6])
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS))
     parser.add_argument("--candidates", type=int, default=32)
@@ -217,7 +219,7 @@ def main() -> None:
         }
         prompts = [steps for steps in prompts if steps[0]["prompt_index"] in wanted]
     attacker: Attacks | None = None
-    if set(args.attacks) - {"none", "human"}:
+    if set(args.attacks) - {"none"}:
         from samark.embed import load_embedder
 
         attacker = Attacks(load_embedder("all-mpnet-base-v2"))
@@ -242,7 +244,8 @@ def main() -> None:
                         texts_emb = {n: emb[:n] for n in args.lengths if n <= n_max}
                     elif attack == "human":
                         if p not in human_emb:
-                            human_emb[p] = _embed_human(steps, attacker)
+                            assert attacker is not None
+                            human_emb[p] = attacker.embed(human)
                         texts_emb = {n: human_emb[p][:n] for n in args.lengths}
                     else:
                         assert attacker is not None
@@ -271,19 +274,6 @@ def main() -> None:
             with out.open("a") as f:
                 for r in rows:
                     f.write(json.dumps(r) + "\n")
-
-
-def _embed_human(steps: list[dict[str, Any]], attacker: Attacks | None) -> np.ndarray:
-    from samark.segment import split_sentences
-
-    if attacker is None:
-        from samark.embed import load_embedder
-
-        embedder = load_embedder("all-mpnet-base-v2")
-    else:
-        embedder = attacker.embedder
-    e = embedder.encode(split_sentences(steps[0]["human"])).astype(np.float32)
-    return e / np.linalg.norm(e, axis=1, keepdims=True)
 
 
 def summarise(rows: list[dict[str, Any]]) -> None:
