@@ -27,19 +27,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from samark.pivots import PivotLaw
-from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
-from samark.schemes.samark.statistics import (
-    alignment,
-    channel_responses,
-    exchangeable_p_value,
-    statistic_values,
-)
+from samark.schemes.samark.cells import CellFrames, null_cells
+
+sys.path.insert(0, str(Path(__file__).parent))
+from selection_replay import Design, p_value  # type: ignore[import-not-found]
 
 DIM, SENTENCES, POOL, SHARE, CHANNELS = 768, 6, 32, 0.5, 2
 LAW = PivotLaw.of("avoid", None)
@@ -115,8 +113,7 @@ def learn(
 
 
 def forge(
-    key: CellFrames,
-    nulls: CellFrames,
+    frames: CellFrames,
     cells: int,
     learned: np.ndarray,
     human: np.ndarray,
@@ -128,17 +125,11 @@ def forge(
     scores = np.einsum("nd,ncd->nc", human, learned[human_cells]).min(axis=1)
     order = np.argsort(-scores)
     top = order[: SENTENCES * 4]
-    frames = key.join(nulls)
-    out = []
-    for _ in range(forgeries):
-        text = human[rng.choice(top, size=SENTENCES, replace=False)]
-        if cells:
-            evidence = cell_evidence(frames.signed(text), 30.0)
-        else:
-            evidence = alignment(channel_responses(text, frames.pivots[:, 0]), 30.0)
-        values = statistic_values(evidence, "scan")
-        out.append(exchangeable_p_value(float(values[0]), values[1:]))
-    return out
+    design = Design("forged", cells=cells)
+    return [
+        p_value(frames, human[rng.choice(top, size=SENTENCES, replace=False)], design)
+        for _ in range(forgeries)
+    ]
 
 
 def main() -> None:
@@ -167,16 +158,15 @@ def main() -> None:
             krng = np.random.default_rng([k, cells])
             marked = [marked_text(key, cells, krng) for _ in range(max(args.ns))]
             own = np.concatenate([unmarked_text(krng) for _ in range(max(args.ns))])
+            frames = key.join(nulls)  # the key's and the null cell sets, joined once a key
+            design = Design("own", cells=cells)
             power = np.mean(
-                [forge_p(key, nulls, cells, emb) for emb, _ in marked[: args.forgeries]]
+                [p_value(frames, emb, design) < 0.01 for emb, _ in marked[: args.forgeries]]
             )
-            cell_of = (
-                key.cell_of(np.concatenate([e for e, _ in marked]))[0]
-                if cells
-                else np.zeros(len(marked) * SENTENCES, dtype=int)
-            )
-            own_cells = key.cell_of(own)[0] if cells else np.zeros(len(own), dtype=int)
-            human_cells = key.cell_of(human)[0] if cells else np.zeros(len(human), dtype=int)
+            # static pivots are one cell: every sentence's cell is 0
+            cell_of = key.cell_of(np.concatenate([e for e, _ in marked]))[0]
+            own_cells = key.cell_of(own)[0]
+            human_cells = key.cell_of(human)[0]
             for n, attacker in ((n, a) for n in args.ns for a in ATTACKERS):
                 if attacker == "blind" and not cells:
                     continue  # static pivots have one cell: blind is the oracle
@@ -189,7 +179,7 @@ def main() -> None:
                     cells if told else 0,
                 )
                 h_cells = human_cells if told else np.zeros(len(human), dtype=int)
-                ps = forge(key, nulls, cells, learned, human, h_cells, args.forgeries, krng)
+                ps = forge(frames, cells, learned, human, h_cells, args.forgeries, krng)
                 row = {
                     "cells": cells,
                     "attacker": attacker,
@@ -272,17 +262,6 @@ def plot(path: Path, out: Path) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out)
-
-
-def forge_p(key: CellFrames, nulls: CellFrames, cells: int, emb: np.ndarray) -> bool:
-    """Whether the key detects its own marked text at p < 0.01."""
-    frames = key.join(nulls)
-    if cells:
-        evidence = cell_evidence(frames.signed(emb), 30.0)
-    else:
-        evidence = alignment(channel_responses(emb, frames.pivots[:, 0]), 30.0)
-    values = statistic_values(evidence, "scan")
-    return exchangeable_p_value(float(values[0]), values[1:]) < 0.01
 
 
 if __name__ == "__main__":
