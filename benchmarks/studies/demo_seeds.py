@@ -16,25 +16,32 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import time
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+#: the records' names for the demo's labels (the others are the same)
+RECORD_FIELDS = {"watermarked": "own", "sentences shuffled": "shuffled"}
+
 
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from samark.cli.demo import DEMO_CANDIDATES, DEMO_SENTENCES, demo_key, demo_paraphrase
+    from samark.cli.demo import (
+        DEMO_CANDIDATES,
+        DEMO_SENTENCES,
+        demo_data,
+        demo_key,
+        demo_texts,
+    )
     from samark.embed import load_embedder
     from samark.models import DEFAULT_EMBEDDER
     from samark.schemes import create_scheme
 
     torch.set_num_threads(args.threads)
-    data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
+    data = demo_data()
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = set()
@@ -59,25 +66,16 @@ def run(args: argparse.Namespace) -> None:
             start = time.perf_counter()
             gen = scheme.generate(data["prompt"], max_new_sentences=DEMO_SENTENCES, seed=seed)
             seconds = time.perf_counter() - start
-            shuffled = list(gen.sentences)
-            random.Random(seed).shuffle(shuffled)
-            texts = {
-                "own": gen.text,
-                "paraphrased": demo_paraphrase(gen.text, seed),
-                "shuffled": " ".join(shuffled),
-                "human": data["human"],
-            }
+            texts = demo_texts(gen.text, gen.sentences, seed, data["human"])
             row: dict[str, Any] = {
                 "seed": seed,
                 "cells": cells,
                 "seconds": round(seconds, 1),
                 "fallbacks": gen.fallbacks,
             }
-            for label, text in texts.items():
-                if text is None:
-                    continue
+            for label, text in texts:
                 d = scheme.detect(text)
-                row[label] = {
+                row[RECORD_FIELDS.get(label, label)] = {
                     "p": d.p_value,
                     "p_semantic": d.details["p_semantic"],
                     "p_token": d.details["p_token"],

@@ -8,7 +8,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Annotated, Any
 
@@ -21,6 +21,7 @@ from rich.text import Text
 from samark.cli.app import app
 from samark.cli.common import (
     LineProgress,
+    check_cells,
     counted,
     err,
     fail,
@@ -74,8 +75,7 @@ def demo(
     copy, a sentence-shuffled copy and a human text are tested (a few minutes on a 2-core
     CPU: README, Quickstart)."""
     require_positive(sentences=sentences, candidates=candidates)
-    if cells < 0 or cells == 1:
-        raise fail("--cells must be 0 (static pivots) or at least 2")
+    check_cells(cells, "samark-layered", True)
     if threads is not None:
         require_positive(threads=threads)
     import torch
@@ -85,7 +85,7 @@ def demo(
 
     torch.set_num_threads(threads or demo_threads())
     start = time.monotonic()
-    data = json.loads(resources.files("samark").joinpath("resources/demo.json").read_text())
+    data = demo_data()
     keyed = "a throwaway key" if seed is None else f"a demo key derived from seed {seed}"
     err.print(
         f"demo: {DEFAULT_GENERATOR} writes {counted(sentences, 'sentence')} with "
@@ -126,13 +126,8 @@ def demo(
         )
     # the text once, whole, after the progress display is gone: never split or wrapped
     out.print(f"[bold]Watermarked continuation:[/] {gen.text}\n", highlight=False, soft_wrap=True)
-    shuffled = list(gen.sentences)
-    random.Random(seed).shuffle(shuffled)
-    texts = [("watermarked", gen.text)]
-    paraphrased = demo_paraphrase(gen.text, seed or 0)
-    if paraphrased is not None:
-        texts.append(("paraphrased", paraphrased))
-    texts += [("sentences shuffled", " ".join(shuffled)), ("human", data["human"])]
+    texts = demo_texts(gen.text, gen.sentences, seed, data["human"])
+    paraphrased = dict(texts).get("paraphrased")
     out.print(_results_table((label, scheme.detect(text)) for label, text in texts))
     if paraphrased is not None:
         out.print(
@@ -166,6 +161,26 @@ def demo_threads() -> int:
     except (AttributeError, OSError):  # not Linux
         cpus = os.cpu_count() or 1
     return max(1, cpus - 1)
+
+
+def demo_data() -> dict[str, str]:
+    """The demo's prompt and its human continuation (``prompt``, ``human``)."""
+    return dict(json.loads(resources.files("samark").joinpath("resources/demo.json").read_text()))
+
+
+def demo_texts(
+    text: str, sentences: Sequence[str], seed: int | None, human: str
+) -> list[tuple[str, str]]:
+    """What the demo tests, labelled: the watermarked ``text``, its paraphrased copy (where
+    offline back-translation is installed), its ``sentences`` shuffled (seeded) and the
+    human text."""
+    shuffled = list(sentences)
+    random.Random(seed).shuffle(shuffled)
+    texts = [("watermarked", text)]
+    paraphrased = demo_paraphrase(text, seed or 0)
+    if paraphrased is not None:
+        texts.append(("paraphrased", paraphrased))
+    return [*texts, ("sentences shuffled", " ".join(shuffled)), ("human", human)]
 
 
 def demo_key(embedder: Any, seed: int | None) -> Any:
