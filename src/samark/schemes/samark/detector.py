@@ -151,14 +151,14 @@ class SAMarkDetector:
         """Score precomputed unit sentence embeddings, shape (n, dim)."""
         if embeddings.ndim != 2 or embeddings.shape[0] == 0:
             raise EmptyTextError("the text has no sentence to score")
+        if self.centring is not None:
+            embeddings = self.centring(embeddings)
         if self._cells is not None:
             return self._score_in_cells(embeddings, sentences)
         nulls = _cached_null_pivots(
             self._law, self.n_null, self.embedder.dim, self.channels, self.null_seed
         )
         all_pivots = np.concatenate([self._pivots[None], nulls], axis=0)
-        if self.centring is not None:
-            embeddings = self.centring(embeddings)
         responses = channel_responses(embeddings, all_pivots)
         evidence = alignment(responses, self.kappa, self.tanh_detection)
         values = statistic_values(evidence, self.statistic)
@@ -166,10 +166,8 @@ class SAMarkDetector:
 
     def _score_in_cells(self, embeddings: np.ndarray, sentences: list[str] | None) -> Detection:
         """Keyed cells: every sentence on its own cell's pivots, under the key and the null
-        cell sets (samark.schemes.samark.cells)."""
+        cell sets (samark.schemes.samark.cells), on embeddings already centred."""
         assert self._cells is not None
-        if self.centring is not None:
-            embeddings = self.centring(embeddings)
         nulls = null_cells(
             self._law, self.n_null, self.embedder.dim, self.cells, self.channels, self.null_seed
         )
