@@ -147,6 +147,10 @@ DESIGNS = {
         Design("cells 64", cells=64),
         Design("cells 16 c1", cells=16, channels=1),
         Design("cells 16 c3", cells=16, channels=3),
+        Design("cells 32 c1", cells=32, channels=1),
+        Design("cells 64 c1", cells=64, channels=1),
+        Design("cells 256", cells=256),
+        Design("cells 256 c1", cells=256, channels=1),
     )
 }
 
