@@ -7,6 +7,7 @@ import math
 import os
 import pickle
 import stat
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,3 +163,44 @@ def test_key_file_keeps_avoided_directions(tmp_path) -> None:
     np.testing.assert_array_equal(loaded.pivots(32, 2), key.pivots(32, 2))
     with pytest.raises(EmbedderMismatchError, match="32-d"):
         loaded.pivots(64, 2)
+
+
+#: key files written by samark before SAMark's part moved into its package (issue 46):
+#: each must keep loading with the same key id, pivots and pivot law
+LEGACY_KEYS = {
+    # file: (dim, key id, sha256 of the pivots (2 channels), the law's kind and rows,
+    # sha256 of the law's directions)
+    "plain.key": (
+        64,
+        "fb77a05bfa34b303",
+        "d99602a9313940346e6ecc5b9b9dec5cedfee4d8c55595da7d30c24d28228f55",
+        ("avoid", 0),
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    ),
+    "avoiding.key": (
+        64,
+        "88e26cf09026c1c3",
+        "e743779d6fe92caad7dbb646becd176dc8eb29b990a1240c9956479e015a8c1a",
+        ("avoid", 2),
+        "d0f9622cb8afa33dd847074d9ea987847912a09062c90bfccb43833c9f390d88",
+    ),
+    "in-space.key": (  # the shipped minilm-quiet-64 space: its file's hash
+        384,
+        "951f914bd659fd8c",
+        "64f2102786396489aa44e13df67eb5f99792a485e7ab6872269135078156c620",
+        ("space", 64),
+        "fa62bd551b315151ff01e5de4717b529c305779048eda1476c5fabef175f17fb",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEGACY_KEYS))
+def test_committed_key_files_keep_their_pivots(name: str) -> None:
+    dim, key_id, pivots_sha, (kind, rows), law_sha = LEGACY_KEYS[name]
+    key = WatermarkKey.load(Path(__file__).parent / "data" / "keys" / name)
+    assert key.key_id == key_id
+    pivots = key.pivots(dim, 2)
+    assert hashlib.sha256(pivots.astype("<f8").tobytes()).hexdigest() == pivots_sha
+    law = key.pivot_law(dim)
+    assert (law.kind, law.rows) == (kind, rows)
+    assert hashlib.sha256(law.directions).hexdigest() == law_sha
