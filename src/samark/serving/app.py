@@ -4,8 +4,8 @@
 size limit and Prometheus metrics.
 
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI's shapes, SSE
-streaming one sentence per event), ``POST /v1/detect``, ``GET /v1/models``, ``GET /healthz``
-and ``GET /metrics``.
+streaming one sentence per event), ``POST /v1/detect``, ``GET /v1/models``, ``GET /healthz``,
+``GET /metrics`` and the detection page at ``GET /`` (:mod:`samark.serving.page`).
 """
 
 import contextlib
@@ -20,6 +20,7 @@ from samark.serving.access import bearer_caller
 from samark.serving.body_limit import BodyLimitMiddleware
 from samark.serving.errors import install_error_handlers
 from samark.serving.metrics import MetricsMiddleware, ServeMetrics
+from samark.serving.page import page_router
 from samark.serving.routes import (
     ChatRenderer,
     completions_router,
@@ -75,6 +76,7 @@ def create_app(
         completions_router(worker, caller, render_chat=render_chat, upstream=upstream)
     )
     app.include_router(detection_router(worker, caller))
+    app.include_router(page_router())  # the detection page at /
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     return app

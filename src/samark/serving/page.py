@@ -1,0 +1,65 @@
+"""The detection page at ``/``: plain HTML, CSS and JavaScript shipped with the package
+(``serving/page_files/``), which call ``POST /v1/detect`` from the browser with the caller's own
+token, so the page has exactly the API's access rules (tokens, admin-only details, the
+decision-only view, the per-token budget). The files hold nothing secret; they are the
+same for every caller.
+
+A Content-Security-Policy keeps the page to its own server: no script, style, image or
+connection comes from anywhere else, so it works offline and a pasted text cannot run
+code in it.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+
+#: the page's files, by the name it is fetched under, and their media types
+PAGE_FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "page.css": "text/css; charset=utf-8",
+    "page.js": "text/javascript; charset=utf-8",
+}
+
+#: only the server itself; ``blob:`` for the report's download link
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+)
+
+
+def page_file(name: str) -> bytes:
+    """A file of the page, from the package's data."""
+    return resources.files("samark.serving").joinpath("page_files", name).read_bytes()
+
+
+def page_router() -> APIRouter:
+    """``GET /`` (the page) and ``GET /page/{page.css,page.js}`` (its style and script);
+    open like ``/healthz``: the page asks for the token and sends it with each detection."""
+    router = APIRouter()
+    files = {name: page_file(name) for name in PAGE_FILES}
+    headers = {
+        "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-cache",
+    }
+
+    def served(name: str) -> Response:
+        return Response(files[name], media_type=PAGE_FILES[name], headers=headers)
+
+    @router.get("/", include_in_schema=False)
+    async def index() -> Response:
+        return served("index.html")
+
+    @router.get("/page/page.css", include_in_schema=False)
+    async def style() -> Response:
+        return served("page.css")
+
+    @router.get("/page/page.js", include_in_schema=False)
+    async def script() -> Response:
+        return served("page.js")
+
+    return router
