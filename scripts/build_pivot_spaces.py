@@ -1,10 +1,10 @@
 """Build ``src/samark/resources/pivot_spaces``: public subspaces keys may draw pivots in.
 
 A pivot space is spanned by the directions where sentences vary most relative to their
-documents' means (``samark.pivot_space.fit_pivot_space``), fitted on three kinds of human
-prose that the calibration tests do not score (``samark.pivot_space.reference_corpora``:
-news, encyclopedic, fiction), each domain weighing equally. docs/statistics.md has the
-measurements behind it.
+documents' means (``fit_pivot_space`` of ``samark.schemes.samark.pivot_spaces``), fitted
+on three kinds of human prose that the calibration tests do not score
+(``reference_corpora``: news, encyclopedic, fiction), each domain weighing equally.
+docs/statistics.md has the measurements behind it.
 
     python scripts/build_pivot_spaces.py
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from samark.embed import load_embedder
-from samark.pivot_space import PivotSpace, fit_balanced, reference_corpora
+from samark.schemes.samark.pivot_spaces import PivotSpace, fit_balanced, reference_corpora
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "samark" / "resources"
 #: embedder preset -> (space name, rank)

@@ -28,8 +28,8 @@ from scipy import stats
 from samark.datasets import leading_sentences, load_dataset
 from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
 from samark.keys import WatermarkKey
-from samark.pivot_space import load_pivot_space
 from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.pivot_spaces import load_pivot_space
 
 N_KEYS = 5
 

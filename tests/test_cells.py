@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samark.pivots import PivotLaw
 from samark.schemes.samark.cells import cell_evidence, null_cells, text_signs
 from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     alignment,
     channel_responses,

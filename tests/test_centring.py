@@ -1,5 +1,5 @@
-"""Topic centring (samark.centring): what it subtracts, that the p-value stays exact with it,
-and that the detector and the ring pass apply it alike."""
+"""Topic centring (samark.schemes.samark.topic_centring): what it subtracts, that the
+p-value stays exact with it, and that the detector and the ring pass apply it alike."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samark.centring import NeighbourCentring
 from samark.datasets import leading_sentences, load_dataset
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import RingPass, SAMarkDetector
+from samark.schemes.samark.topic_centring import NeighbourCentring
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from build_test_embeddings import stored_embeddings

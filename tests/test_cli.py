@@ -482,7 +482,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
     from scipy import stats
 
     from samark.datasets import load_dataset
-    from samark.pivots import derive_pivots
+    from samark.schemes.samark.pivots import derive_pivots
     from samark.segment import split_sentences
 
     args = ["cnn_dailymail", "--limit", "150", "--sentences", "10"]
@@ -814,7 +814,7 @@ def test_a_centring_reference_of_the_domain_lets_a_leaning_key_hold(
     import numpy as np
 
     from samark.datasets import load_dataset
-    from samark.pivots import derive_pivots
+    from samark.schemes.samark.pivots import derive_pivots
     from samark.segment import split_sentences
 
     docs = load_dataset("cnn_dailymail")

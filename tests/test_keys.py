@@ -14,7 +14,7 @@ import pytest
 
 from samark.errors import EmbedderMismatchError, KeyFileError
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.pivots import _ln, derive_pivots, null_pivots
+from samark.schemes.samark.pivots import _ln, derive_pivots, null_pivots
 
 EMB = EmbedderIdentity("test-embedder", "f" * 64)
 SECRET = bytes(range(32))

@@ -35,3 +35,30 @@ def test_no_module_is_a_re_export_shim() -> None:
         if path.name != "__init__.py" and _only_imports(path)
     ]
     assert not shims, shims
+
+
+#: modules that moved, by their old names: none may come back as a module or a shim
+MOVED = {
+    "pivots.py": "schemes/samark/pivots.py",
+    "pivot_space.py": "schemes/samark/pivot_spaces.py",
+    "centring.py": "schemes/samark/topic_centring.py",
+}
+
+
+def test_moved_modules_live_only_at_their_new_names() -> None:
+    """SAMark's own modules sit in its package (issue 46): the old top-level names are gone
+    and nothing in src imports them."""
+    assert not [old for old in MOVED if (SRC / old).exists()]
+    assert all((SRC / new).is_file() for new in MOVED.values())
+    old_names = tuple(f"samark.{old.removesuffix('.py')}" for old in MOVED)
+    stale = [
+        f"{path.relative_to(SRC)}: {name}"
+        for path in sorted(SRC.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom | ast.Import)
+        for name in (
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        )
+        if name in old_names
+    ]
+    assert not stale, stale

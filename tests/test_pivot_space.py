@@ -11,14 +11,14 @@ from scipy import stats
 
 from samark.errors import KeyFileError
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.pivot_space import (
+from samark.schemes.samark.pivot_spaces import (
     PivotSpace,
     UnknownPivotSpaceError,
     fit_pivot_space,
     load_pivot_space,
     shipped_pivot_spaces,
 )
-from samark.pivots import derive_pivots_in_space, null_pivots_in_space
+from samark.schemes.samark.pivots import derive_pivots_in_space, null_pivots_in_space
 
 SECRET = bytes(range(32))
 

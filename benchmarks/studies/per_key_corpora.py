@@ -3,8 +3,8 @@ with cached sentence embeddings.
 
 Each test text is the first 10 sentences of a document (at least 3). Corpora are marked
 by whether anything samark ships was fitted on their genre: the public centring
-reference (``samark.centring.REFERENCE_SOURCES``) holds other documents of Wikipedia,
-Austen and the Python documentation, and the keys' avoided directions are the news,
+reference (SAMark's ``topic_centring.REFERENCE_SOURCES``) holds other documents of
+Wikipedia, Austen and the Python documentation, and the keys' avoided directions are the news,
 encyclopedic and fiction means; CNN/DailyMail's sentences 11-25 built the news mean, so
 news is "fitted" for the avoided directions only. The Debian handbook, fortunes,
 licenses and Reuters articles are fitted by nothing: the unseen domains.

@@ -13,12 +13,12 @@ and centring rule, at alpha = 1% and 5%:
   binomial bound (0.2 of 200 expected by chance).
 
 Statistics: SAMark's ``z`` and ``scan`` and the layered mark's Fisher p-value (scan and
-its token layer). Centring rules (samark.centring), each applied alike to the key and the
-null pivot sets, so every p-value stays exact over keys:
+its token layer). Centring rules (samark.schemes.samark.topic_centring), each applied
+alike to the key and the null pivot sets, so every p-value stays exact over keys:
 
 - ``none``: the shipped detection;
 - ``neighbours-K``: less the mean of the K nearest texts of the public reference
-  (``samark.centring.REFERENCE_SOURCES``: Wikipedia, Austen and Python documentation
+  (``topic_centring.REFERENCE_SOURCES``: Wikipedia, Austen and Python documentation
   texts that no test corpus holds);
 - ``corpus neighbours-K``: the same with the *other* texts of the test corpus as the
   reference: what an operator gets who adds her own human traffic to the reference;
@@ -43,10 +43,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from samark.centring import NeighbourCentring, reference_texts
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
+from samark.schemes.samark.topic_centring import NeighbourCentring, reference_texts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,5 +1,5 @@
 """``samark centring build``: a centring reference from the operator's own human text, so
-that each key holds its false-positive rate on her domain (samark.centring)."""
+that each key holds its false-positive rate on her domain (samark.schemes.samark.topic_centring)."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def build(
     has towards your domain's topics; p-values stay exact. Use a few hundred texts or
     more, and check the key (`samark check-key --centring FILE`) on texts the reference
     does not hold. The file holds means of embeddings of your text, no key."""
-    from samark.centring import NeighbourCentring
+    from samark.schemes.samark.topic_centring import NeighbourCentring
 
     if sentences < 1 or limit < 1 or skip < 0 or neighbours < 1:
         raise fail("--sentences, --limit and --neighbours must be >= 1, --skip >= 0")

@@ -66,8 +66,8 @@ class SchemeSpec:
     texts_from: str | None = None
     #: (label, fingerprint) of the row named by ``texts_from``, resolved by Experiment.parse
     owner: tuple[str, str] | None = None
-    #: a shipped pivot space (``samark.pivot_space``): the row's key is the experiment's
-    #: secret drawing its pivots in that space
+    #: a shipped pivot space (``samark.schemes.samark.pivot_spaces``): the row's key is
+    #: the experiment's secret drawing its pivots in that space
     pivot_space: str | None = None
     #: fewer human negatives than the data set's, for a detector that costs a generation
     #: (PMark): an evenly spaced subset of the experiment's negatives, so that every source
@@ -450,7 +450,7 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
             raise ExperimentError(f"{where}: {f} must be an integer >= 1, not {value!r}")
     space = fields.get("pivot_space")
     if space is not None:
-        from samark.pivot_space import shipped_pivot_spaces
+        from samark.schemes.samark.pivot_spaces import shipped_pivot_spaces
 
         if space not in shipped_pivot_spaces():
             raise ExperimentError(

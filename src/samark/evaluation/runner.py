@@ -234,7 +234,7 @@ class Run:
         """The run's key, drawing its pivots in the row's pivot space if it names one."""
         if spec.pivot_space is None:
             return self.key
-        from samark.pivot_space import load_pivot_space
+        from samark.schemes.samark.pivot_spaces import load_pivot_space
 
         space = load_pivot_space(spec.pivot_space, fingerprint=self.embedder.identity.fingerprint)
         return self.key.in_space(space)

@@ -1,7 +1,7 @@
 """Watermark keys: secret bytes, the embedder they belong to, and the key file.
 
 A key's secret derives every scheme's key material one-way: SAMark's pivots (their
-geometry lives in :mod:`samark.pivots`; the key holds its public law, the avoided
+geometry lives in :mod:`samark.schemes.samark.pivots`; the key holds its public law, the avoided
 directions or the pivot space) and any other scheme's integers (:meth:`derive_ints`,
 :func:`keyed_rng`). The file is JSON with owner-only permissions; a key's repr, str and
 errors show only its public id.
@@ -18,12 +18,15 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from samark.errors import EmbedderMismatchError, KeyFileError
-from samark.pivot_space import PivotSpace, UnknownPivotSpaceError, load_pivot_space
-from samark.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
+
+if TYPE_CHECKING:
+    from samark.schemes.samark.pivot_spaces import PivotSpace
+    from samark.schemes.samark.pivots import PivotLaw
 
 KEY_FORMAT = "samark-key"
 KEY_VERSION = 1
@@ -119,6 +122,8 @@ class WatermarkKey:
 
     def pivots(self, dim: int, channels: int) -> np.ndarray:
         """The ``channels`` orthonormal pivot vectors in R^dim, shape ``(channels, dim)``."""
+        from samark.schemes.samark.pivots import derive_pivots, derive_pivots_in_space
+
         if self.space is not None:
             self._check_space(dim)
             return derive_pivots_in_space(self._secret, self.space.basis, channels)
@@ -127,6 +132,8 @@ class WatermarkKey:
     def pivot_law(self, dim: int) -> PivotLaw:
         """The public law this key's pivots are drawn from, in R^dim: what the detector's
         null pivots must follow."""
+        from samark.schemes.samark.pivots import PivotLaw
+
         if self.space is not None:
             self._check_space(dim)
             return PivotLaw.of("space", self.space.basis)
@@ -189,6 +196,8 @@ class WatermarkKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WatermarkKey:
         """Read a key file; every failure is a :class:`KeyFileError` naming the file only."""
+        from samark.schemes.samark.pivot_spaces import UnknownPivotSpaceError, load_pivot_space
+
         path = Path(path)
         try:
             raw = path.read_bytes()

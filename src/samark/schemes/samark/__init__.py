@@ -11,10 +11,12 @@ home:
 - ``ring``: a keyring's max-statistic pass (every key on one embedding);
 - ``layered``: the layered mark (SAMark plus a token layer) and its ring pass.
 
-A key's pivots are the key's own geometry (:mod:`samark.pivots`, :mod:`samark.pivot_space`),
-read through :class:`samark.keys.WatermarkKey`; the layered mark's token layer is
-:mod:`samark.token_layer`. Both sit below the schemes because keys and embedders use
-them too.
+- ``pivots``: a key's pivot geometry (bit-reproducible pivots, their public law, null
+  pivots); ``pivot_spaces``: the public subspaces a key may draw them in;
+- ``topic_centring``: the detector's optional topic centring by an operator's human text.
+
+Keys reach their pivots through :class:`samark.keys.WatermarkKey`; the layered mark's
+token layer is :mod:`samark.token_layer`.
 """
 
 from samark.schemes.samark.config import SAMarkConfig

@@ -104,8 +104,9 @@ class SAMarkConfig(SchemeConfig):
     n_null: int = 999
     null_seed: int = 0
     alpha: float = 0.01
-    # topic centring at detection (samark.centring): a reference file built from the
-    # operator's own human text (``samark centring build``), or None (the paper: none)
+    # topic centring at detection (samark.schemes.samark.topic_centring): a reference
+    # file built from the operator's own human text (``samark centring build``), or None
+    # (the paper: none)
     centring: str | None = None
 
     def __post_init__(self) -> None:

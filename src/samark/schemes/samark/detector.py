@@ -12,13 +12,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from samark.centring import NeighbourCentring
 from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
-from samark.pivots import PivotLaw
 from samark.schemes.samark.cells import CellFrames, cell_evidence, key_cells, null_cells, text_signs
+from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     STATISTICS,
     Statistic,
@@ -30,6 +29,7 @@ from samark.schemes.samark.statistics import (
     sentence_p_values,
     statistic_values,
 )
+from samark.schemes.samark.topic_centring import NeighbourCentring
 from samark.segment import split_sentences
 
 #: the most null cell sets (n_null x cells) a detector with keyed cells builds: 999 x 64
@@ -92,7 +92,7 @@ class SAMarkDetector:
         self.n_null = n_null
         self.null_seed = null_seed
         self.alpha = alpha
-        #: topic centring applied to every text before any pivot sees it (samark.centring)
+        #: topic centring applied to every text before any pivot sees it (topic_centring)
         self.centring = centring
         #: the scheme name its detections carry (``samark-dagger`` sets its own)
         self.label = "samark"

@@ -10,7 +10,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from samark.centring import NeighbourCentring
 from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import SamarkError
@@ -21,6 +20,7 @@ from samark.schemes.base import RingScoring, SharedResources, Watermark, registe
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, pool_reference, select
+from samark.schemes.samark.topic_centring import NeighbourCentring
 from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
 from samark.text import ngrams, words
 

@@ -14,7 +14,7 @@ machine and Python version (no libm ``log``/``cos``, no BLAS, no numpy stream):
    Haar-random in their orthogonal complement. The null pivots of the detector follow the
    same law, which keeps the p-value exact.
 
-A key may instead name a public *pivot space* (``samark.pivot_space``): its pivots are then
+A key may instead name a public *pivot space* (``pivot_spaces``): its pivots are then
 the Gram-Schmidt frame of ``basis^T g`` for a Gaussian ``g`` in the space's coordinates,
 i.e. Haar-random in the space, and the detector's null pivots follow the same map.
 """
