@@ -37,6 +37,14 @@ def test_no_module_is_a_re_export_shim() -> None:
     assert not shims, shims
 
 
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""]
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    return []
+
+
 #: modules that moved, by their old names: none may come back as a module or a shim
 MOVED = {
     "pivots.py": "schemes/samark/pivots.py",
@@ -55,10 +63,7 @@ def test_moved_modules_live_only_at_their_new_names() -> None:
         f"{path.relative_to(SRC)}: {name}"
         for path in sorted(SRC.rglob("*.py"))
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ImportFrom | ast.Import)
-        for name in (
-            [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-        )
+        for name in _imported(node)
         if name in old_names
     ]
     assert not stale, stale
