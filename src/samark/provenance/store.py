@@ -9,6 +9,7 @@ library is needed only by those who use it).
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -120,6 +121,8 @@ Opener = Callable[[str, StoreBinding | None], ProvenanceStore]
 #: URL scheme -> "module:function" of its opener
 BACKENDS: dict[str, str] = {
     "sqlite": "samark.provenance.sqlite_store:open_sqlite",
+    "postgresql": "samark.provenance.postgres_store:open_postgres",
+    "postgres": "samark.provenance.postgres_store:open_postgres",
 }
 
 
@@ -162,15 +165,31 @@ def open_store(url: str, binding: StoreBinding | None = None) -> ProvenanceStore
 
 
 def redact(url: str) -> str:
-    """``url`` without a password (``user:secret@host`` -> ``user:***@host``), for
-    messages and logs."""
+    """``url`` without a password (``user:secret@host`` -> ``user:***@host``, and a
+    ``password=`` query parameter), for messages and logs."""
     if "://" not in url:
         return url
     scheme, rest = url.split("://", 1)
     authority, sep, path = rest.partition("/")
+    if "?" in authority and not sep:
+        authority, sep, path = authority.partition("?")
+        sep = "?"
     if "@" in authority:
         user, _, host = authority.rpartition("@")
         if ":" in user:
             user = user.split(":", 1)[0] + ":***"
         authority = f"{user}@{host}"
+    path = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", path)
     return f"{scheme}://{authority}{sep}{path}"
+
+
+def unit_embedding(embedding: np.ndarray, dim: int) -> np.ndarray:
+    """``embedding`` as a unit float64 vector of ``dim`` numbers, or
+    :class:`ProvenanceError`."""
+    vector = np.asarray(embedding, dtype=np.float64).reshape(-1)
+    if vector.shape != (dim,) or not np.isfinite(vector).all():
+        raise ProvenanceError(f"a record embedding must be {dim} finite numbers")
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        raise ProvenanceError("a record embedding must not be zero")
+    return vector / norm
