@@ -12,8 +12,8 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 
