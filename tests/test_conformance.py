@@ -77,6 +77,29 @@ def test_the_check_catches_a_broken_scheme(minilm) -> None:
     assert "check_detector_id_is_stable: kgw: detector id not stable" in message
 
 
+def test_the_contract_check_catches_what_a_scheme_misdeclares(minilm, smollm2) -> None:
+    """A token scheme that declares an embedder, or another key's id, or an engine of
+    none of its registered kinds, is caught and named."""
+    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.testing import check_declared_contract, check_engine_is_declared
+
+    key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
+    other = WatermarkKey(b"conformance-key-000000000000000b", minilm.identity)
+    case = SchemeCase(lambda k: create_scheme("kgw", key=k), key, other, HUMAN)
+    check_declared_contract(case)
+    check_engine_is_declared(case)  # the transformers engine, counting with its tokenizer
+    case.scheme.embedder = minilm
+    with pytest.raises(AssertionError, match="kgw: a token scheme declares no embedder"):
+        check_declared_contract(case)
+    case.scheme.embedder = None
+    case.scheme.key = other
+    with pytest.raises(AssertionError, match="kgw: key_id is not its key's id"):
+        check_declared_contract(case)
+    case.scheme._lm = OpenAICompletionsSampler("http://127.0.0.1:9/v1", "m")  # type: ignore[assignment]
+    with pytest.raises(AssertionError, match="none of its registered engines"):
+        check_engine_is_declared(case)
+
+
 @pytest.mark.parametrize("name", [n for n in scheme_names() if n != "k-semstamp"])
 def test_every_scheme_takes_a_validated_config(name: str, minilm) -> None:
     """Each scheme's parameters are its config's fields: an unknown one is a TypeError,

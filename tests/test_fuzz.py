@@ -119,14 +119,14 @@ def endpoint(minilm, free_port) -> Iterator[str]:
     import uvicorn
 
     from samark import SAMark, SAMarkConfig
-    from samark.serving import ServeSettings, create_app
+    from samark.serving import ServeSettings, scheme_app
 
     key = WatermarkKey(b"samark-fuzz-key-000000000000000", minilm.identity)
     scheme = SAMark(key, config=SAMarkConfig(), embedder=minilm, sampler=_NoSampler())
     settings_ = ServeSettings(auth=False, max_body_bytes=200_000, max_text_chars=50_000)
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(scheme, settings_), port=port, log_level="warning")
+        uvicorn.Config(scheme_app(scheme, settings_), port=port, log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

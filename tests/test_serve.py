@@ -29,7 +29,7 @@ from samark import SAMark, SAMarkConfig
 from samark.errors import SamarkError
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler
-from samark.serving import ServeSettings, Upstream, create_app, tokenizer_chat_renderer
+from samark.serving import ServeSettings, Upstream, scheme_app, tokenizer_chat_renderer
 
 USER = "user-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"
@@ -97,7 +97,7 @@ def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
         default_sentences=2,
         max_sentences=3,
     )
-    app = create_app(scheme, settings, render_chat=tokenizer_chat_renderer(smollm2.tokenizer))
+    app = scheme_app(scheme, settings, render_chat=tokenizer_chat_renderer(smollm2.tokenizer))
     with _served(app, free_port()) as base:
         yield base
 
@@ -126,7 +126,7 @@ def ringed(mpnet, smollm2, free_port, tmp_path_factory) -> Iterator[tuple[str, A
     )
     settings = ServeSettings(tokens=frozenset({USER}), default_sentences=1, max_sentences=2)
     keys = Keys(label="tenant-b", payloads=schemes, ring=detector)
-    app = create_app(schemes[1][1], settings, keys=keys)
+    app = scheme_app(schemes[1][1], settings, keys=keys)
     with _served(app, free_port()) as base:
         yield base, ring
 
@@ -312,7 +312,7 @@ def test_a_token_scheme_is_served_through_the_same_interface(mpnet_key, smollm2,
 
     kgw = create_scheme("kgw", key=mpnet_key)
     settings = ServeSettings(tokens=frozenset({USER}), default_sentences=2, max_sentences=3)
-    with _served(create_app(kgw, settings), free_port()) as base:
+    with _served(scheme_app(kgw, settings), free_port()) as base:
         client = _client(base)
         prompt = "The city council met on Monday to discuss the budget."
         done = client.completions.create(model="samark", prompt=prompt, seed=5)
@@ -342,7 +342,7 @@ def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
         sampler = OpenAICompletionsSampler(url, "m", max_retries=0, timeout=8)
         scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
         settings = ServeSettings(auth=False, request_timeout_s=2, default_sentences=1)
-        with _served(create_app(scheme, settings), free_port()) as base:
+        with _served(scheme_app(scheme, settings), free_port()) as base:
             for stream in (False, True):
                 got, body = _post(base, "/v1/completions", {"prompt": "Hi.", "stream": stream})
                 assert got == status and words in body["error"]["message"], body
@@ -360,7 +360,7 @@ def test_through_a_real_upstream_watermarked_and_passed_through(
     scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
     settings = ServeSettings(tokens=frozenset({USER}), default_sentences=1)
     upstream = Upstream(openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0), model)
-    app = create_app(
+    app = scheme_app(
         scheme,
         settings,
         render_chat=tokenizer_chat_renderer(smollm2.tokenizer),
@@ -426,7 +426,7 @@ def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) ->
         detect_output="decision",
         detect_budget=3,
     )
-    with _served(create_app(kgw, settings), free_port()) as base:
+    with _served(scheme_app(kgw, settings), free_port()) as base:
         status, user = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
         _, admin = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
         # the budget: 3 texts an hour per token; 2 spent, 2 more refused (nothing counted),
@@ -439,7 +439,7 @@ def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) ->
     assert refused["error"]["code"] == "detect_budget" and "3 texts an hour" in str(refused)
     assert status == 200 and len(user["data"]) == 2
     for answer in user["data"]:
-        assert set(answer) <= {"scheme", "is_watermarked", "alpha", "n_units", "unit"}
+        assert set(answer) <= {"scheme", "is_watermarked", "alpha", "n_units", "unit", "key_id"}
         assert answer["is_watermarked"] is False and answer["n_units"] > 0
     assert 0 < admin["p_value"] <= 1 and "statistic" in admin
     with pytest.raises(SamarkError, match="detect_output"):

@@ -48,8 +48,8 @@ def test_serve_refuses_an_engine_the_scheme_cannot_write_through(tmp_path, minil
     for args, message in (
         (["--scheme", "kgw", "--engine", "vllm"], "kgw writes through transformers"),
         (["--scheme", "vllm-gumbel", "--engine", "transformers"], "vllm-gumbel writes through"),
-        (["--engine", "tpu"], "--engine is 'transformers' or 'vllm'"),
-        (["--engine", "vllm", "--upstream", "http://127.0.0.1:9/v1#m"], "--upstream draws"),
+        (["--engine", "tpu"], "unknown engine 'tpu'; known: openai, transformers, vllm"),
+        (["--engine", "vllm", "--upstream", "http://127.0.0.1:9/v1#m"], "give --engine only"),
     ):
         result = runner.invoke(app, ["serve", "--key", str(key), "--no-auth", *args])
         assert result.exit_code == 2, result.output

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
 from samark.errors import SamarkError
@@ -11,11 +12,17 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Maps names to factories; ``register`` is a decorator."""
+    """Maps names to factories; ``register`` is a decorator.
 
-    def __init__(self, kind: str) -> None:
+    A ``catalog`` maps each built-in name to the module whose import registers it, so a
+    name is known (listed, checked) without importing what it names; its first ``get``
+    imports the module. The catalog is read on every use: an entry added to it later
+    counts. Adding an item is one module (the decorator) plus one catalog entry."""
+
+    def __init__(self, kind: str, catalog: Mapping[str, str] | None = None) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._catalog: Mapping[str, str] = {} if catalog is None else catalog
         #: names whose item registers itself when ``load`` runs (a module import)
         self._lazy: dict[str, Callable[[], None]] = {}
 
@@ -23,6 +30,15 @@ class Registry(Generic[T]):
         """Name an item that ``load`` registers on first use (e.g. by importing the
         module that holds it)."""
         self._lazy[name] = load
+
+    def lazy_module(self, name: str, module: str) -> None:
+        """Name an item that importing ``module`` registers (the catalogs' way: a name is
+        known without importing what it names)."""
+
+        def load() -> None:
+            importlib.import_module(module)
+
+        self.lazy(name, load)
 
     def register(self, name: str) -> Callable[[T], T]:
         def wrap(item: T) -> T:
@@ -36,10 +52,18 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         if name not in self._items and name in self._lazy:
             self._lazy[name]()
+        if name not in self._items and name in self._catalog:
+            module = self._catalog[name]
+            importlib.import_module(module)
+            if name not in self._items:
+                raise SamarkError(
+                    f"{self.kind} {name!r}: its catalog entry names module {module}, "
+                    f"which registers no {self.kind} of that name"
+                )
         try:
             return self._items[name]
         except KeyError:
             raise SamarkError(f"unknown {self.kind} {name!r}; known: {self.names()}") from None
 
     def names(self) -> list[str]:
-        return sorted(set(self._items) | set(self._lazy))
+        return sorted(set(self._items) | set(self._lazy) | set(self._catalog))

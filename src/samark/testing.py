@@ -10,6 +10,11 @@ by one (as scikit-learn's ``parametrize_with_checks`` does), each its own test i
   to score), up to a step of a null pool;
 - ``check_detections_are_valid``: p in [0, 1], the registered unit, strict-JSON
   ``to_dict`` (no NaN, no infinity);
+- ``check_declared_contract``: what callers read instead of probing (``key_id``,
+  ``info``, ``embedder``: :class:`~samark.schemes.base.Watermark`) is what it is;
+- ``check_engine_is_declared``: ``engine`` is the engine it writes with, one of its
+  registered engines (by their declared abilities), and ``token_counter`` counts with its
+  ``tokenizer``;
 - with generation: ``check_seeded_generation_is_deterministic`` and
   ``check_own_key_finds_more_evidence`` (than another key, in the scheme's own text).
 
@@ -29,6 +34,7 @@ from samark.detection_result import Detection
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.schemes.base import SchemeConfig, Watermark, scheme_info
+from samark.schemes.catalog import SchemeInfo
 
 Builder = Callable[[WatermarkKey], Watermark]
 
@@ -132,6 +138,39 @@ def check_own_key_finds_more_evidence(case: SchemeCase) -> None:
     )
 
 
+def check_declared_contract(case: SchemeCase) -> None:
+    from samark.embed import Embedder
+
+    scheme, name = case.scheme, case.name
+    info = scheme.info
+    assert isinstance(info, SchemeInfo) and info.name == name, f"{name}: info is not its own"
+    assert scheme.key_id == case.key.key_id, f"{name}: key_id is not its key's id"
+    embedder = scheme.embedder
+    if info.unit == "sentence":
+        assert isinstance(embedder, Embedder), f"{name}: a sentence scheme declares its embedder"
+        assert embedder.identity == case.key.embedder, f"{name}: not the key's embedder"
+    else:
+        assert embedder is None, f"{name}: a token scheme declares no embedder"
+
+
+def check_engine_is_declared(case: SchemeCase) -> None:
+    from samark.sampling.base import engine_abilities
+    from samark.sampling.engines import engine_info
+
+    scheme, name = case.scheme, case.name
+    engine = scheme.engine
+    assert engine is not None, f"{name}: a scheme that writes declares its engine"
+    registered = {e: engine_info(e).abilities for e in scheme.info.engines}
+    assert engine_abilities(engine) in registered.values(), (
+        f"{name}: its engine ({engine.name}) is none of its registered engines {list(registered)}"
+    )
+    tokenizer, counter = scheme.tokenizer, scheme.token_counter
+    if tokenizer is not None:
+        assert counter is not None, f"{name}: a tokenizer but no token counter"
+        want = len(tokenizer(case.prompt, add_special_tokens=False)["input_ids"])
+        assert counter(case.prompt) == want, f"{name}: token_counter is not its tokenizer's"
+
+
 #: the checks of a detector, and those that also generate
 DETECTION_CHECKS: tuple[Check, ...] = (
     check_detector_id_is_stable,
@@ -139,6 +178,8 @@ DETECTION_CHECKS: tuple[Check, ...] = (
     check_empty_text_raises,
     check_detect_many_is_detect,
     check_detections_are_valid,
+    check_declared_contract,
+    check_engine_is_declared,
 )
 GENERATION_CHECKS: tuple[Check, ...] = (
     check_seeded_generation_is_deterministic,

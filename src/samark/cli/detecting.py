@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -46,6 +46,10 @@ from samark.cli.loading import (
 )
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.errors import SamarkError
+
+if TYPE_CHECKING:
+    from samark.detection.ring import RingDetector
+    from samark.schemes.base import Watermark
 
 
 @app.command()
@@ -154,7 +158,7 @@ def detect(
             given = read_text(source, literal=literal)
             require_sentences(given, "score")
     # a bad key or ring fails here, before Ray starts
-    detector: Any
+    detector: Watermark | RingDetector
     if keyring is not None:
         detector = load_ring_detector(
             keyring, scheme_name, statistic=statistic, alpha=alpha, at=at, **fields
@@ -178,7 +182,9 @@ def detect(
                 keyring=keyring,
             )
         )
-    embedder = getattr(detector.schemes[0] if keyring is not None else detector, "embedder", None)
+    from samark.detection.ring import RingDetector
+
+    embedder = (detector.schemes[0] if isinstance(detector, RingDetector) else detector).embedder
     if embedder is not None:
         embedder.progress_over = 2000  # a book-length text takes minutes: show it
     provenance = (
@@ -227,7 +233,9 @@ def _check_ray_source(source: Path) -> None:
         raise fail(f"{source}: no such file or folder")
 
 
-def _detect_text(scheme: Any, text: str, details: bool, provenance: Any = None) -> NoReturn:
+def _detect_text(
+    scheme: Watermark | RingDetector, text: str, details: bool, provenance: Any = None
+) -> NoReturn:
     """Detect with ``scheme`` in one text; exits 0 if watermarked, 1 if not. With a
     ``provenance`` record, each sentence's provenance too (a ``provenance`` field)."""
     try:
@@ -270,7 +278,7 @@ def _detect_text(scheme: Any, text: str, details: bool, provenance: Any = None) 
 
 
 def _detect_file(
-    scheme: Any,
+    scheme: Watermark | RingDetector,
     path: Path,
     total: int,
     field: str,
@@ -457,11 +465,12 @@ def check_key(
         for label, path in targets:
             if can(scheme_name, "candidates"):
                 scheme = load_scheme(path, scheme_name, statistic=statistic, alpha=alpha, **fields)
-                scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
-                stack.enter_context(scheme.embedder.remembering())  # once for every key
             else:
                 scheme = load_other_scheme(scheme_name, path, alpha=alpha)
-            name = f"key {scheme.key.key_id}" + (f" ({label})" if label else "")
+            if scheme.embedder is not None:
+                scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
+                stack.enter_context(scheme.embedder.remembering())  # once for every key
+            name = f"key {scheme.key_id}" + (f" ({label})" if label else "")
             err.print(f"scoring {len(texts)} human texts with {name} ...")
             holds &= _report_check(scheme, texts, alpha, name, {"key_label": label})
         if keyring is not None:

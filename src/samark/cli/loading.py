@@ -3,47 +3,79 @@ detector, and the options they share."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from samark.cli.common import (
+    err,
     fail,
     load_key,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
 
+if TYPE_CHECKING:
+    from samark.detection.ring import RingDetector
+    from samark.schemes.base import Watermark
+
+
+EngineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--engine",
+        help="Where the generator runs, ENGINE[:MODEL]: 'transformers' (local, the default), "
+        "'vllm' (in-process vLLM: a GPU, or the CPU recipe of docs/usage.md; about a minute "
+        "to start), 'openai:URL#MODEL' or 'URL#MODEL' (an OpenAI-compatible server). MODEL "
+        "left out: --generator. Default: the scheme's own engine (`samark schemes list`).",
+    ),
+]
+#: the engine's spellings before --engine named it in every command, kept working
+DeprecatedEngineOption = Annotated[str | None, typer.Option(hidden=True)]
+
+
+def chosen_engine(engine: str | None, **deprecated: str | None) -> str | None:
+    """The ``--engine`` spec, or one given by a command's former spelling of it (``--sampler``,
+    ``--upstream``: the same spec), which still works with a warning."""
+    for old, spec in deprecated.items():
+        if spec is None:
+            continue
+        if engine is not None:
+            raise fail(f"--{old} is the former name of --engine: give --engine only")
+        err.print(f"[yellow]warning:[/] --{old} is deprecated: use --engine {spec!r}")
+        engine = spec
+    return engine
+
 
 def load_scheme(
     key: Path,
     name: str = "samark",
     generator: str = DEFAULT_GENERATOR,
-    sampler: str | None = None,
+    engine: str | None = None,
     statistic: str | None = None,
-    *,
-    engine: Any = None,
     **fields: Any,
-) -> Any:
+) -> Watermark:
     """A scheme that chooses among candidates (``can(name, "candidates")``: SAMark's
-    family) with its config ``fields`` (those
-    left out keep the scheme's own defaults), the commands' detection ``statistic``
-    (``COMMAND_STATISTIC`` unless given) and an optional candidate engine: a ``sampler``
-    spec, or an ``engine`` already built."""
-    from samark.sampling import load_sampler
+    family) with its config ``fields`` (those left out keep the scheme's own defaults),
+    the commands' detection ``statistic`` (``COMMAND_STATISTIC`` unless given) and an
+    optional candidate ``engine`` spec (``ENGINE[:MODEL]``; None: the local generator)."""
+    from samark.sampling import load_engine
     from samark.schemes import create_scheme
+    from samark.schemes.base import engine_for
 
     try:
-        if engine is None and sampler:
-            engine = load_sampler(sampler)
+        sampler = None
+        if engine:
+            sampler = load_engine(engine_for(name, engine), generator=generator)
         params: dict[str, Any] = {
             "generator": generator,
             "statistic": statistic or COMMAND_STATISTIC,
             **fields,
         }
-        if engine is not None:
-            params["sampler"] = engine
+        if sampler is not None:
+            params["sampler"] = sampler
         return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -64,9 +96,10 @@ def can(name: str, capability: str) -> bool:
     from samark.schemes.base import scheme_info
 
     try:
-        return bool(getattr(scheme_info(name), capability))
+        info = scheme_info(name)
     except (KeyError, ValueError, SamarkError):
         return False
+    return bool(dataclasses.asdict(info)[capability])
 
 
 def schemes_that(capability: str) -> list[str]:
@@ -86,7 +119,7 @@ SchemeOption = Annotated[
 ]
 
 
-def load_other_scheme(name: str, key: Path, **params: Any) -> Any:
+def load_other_scheme(name: str, key: Path, **params: Any) -> Watermark:
     """A registered scheme other than SAMark, keyed by the key file's secret."""
     from samark.schemes import create_scheme
 
@@ -143,7 +176,7 @@ def load_ring_detector(
     at: str | None = None,
     generator: str = DEFAULT_GENERATOR,
     **fields: Any,
-) -> Any:
+) -> RingDetector:
     """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
     with the commands' statistic and SAMarkConfig ``fields``; ``generator`` is the layered
     mark's tokenizer)."""

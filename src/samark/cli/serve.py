@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
+import logging.config
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import (
-    KeyOption,
-    err,
-    fail,
-)
+from samark.cli.common import KeyOption, err, fail, load_key
 from samark.cli.loading import (
     CentringOption,
+    DeprecatedEngineOption,
+    EngineOption,
     SchemeOption,
     can,
     centring_fields,
-    load_other_scheme,
-    load_ring_detector,
-    load_scheme,
-    ring_key_file,
-    schemes_that,
+    chosen_engine,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
@@ -33,27 +28,15 @@ def serve(
     key: KeyOption = Path("samark.key"),
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    upstream: Annotated[
-        str | None,
-        typer.Option(
-            help="Candidates from an OpenAI-compatible server, 'URL#MODEL' (vLLM, llama.cpp, "
-            "transformers serve); it also answers '\"watermark\": false' requests. "
-            "Default: the local generator."
-        ),
-    ] = None,
+    engine: EngineOption = None,
     generator: Annotated[
         str,
-        typer.Option(help="Local generator preset or folder; with --upstream, its chat template."),
-    ] = DEFAULT_GENERATOR,
-    engine_name: Annotated[
-        str | None,
         typer.Option(
-            "--engine",
-            help="Where the generator runs: 'transformers' (local, the default) or 'vllm' "
-            "(in-process vLLM: a GPU, or the CPU recipe of docs/usage.md). Default: the "
-            "scheme's own (vllm-gumbel writes through vLLM only).",
+            help="Generator preset or folder: the engine's model unless --engine names one; "
+            "with a server engine, its tokenizer (chat template, token counts)."
         ),
-    ] = None,
+    ] = DEFAULT_GENERATOR,
+    upstream: DeprecatedEngineOption = None,
     tokens_file: Annotated[
         Path | None,
         typer.Option(help="API bearer tokens, one per line (also: SAMARK_API_TOKENS=a,b)."),
@@ -126,27 +109,24 @@ def serve(
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 
-    --scheme chooses the scheme; --candidates, --statistic and --upstream are SAMark's
-    family's."""
-    samark_family = can(scheme_name, "candidates")
-    if not samark_family and upstream:
-        raise fail(
-            f"--upstream draws candidates ({', '.join(schemes_that('candidates'))}); "
-            f"{scheme_name} writes with the local generator"
-        )
+    --scheme chooses the scheme and --engine where it writes (a server engine also answers
+    '"watermark": false' requests); --candidates, --statistic and --centring are SAMark's
+    family's. The server is samark.serving.create_app (docs/serving.md)."""
+    engine = chosen_engine(engine, upstream=upstream)
     if centring is not None and not can(scheme_name, "statistics"):
         raise fail("--centring is SAMark's; leave it out for " + scheme_name)
-    fields = centring_fields(centring)
-    engine_name = _engine_for(scheme_name, engine_name, upstream)
+    centring_fields(centring)  # checked before any model loads
+    _check_options(candidates, sentences, max_sentences, concurrency, timeout, alpha, statistic)
     try:
         import uvicorn
 
-        from samark.serving import ServeSettings, load_tokens
+        from samark.serving import ServerConfig, ServeSettings, create_app, load_tokens
     except ImportError as exc:
         raise fail(
             f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
         ) from None
-    _check_options(candidates, sentences, max_sentences, concurrency, timeout, alpha, statistic)
+    if label is not None and keyring is None:
+        raise fail("--label chooses a key of a --keyring")
     try:
         settings = ServeSettings(
             tokens=load_tokens(tokens_file, "SAMARK_API_TOKENS"),
@@ -160,48 +140,26 @@ def serve(
             detect_output=detect_output,  # type: ignore[arg-type]
             detect_budget=detect_budget,
         )
+        config = ServerConfig(
+            access=settings,
+            key=None if keyring is not None else load_key(key),
+            keyring=keyring,
+            label=label,
+            scheme=scheme_name,
+            engine=engine,
+            generator=generator,
+            candidates=candidates,
+            statistic=statistic,
+            alpha=alpha,
+            centring=centring,
+        )
+        logging.config.dictConfig(log_config())  # the server's start-up lines too
+        served = create_app(config)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
-    if upstream and not upstream.startswith(("http://", "https://")):
-        raise fail("--upstream is an OpenAI-compatible server: 'http(s)://HOST/v1#MODEL'")
-    marked_by: dict[str, Any] = {}
-    if keyring is not None:
-        key, marked_by, _ = ring_key_file(keyring, label, None)
-    elif label is not None:
-        raise fail("--label chooses a key of a --keyring")
-    scheme = _served_scheme(
-        key,
-        scheme_name,
-        generator,
-        upstream,
-        statistic,
-        candidates,
-        sentences,
-        alpha,
-        concurrency,
-        engine_name,
-        fields,
-    )
-    on_close = None
-    if engine_name == "vllm":  # vLLM's engine processes stop with the server
-        from samark.sampling.vllm_engine import close_vllm_samplers
-
-        on_close = close_vllm_samplers
-    app_ = _served_app(
-        scheme,
-        settings,
-        generator,
-        upstream,
-        timeout,
-        keyring,
-        marked_by,
-        statistic,
-        alpha,
-        on_close,
-    )
     if no_auth:
         err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
-    uvicorn.run(app_, host=host, port=port, log_level="info", log_config=log_config())
+    uvicorn.run(served, host=host, port=port, log_level="info", log_config=log_config())
 
 
 def log_config() -> dict[str, Any]:
@@ -219,54 +177,6 @@ def log_config() -> dict[str, Any]:
         "propagate": False,
     }
     return config
-
-
-def _served_scheme(
-    key: Path,
-    scheme_name: str,
-    generator: str,
-    upstream: str | None,
-    statistic: str | None,
-    candidates: int,
-    sentences: int,
-    alpha: float,
-    concurrency: int,
-    engine_name: str,
-    fields: dict[str, Any],
-) -> Any:
-    """The served scheme: SAMark's family with its options and config ``fields`` (and, for
-    concurrent requests on a local engine, a batching engine), any other scheme at its
-    defaults."""
-    if not can(scheme_name, "candidates"):  # any other scheme with a key and a detector
-        scheme = load_other_scheme(scheme_name, key, generator=generator)
-        err.print(f"loading {generator} ({engine_name}) ...")
-        return scheme
-    engine = None
-    if upstream is None and (concurrency > 1 or engine_name == "vllm"):
-        from samark.sampling.batching import BatchingSampler
-
-        err.print(f"loading {generator} ({engine_name}) ...")
-        try:
-            local = _local_engine(engine_name, generator)
-            # requests share batches; vLLM's engine takes one caller at a time
-            engine = BatchingSampler(local) if concurrency > 1 else local
-        except (SamarkError, ValueError, OSError) as exc:
-            raise fail(str(exc)) from None
-    scheme = load_scheme(
-        key,
-        scheme_name,
-        generator,
-        upstream,
-        statistic,
-        engine=engine,
-        candidates=candidates,
-        max_new_sentences=sentences,
-        alpha=alpha,
-        **fields,
-    )
-    if engine is None:
-        err.print(f"loading {generator} ...")
-    return scheme
 
 
 def _check_options(
@@ -297,137 +207,3 @@ def _check_options(
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
     if statistic is not None and statistic not in STATISTICS:
         raise fail(f"--statistic is one of {', '.join(STATISTICS)}, not {statistic!r}")
-
-
-def _engine_for(scheme_name: str, engine_name: str | None, upstream: str | None) -> str:
-    """The engine a served scheme writes through: the one asked, if the scheme can, else
-    its own default (SchemeInfo.engines)."""
-    from samark.schemes.base import scheme_info
-
-    try:
-        engines = scheme_info(scheme_name).engines
-    except (KeyError, ValueError, SamarkError):
-        return engine_name or "transformers"  # an unknown scheme: its loader says so
-    if upstream:
-        if engine_name not in (None, "openai"):
-            raise fail("--upstream draws candidates from a server; --engine runs a local one")
-        return "openai"
-    if engine_name is None:
-        return next(e for e in engines if e != "openai")
-    if engine_name not in ("transformers", "vllm"):
-        raise fail(f"--engine is 'transformers' or 'vllm', not {engine_name!r}")
-    if engine_name not in engines:
-        raise fail(f"{scheme_name} writes through {' or '.join(engines)}, not {engine_name}")
-    return engine_name
-
-
-def _local_engine(engine_name: str, generator: str) -> Any:
-    """The process's candidate engine for ``generator``."""
-    if engine_name == "vllm":
-        from samark.sampling.vllm_engine import load_vllm_sampler
-
-        return load_vllm_sampler(generator)
-    from samark.sampling.transformers_engine import load_transformers_sampler
-
-    return load_transformers_sampler(generator)
-
-
-def _served_app(
-    scheme: Any,
-    settings: Any,
-    generator: str,
-    upstream: str | None,
-    timeout: float,
-    keyring: Path | None,
-    marked_by: dict[str, Any],
-    statistic: str | None,
-    alpha: float,
-    on_close: Any = None,
-) -> Any:
-    """The application: the local generator loaded now (not in the first request) and
-    lending its tokenizer (chat template, token counts), the upstream for unmarked
-    pass-through, and the keyring."""
-    from samark.serving import Upstream, create_app, tokenizer_chat_renderer
-
-    try:
-        from transformers import AutoTokenizer
-
-        from samark.models import resolve_generator
-        from samark.openai_client import async_openai_client
-
-        # a sentence-level scheme's candidate engine, a token-level scheme's engine or model
-        sampler = getattr(scheme, "sampler", None) or getattr(scheme, "engine", None) or scheme.lm
-        tokenizer = (
-            AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
-            if upstream
-            else sampler.tokenizer
-        )
-        try:
-            render = tokenizer_chat_renderer(tokenizer)
-        except SamarkError:
-            render = None
-            err.print("[yellow]note:[/] no chat template: /v1/chat/completions is off")
-        link = None
-        if upstream:  # the sampler parsed URL#MODEL
-            link = Upstream(async_openai_client(sampler.base_url, timeout=timeout), sampler.model)
-        keys = None
-        if keyring is not None:
-            keys = _serve_keys(keyring, marked_by["key_label"], scheme, generator, statistic, alpha)
-        return create_app(
-            scheme,
-            settings,
-            render_chat=render,
-            count_tokens=lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"]),
-            upstream=link,
-            keys=keys,
-            on_close=on_close,
-        )
-    except SamarkError as exc:
-        raise fail(str(exc)) from None
-
-
-def _serve_keys(
-    ring: Path, label: str, scheme: Any, generator: str, statistic: str | None, alpha: float
-) -> Any:
-    """A server's keyring: the ring's detector, and with a ring of 2**b keys one scheme
-    per payload value: the served scheme's config (with the value's flags, for a ring with
-    flag bits), generator (the layered mark's tokenizer), engine and embedder, under the
-    value's key."""
-    from samark.keys.ring import Keyring
-    from samark.schemes import create_scheme
-    from samark.serving import Keys
-
-    opened = Keyring.load(ring)
-    payloads: dict[int, tuple[str, Any]] = {}
-    shared: dict[str, Any] = {"generator": generator, "config": scheme.config}
-    if can(scheme.name, "candidates"):
-        shared |= {"sampler": scheme.sampler, "embedder": scheme.embedder}
-    if opened.flag_bits and not can(scheme.name, "payload_flags"):
-        raise fail(f"this ring writes payload bits in SAMark's flags; {scheme.name} has none")
-    if opened.payload_bits:
-        for value in range(2**opened.payload_bits):
-            entry = opened.entries[value >> opened.flag_bits]
-            if not entry.active:
-                continue
-            params = dict(shared)
-            if opened.flag_bits:
-                params["config"] = scheme.config.replace(payload_flags=opened.payload_flags(value))
-            payloads[value] = (
-                entry.label,
-                create_scheme(scheme.name, key=opened.key(entry.label), **params),
-            )
-    # the ring detects as the served scheme does (its centring reference too)
-    centring = getattr(scheme.config, "centring", None) if can(scheme.name, "statistics") else None
-    detector = load_ring_detector(
-        ring,
-        scheme.name,
-        statistic=statistic,
-        alpha=alpha,
-        generator=generator,
-        **({"centring": centring} if centring else {}),
-    )
-    err.print(
-        f"keyring {ring}: marking with {label!r}, detecting against {len(opened)} keys"
-        + (f", payloads of {opened.payload_bits} bits" if payloads else "")
-    )
-    return Keys(label=label, payloads=payloads, ring=detector)

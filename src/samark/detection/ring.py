@@ -314,12 +314,11 @@ class RingDetector:
         return self._result(score(embeddings, sentences))
 
     def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
-        embedders = {id(e): e for s in self.schemes if (e := getattr(s, "embedder", None))}
+        embedders = {id(e): e for s in self.schemes if (e := s.embedder) is not None}
         per_key: list[list[Detection | None]] = []
         with contextlib.ExitStack() as stack:
-            for embedder in embedders.values():
-                if hasattr(embedder, "remembering"):
-                    stack.enter_context(embedder.remembering())
+            for embedder in embedders.values():  # each text embedded once for every key
+                stack.enter_context(embedder.remembering())
             for scheme in self.schemes:
                 per_key.append(scheme.detect_many(list(texts)))
         out: list[RingDetection | None] = []

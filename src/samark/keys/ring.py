@@ -103,7 +103,10 @@ def flag_signs(value: int, bits: int) -> tuple[int, ...]:
 
 def flag_value(flags: Sequence[int], bits: int) -> int:
     """The value that ``flags`` (a whole flag pattern) write in ``bits`` flag bits: the
-    signs of flags 2..bits+1 relative to flag 1 (:func:`flag_signs`' inverse)."""
+    signs of flags 2..bits+1 relative to flag 1 (:func:`flag_signs`' inverse). No bits
+    read nothing: 0, whatever the scheme's flags (a token scheme has none)."""
+    if bits == 0:
+        return 0
     if len(flags) <= bits:
         raise KeyringError(
             f"{bits} flag bits need {bits + 1} flags; the detection has {len(flags)}"

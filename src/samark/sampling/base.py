@@ -9,11 +9,14 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from samark.segment import first_sentence
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,9 @@ class EngineAbilities:
     steering: bool = False
     #: row pruning (``RowPruner``): only the best rows decode past a few tokens
     prune: bool = False
+    #: transformers' ``LogitsProcessor`` at each decoding step of a whole text: what the
+    #: token-level schemes (KGW, SynthID, Unigram, MorphMark, EXP, UPV) write with
+    logits_processors: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,6 +158,14 @@ class BatchSampler(abc.ABC):
 
     name: str
     abilities: EngineAbilities = SAMPLES_ONLY
+    #: the generator's tokenizer where the engine runs it in this process (None: a
+    #: remote server's)
+    tokenizer: PreTrainedTokenizerBase | None = None
+
+    def close(self) -> None:
+        """Release what the engine holds beyond this object (its processes): nothing by
+        default; a server calls it when it stops."""
+        return None
 
     @abc.abstractmethod
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
@@ -179,9 +193,13 @@ class CandidateSampler(Protocol):
     ``prune``, under that bias or pruning. An engine that can apply them declares so in
     an ``abilities`` attribute (:class:`EngineAbilities`; read with
     :func:`engine_abilities`); one that declares nothing applies nothing, and raises
-    :class:`~samark.errors.SamarkError` when given one."""
+    :class:`~samark.errors.SamarkError` when given one. ``tokenizer`` is the generator's
+    where the engine runs it in this process (None: a remote server's)."""
 
     name: str
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase | None: ...
 
     def sample(
         self,

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samark.sampling.base import (
     BatchSampler,
@@ -28,6 +28,9 @@ from samark.sampling.base import (
     EngineAbilities,
     SampleRequest,
 )
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 #: a queued draw: the request, its caller's future, the caller's thread id
 _Queued = tuple[SampleRequest, "Future[CandidateBatch]", int]
@@ -66,6 +69,11 @@ class BatchingSampler(BatchSampler):
     def abilities(self) -> EngineAbilities:  # type: ignore[override]
         """The engine's: this queue only batches its draws."""
         return self.engine.abilities
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase | None:  # type: ignore[override]
+        """The engine's."""
+        return self.engine.tokenizer
 
     def __getattr__(self, name: str) -> Any:
         if name == "engine":  # not set yet (a half-built object): no recursion

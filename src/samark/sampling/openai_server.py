@@ -12,7 +12,7 @@ answers are retried with backoff by the ``openai`` client; what still fails rais
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samark.errors import SamarkError
 from samark.openai_client import openai_client
@@ -24,6 +24,10 @@ from samark.sampling.base import (
     RowPruner,
     SamplingParams,
 )
+from samark.sampling.engines import register_engine
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class ServerError(SamarkError):
@@ -35,6 +39,8 @@ class OpenAICompletionsSampler:
     samples on its own, so no token layer, steering or pruning applies here."""
 
     abilities = SAMPLES_ONLY
+    #: the server holds the model and its tokenizer
+    tokenizer: PreTrainedTokenizerBase | None = None
 
     def __init__(
         self,
@@ -58,6 +64,9 @@ class OpenAICompletionsSampler:
         self._client = openai_client(
             base_url, api_key_env=api_key_env, timeout=timeout, max_retries=max_retries
         )
+
+    def close(self) -> None:
+        """Nothing to release: the server is another process's."""
 
     def __repr__(self) -> str:
         return f"OpenAICompletionsSampler({self.base_url!r}, model={self.model!r})"
@@ -124,3 +133,16 @@ class OpenAICompletionsSampler:
             )
         candidates = tuple(Candidate.from_completion(text, finish, 0) for text, finish in texts)
         return CandidateBatch(candidates, sampled, prompt_tokens, time.perf_counter() - start)
+
+
+@register_engine("openai")
+def load_openai_sampler(model: str) -> OpenAICompletionsSampler:
+    """The engine of the spec ``openai:URL#MODEL``: candidates from the OpenAI-compatible
+    server at ``URL`` (``http(s)://HOST/v1``) serving ``MODEL``."""
+    url, _, served = model.partition("#")
+    if not url.startswith(("http://", "https://")) or not served:
+        raise SamarkError(
+            "the openai engine is 'openai:URL#MODEL' (or 'URL#MODEL'), e.g. "
+            f"http://127.0.0.1:8000/v1#smollm2, not {model!r}"
+        )
+    return OpenAICompletionsSampler(url, served)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
 
 from samark.models import DEFAULT_GENERATOR, resolve_generator
 from samark.sampling import shared_prefix
@@ -34,6 +34,7 @@ from samark.sampling.base import (
     SampleRequest,
     SamplingParams,
 )
+from samark.sampling.engines import register_engine
 from samark.sampling.token_writing import WriteRequest, Writing, Written
 from samark.segment import SENTENCE_END_HINTS, first_sentence
 
@@ -300,6 +301,8 @@ class _Draw:
 class TransformersSampler(BatchSampler):
     """Samples candidates from a transformers causal LM (a preset name or local folder)."""
 
+    tokenizer: PreTrainedTokenizerBase
+
     def __init__(
         self,
         model: str = DEFAULT_GENERATOR,
@@ -339,7 +342,7 @@ class TransformersSampler(BatchSampler):
 
     #: a token watermark and SAMark's steering (any ``LogitsBias``) on every candidate
     #: row, and row pruning
-    abilities = EngineAbilities(token_layer=True, steering=True, prune=True)
+    abilities = EngineAbilities(token_layer=True, steering=True, prune=True, logits_processors=True)
 
     @torch.inference_mode()
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
@@ -486,6 +489,7 @@ class TransformersSampler(BatchSampler):
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))
 
 
+@register_engine("transformers")
 @functools.lru_cache(maxsize=2)
 def load_transformers_sampler(model: str = DEFAULT_GENERATOR) -> TransformersSampler:
     """The process-wide sampler for ``model`` (loaded on first use)."""

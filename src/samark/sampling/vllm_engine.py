@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samark.errors import SamarkError
 from samark.sampling.base import (
@@ -35,7 +35,11 @@ from samark.sampling.base import (
     EngineAbilities,
     SampleRequest,
 )
+from samark.sampling.engines import register_engine
 from samark.sampling.token_writing import Written
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 INSTALL_HINT = (
     "the vLLM engine needs vLLM: pip install 'samark[vllm]' on a GPU machine, or the CPU "
@@ -124,6 +128,7 @@ class VLLMSampler(BatchSampler):
     #: the layered mark's token layer runs in vLLM's sampler (one logits processor);
     #: SAMark's semantic steering and row pruning do not
     abilities = EngineAbilities(token_layer=True)
+    tokenizer: PreTrainedTokenizerBase
 
     def __init__(self, model: str, **engine_args: Any) -> None:
         send_vllm_output_to_stderr()
@@ -325,6 +330,7 @@ _ENGINES: dict[str, VLLMSampler] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
+@register_engine("vllm")
 def load_vllm_sampler(model: str) -> VLLMSampler:
     """The process-wide vLLM engine for ``model``, started on first use."""
     with _ENGINES_LOCK:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from samark.detection_result import Detection
-from samark.errors import EmptyTextError
+from samark.errors import EmptyTextError, SamarkError
 from samark.registry import Registry
 from samark.schemes.catalog import CATALOG, SchemeInfo
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
     from samark.embed import Embedder
+    from samark.keys import WatermarkKey
+    from samark.sampling.base import CandidateSampler
+    from samark.sampling.engines import EngineSpec
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
 #: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
@@ -80,6 +84,49 @@ class Watermark(abc.ABC):
     name: str
     #: prompts the harness hands to one ``generate_batch`` call (1: one at a time)
     batch_size: int = 1
+
+    # -- what callers read of a scheme (the CLI, the server, rings): declared here, kept
+    # by every scheme (samark.testing checks it), never probed -----------------------
+    #: the key it marks and detects with (None: a scheme that writes no watermark)
+    key: WatermarkKey | None = None
+    #: the sentence embedder it scores with (None: a token-level scheme)
+    embedder: Embedder | None = None
+
+    @property
+    def key_id(self) -> str | None:
+        """The public id of its key (never the key); None without one."""
+        return None if self.key is None else self.key.key_id
+
+    @property
+    def info(self) -> SchemeInfo:
+        """Its registration: unit, the engines it writes through and its abilities
+        (``candidates``, ``statistics``, ``payload_flags``, ...)."""
+        return scheme_info(self.name)
+
+    @property
+    def engine(self) -> CandidateSampler | None:
+        """The engine it writes with (loaded on first use); None: it writes with none."""
+        return None
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase | None:
+        """Its generator's tokenizer (chat template, token counts) where its engine runs
+        the generator in this process; None otherwise (a remote server's engine)."""
+        engine = self.engine
+        return None if engine is None else engine.tokenizer
+
+    @property
+    def token_counter(self) -> Callable[[str], int] | None:
+        """Its generator's token count of a text (usage, ``max_tokens``), where it has a
+        tokenizer; None otherwise."""
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            return None
+
+        def count(text: str) -> int:
+            return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+        return count
 
     def detector_id(self) -> str:
         """Equal for two schemes of one key exactly when their detectors give the same
@@ -232,15 +279,8 @@ UNITS = ("sentence", "token")
 _INFO: dict[str, SchemeInfo] = {}
 
 
-def _importer(module: str) -> Callable[[], None]:
-    def load() -> None:
-        importlib.import_module(module)
-
-    return load
-
-
 for _name, (_module, _info) in CATALOG.items():
-    SCHEMES.lazy(_name, _importer(_module))
+    SCHEMES.lazy_module(_name, _module)
     _INFO[_name] = _info
 
 
@@ -314,3 +354,33 @@ def create_scheme(name: str, *, shared: SharedResources | None = None, **kwargs:
 
 def scheme_names() -> list[str]:
     return SCHEMES.names()
+
+
+def engine_for(name: str, spec: str | None) -> EngineSpec:
+    """The engine scheme ``name`` writes through for the engine ``spec`` (``ENGINE[:MODEL]``;
+    None: the scheme's own default, its first local engine): one of its catalogued
+    engines, or, for a scheme that chooses among candidates, any registered engine that
+    declares the abilities it needs. Any other is a clear error saying why."""
+    from samark.sampling.engines import EngineSpec, engine_info, parse_engine_spec
+
+    info = scheme_info(name)
+    if spec is None:
+        return EngineSpec(next(e for e in info.engines if e != "openai"))
+    parsed = parse_engine_spec(spec)
+    declared = dataclasses.asdict(engine_info(parsed.engine).abilities)
+    lacks = [need for need in info.engine_needs if not declared[need]]
+    if parsed.engine in info.engines or (info.candidates and not lacks):
+        return parsed
+    because = ""
+    if "logits_processors" in lacks:
+        because = (
+            ": its watermark is a logits processor applied at each decoding step, and the "
+            f"{parsed.engine} engine applies none"
+        )
+    elif lacks:
+        because = f": it needs an engine that applies {' and '.join(lacks)}"
+    elif info.unit == "token":
+        because = ": only those engines write its token rule"
+    raise SamarkError(
+        f"{name} writes through {' or '.join(info.engines)}, not {parsed.engine}{because}"
+    )

@@ -27,7 +27,12 @@ class SchemeInfo:
     requires: tuple[str, ...] = ()
     #: the engines it writes through, its default first: "transformers" (local),
     #: "vllm" (in-process vLLM), "openai" (an OpenAI-compatible completions server)
+    #: (:mod:`samark.sampling.catalog`). A scheme that chooses among candidates also
+    #: draws them from any other registered engine that declares ``engine_needs``
     engines: tuple[str, ...] = ("transformers",)
+    #: the engine abilities it needs (``EngineAbilities`` fields): ``token_layer`` for
+    #: the layered mark, ``logits_processors`` for a token watermark
+    engine_needs: tuple[str, ...] = ()
     # -- capabilities: what every surface (CLI, server, rings) asks instead of a name --
     #: chooses each sentence among N candidates of an engine: takes SAMark's generation
     #: options (``candidates``, a ``sampler``, an upstream server)
@@ -89,6 +94,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "the candidate engine; one exact p-value (Fisher over both layers, scan "
                 "statistic)",
                 engines=("transformers", "vllm"),
+                engine_needs=("token_layer",),
                 **_SAMARK_CAPABILITIES,
             ),
         ),
@@ -99,6 +105,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "token",
                 "KGW green list (Kirchenbauer et al. 2023), transformers' own; z-test p-value",
                 revision=2,
+                engine_needs=("logits_processors",),
             ),
         ),
         (
@@ -109,6 +116,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "SynthID-Text tournament sampling (Dathathri et al. 2024), transformers' own; "
                 "exact binomial p-value on the g-values",
                 revision=2,
+                engine_needs=("logits_processors",),
             ),
         ),
         (
@@ -119,6 +127,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "Unigram-Watermark (Zhao et al. 2023): one fixed green list; exact "
                 "hypergeometric p-value on distinct tokens",
                 revision=1,
+                engine_needs=("logits_processors",),
             ),
         ),
         (
@@ -129,6 +138,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "MorphMark (Wang et al. 2025): KGW green lists, strength adapted to the green "
                 "mass; KGW's z-test",
                 revision=1,
+                engine_needs=("logits_processors",),
             ),
         ),
         (
@@ -139,6 +149,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "EXP (Aaronson 2022): Gumbel-max sampling keyed by the last 4 tokens; exact "
                 "Gamma p-value",
                 revision=1,
+                engine_needs=("logits_processors",),
             ),
         ),
         (
@@ -150,6 +161,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "threshold set on reference text; key-based z-test (the public LSTM detector "
                 "is not built)",
                 revision=1,
+                engine_needs=("logits_processors",),
             ),
         ),
         (
@@ -199,6 +211,7 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "token",
                 "the generator's own nucleus sampling: the reference row, no detector",
                 revision=2,
+                engine_needs=("logits_processors",),
                 detectable=False,
             ),
         ),

@@ -32,6 +32,7 @@ from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
+from samark.sampling.base import CandidateSampler
 from samark.sampling.token_writing import WriteRequest
 from samark.sampling.transformers_engine import TransformersSampler, load_transformers_sampler
 from samark.schemes.base import (
@@ -128,10 +129,20 @@ class LMGenerateScheme(Watermark):
             self._lm = load_transformers_sampler(self.generator)
         return self._lm
 
+    @property
+    def engine(self) -> CandidateSampler:
+        """The engine it writes with: the transformers engine (``lm``), whose logits
+        processors carry a token watermark."""
+        return self.lm
+
     def count_tokens(self, text: str) -> int:
         """The generator's token count of ``text`` (a scheme that writes elsewhere says
         how its engine counts)."""
         return self.lm.count_tokens(text)
+
+    @property
+    def token_counter(self) -> Callable[[str], int]:
+        return self.count_tokens
 
     def watermarking_config(self) -> Any:
         """transformers' watermarking config (None: no watermark); its
@@ -241,6 +252,7 @@ class TokenWatermark(LMGenerateScheme):
 
     config_class: type[LMGenerateConfig] = TokenWatermarkConfig
     config: Any  # the scheme's own TokenWatermarkConfig subclass
+    key: WatermarkKey
 
     def __init__(
         self,

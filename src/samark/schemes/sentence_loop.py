@@ -89,6 +89,8 @@ class SentenceLevelWatermark(Watermark):
         config, rest = split_sentence_params(cls.config_class, shared, dict(params))
         return cls(key, config, **rest)
 
+    key: WatermarkKey
+    embedder: Embedder
     #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
     normal_kinds: tuple[str, ...] = ("matched",)
     #: a token watermark the candidate engine applies on every row (None: plain sampling)
@@ -128,6 +130,11 @@ class SentenceLevelWatermark(Watermark):
 
             self._sampler = load_transformers_sampler(self._generator)
         return self._sampler
+
+    @property
+    def engine(self) -> CandidateSampler:
+        """Its candidate engine (``sampler``)."""
+        return self.sampler
 
     @property
     def sampling(self) -> SamplingParams:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samark.detection_result import Detection
 from samark.errors import SamarkError
@@ -38,6 +38,9 @@ from samark.schemes.lm_generate import (
     TokenWatermarkConfig,
     _whole_sentences,
 )
+
+if TYPE_CHECKING:
+    from samark.sampling.vllm_engine import VLLMSampler
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class VLLMGumbel(TokenWatermark):
         self._engine = engine
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> VLLMSampler:
         """The process's vLLM engine for the generator (loaded on first use)."""
         if self._engine is None:
             from samark.sampling.vllm_engine import load_vllm_sampler

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from samark.errors import SamarkError
+from samark.provenance import ProvenanceRecord
 from samark.schemes.base import Watermark
 from samark.serving.access import bearer_caller
 from samark.serving.body_limit import BodyLimitMiddleware
@@ -32,7 +33,7 @@ from samark.serving.upstream import Upstream
 from samark.serving.worker import Keys, Worker
 
 
-def create_app(
+def scheme_app(
     scheme: Watermark,
     settings: ServeSettings,
     *,
@@ -41,19 +42,24 @@ def create_app(
     upstream: Upstream | None = None,
     keys: Keys | None = None,
     on_close: Callable[[], None] | None = None,
+    record: ProvenanceRecord | None = None,
 ) -> FastAPI:
-    """The application serving ``scheme`` (its key stays inside it).
+    """The application serving a loaded ``scheme`` (its key stays inside it): what
+    :func:`samark.serving.create_app` assembles from a :class:`ServerConfig`.
 
     ``render_chat`` turns chat messages into the generator's prompt (without it,
     ``/v1/chat/completions`` answers 400); ``count_tokens`` counts usage and applies
     ``max_tokens`` (default: the sampler's tokenizer, else words); ``upstream`` serves
     ``"watermark": false`` requests unchanged; ``keys`` adds a keyring (payloads, and
     detection against every key); ``on_close`` runs when the server stops (an engine's
-    own processes, vLLM's, stop with it). Every marked response carries the id of the key
-    that marked it in its ``samark`` field, never the key.
+    own processes, vLLM's, stop with it); ``record`` (a provenance record) adds each
+    sentence's provenance to admin detections. Every marked response carries the id of
+    the key that marked it in its ``samark`` field, never the key.
     """
     metrics = ServeMetrics()
-    worker = Worker(scheme, settings, keys=keys, count_tokens=count_tokens, metrics=metrics)
+    worker = Worker(
+        scheme, settings, keys=keys, count_tokens=count_tokens, metrics=metrics, record=record
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -184,8 +184,12 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
 
     @router.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        embedder = getattr(scheme, "embedder", None)  # sentence-level schemes
-        return {"status": "ok", "scheme": scheme.name, "embedder": getattr(embedder, "name", None)}
+        embedder = scheme.embedder  # sentence-level schemes
+        return {
+            "status": "ok",
+            "scheme": scheme.name,
+            "embedder": None if embedder is None else embedder.name,
+        }
 
     @router.get("/metrics")
     async def metrics_route() -> Response:

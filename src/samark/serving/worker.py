@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 from samark.detection.ring import RingDetector
 from samark.errors import EmptyTextError, SamarkError
+from samark.provenance import ProvenanceRecord
+from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import ServerError
 from samark.schemes.base import Watermark
 from samark.serving.errors import ApiError, timeout_error
@@ -53,13 +55,17 @@ class Worker:
         keys: Keys | None = None,
         count_tokens: Callable[[str], int] | None = None,
         metrics: ServeMetrics | None = None,
+        record: ProvenanceRecord | None = None,
     ) -> None:
         key_id(scheme)  # a scheme without a key has nothing to serve
         self.scheme = scheme
         self.settings = settings
         self.keys = keys or Keys()
+        #: the provenance record a detection with ``details`` reads (which sentences
+        #: were served); None: no record
+        self.record = record
         self.metrics = metrics or ServeMetrics()
-        self.count_tokens = count_tokens or token_counter(scheme) or (lambda t: len(t.split()))
+        self.count_tokens = count_tokens or scheme.token_counter or (lambda t: len(t.split()))
         self._generation_pool = ThreadPoolExecutor(
             settings.concurrent_generations, thread_name_prefix="samark-generate"
         )
@@ -216,10 +222,11 @@ class Worker:
             self.metrics.sentences.inc()
             return False
 
-        # a batching engine's (sentence-level schemes draw candidates through one)
-        announce = getattr(getattr(marker, "sampler", None), "caller", None)
+        # a batching engine batches the draws of the generations it knows are running
+        engine = marker.engine
+        announce = engine.caller() if isinstance(engine, BatchingSampler) else None
         try:
-            with announce() if announce is not None else contextlib.nullcontext():
+            with announce if announce is not None else contextlib.nullcontext():
                 gen = marker.generate(
                     prompt, max_new_sentences=sentences, seed=req.seed, on_sentence=on_sentence
                 )
@@ -231,7 +238,9 @@ class Worker:
     # ---- detection ----
     async def detect(self, texts: list[str], details: bool) -> list[dict[str, Any]]:
         """Each text's detection (against the ring, if the server has one), or its error;
-        counted in the metrics."""
+        counted in the metrics. With ``details`` and a record, each sentence's provenance
+        too (``provenance``: served verbatim, a close paraphrase of a served one, or not
+        served)."""
         cancelled = threading.Event()
         ring = self.keys.ring
 
@@ -244,6 +253,8 @@ class Worker:
                     out.append(_detect_ring(ring, text, details))
                 else:
                     out.append(_detect_one(self.scheme, text, details))
+                if details and self.record is not None and "error" not in out[-1]:
+                    out[-1]["provenance"] = self.record.check(text).to_dict()
             return out
 
         results = await self._limited(self._detection_pool, work, cancelled)
@@ -273,20 +284,9 @@ class Worker:
 
 def key_id(scheme: Watermark) -> str:
     """The public id of the key that ``scheme`` marks with (never the key)."""
-    key = getattr(scheme, "key", None)
-    if key is None:
+    if scheme.key_id is None:
         raise SamarkError(f"{scheme.name} marks with no key: nothing to serve")
-    return str(key.key_id)
-
-
-def token_counter(scheme: Watermark) -> Callable[[str], int] | None:
-    """The scheme's generator's token count: its candidate engine's (sentence-level
-    schemes) or its language model's (token-level ones)."""
-    for holder in ("sampler", "lm"):
-        counter = getattr(getattr(scheme, holder, None), "count_tokens", None)
-        if counter is not None:
-            return counter
-    return None
+    return scheme.key_id
 
 
 def _detect_one(scheme: Watermark, text: str, details: bool) -> dict[str, Any]:
@@ -302,6 +302,7 @@ def _detect_one(scheme: Watermark, text: str, details: bool) -> dict[str, Any]:
         "statistic": d.statistic,
         "n_units": d.n_units,
         "unit": d.unit,
+        "key_id": key_id(scheme),
     }
     if details:
         out["sentences"] = list(d.sentences)

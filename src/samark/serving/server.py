@@ -1,0 +1,292 @@
+"""The whole server from what an operator names: a key or a keyring, a scheme and an engine
+(:class:`ServerConfig`), built by :func:`create_app`. ``samark serve`` only parses its
+options into a ``ServerConfig``; Python serves the same way::
+
+    from samark.serving import ServeSettings, ServerConfig, create_app
+
+    access = ServeSettings(tokens=frozenset({"a-token-of-16-chars-or-more"}))
+    app = create_app(ServerConfig(key="my.key", engine="transformers", access=access))
+    # uvicorn.run(app)
+
+The engine loads when the app is built (not in the first request); the key never leaves
+the scheme.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from samark.errors import SamarkError
+from samark.keys import WatermarkKey
+from samark.models import DEFAULT_GENERATOR
+from samark.serving.settings import ServeSettings
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from transformers import PreTrainedTokenizerBase
+
+    from samark.embed import Embedder
+    from samark.sampling.base import CandidateSampler
+    from samark.sampling.engines import EngineSpec
+    from samark.schemes.base import Watermark
+    from samark.serving.upstream import Upstream
+    from samark.serving.worker import Keys
+
+log = logging.getLogger("samark.serve")
+#: the detection statistic SAMark's family serves unless the config names one (the
+#: commands' own: samark.cli.loading.COMMAND_STATISTIC)
+SERVED_STATISTIC = "scan"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What one server serves, and to whom (``access``: tokens and limits).
+
+    ``key`` (a key file or a loaded key) or ``keyring`` (a keyring folder: it marks with
+    its current key, or ``label``, writes a request's ``payload`` with a ring of 2**b
+    keys, and detects against every key). ``engine`` is an engine spec
+    (``ENGINE[:MODEL]``: :mod:`samark.sampling.engines`; MODEL left out: ``generator``;
+    None: the scheme's own engine). ``candidates``, ``statistic`` and ``centring`` are
+    SAMark's family's (``SchemeInfo.candidates`` / ``statistics``); ``scheme_params``
+    passes any other parameter of the scheme.
+    """
+
+    access: ServeSettings
+    key: Path | str | WatermarkKey | None = None
+    keyring: Path | str | None = None
+    label: str | None = None
+    scheme: str = "samark"
+    engine: str | None = None
+    generator: str = DEFAULT_GENERATOR
+    candidates: int = 64
+    statistic: str | None = None
+    alpha: float = 0.01
+    centring: Path | str | None = None
+    scheme_params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from samark.schemes.base import engine_for, scheme_info
+
+        if (self.key is None) == (self.keyring is None):
+            raise SamarkError("serve a key or a keyring (one of them)")
+        if self.label is not None and self.keyring is None:
+            raise SamarkError("label chooses a key of a keyring")
+        info = scheme_info(self.scheme)  # an unknown scheme is named here
+        if not info.detectable:
+            raise SamarkError(f"{self.scheme} writes no watermark: it has no key and no detector")
+        if self.candidates < 1:
+            raise SamarkError(f"candidates must be at least 1, got {self.candidates}")
+        if not 0 < self.alpha < 1:
+            raise SamarkError(f"alpha must be between 0 and 1, got {self.alpha}")
+        if self.statistic is not None and self.statistic not in info.statistics:
+            able = f"one of {', '.join(info.statistics)}" if info.statistics else "not chosen"
+            raise SamarkError(f"{self.scheme}'s detection statistic is {able}")
+        engine_for(self.scheme, self.engine)  # an engine it cannot write through is named
+        if self.centring is not None:
+            if not info.statistics:
+                raise SamarkError(f"a centring reference is SAMark's; {self.scheme} takes none")
+            if not Path(self.centring).is_file():
+                raise SamarkError(f"centring reference {self.centring} does not exist")
+
+    @property
+    def engine_spec(self) -> EngineSpec:
+        """The engine the scheme writes through."""
+        from samark.schemes.base import engine_for
+
+        return engine_for(self.scheme, self.engine)
+
+    @property
+    def generator_model(self) -> str:
+        """The generator whose tokenizer the server counts and renders chats with: the
+        local engine's model, or ``generator`` (a server's engine: its model's tokenizer)."""
+        spec = self.engine_spec
+        return spec.model if spec.model and spec.engine != "openai" else self.generator
+
+
+def create_app(config: ServerConfig) -> FastAPI:
+    """The whole application: the engine (loaded now), the scheme under the key, the
+    keyring's payload schemes and ring detector, the chat template and token counts of
+    the generator's tokenizer, and an upstream pass-through when the engine is a server.
+    Raises :class:`~samark.errors.SamarkError` for what cannot be served."""
+    from samark.serving.app import scheme_app, tokenizer_chat_renderer
+
+    key, label = _marking_key(config)
+    engines = _engines(config)
+    build = _builder(config, engines[0] if engines else None)
+    scheme = build(key, ())
+    tokenizer = scheme.tokenizer or _generator_tokenizer(config.generator_model)
+    try:
+        render_chat = tokenizer_chat_renderer(tokenizer)
+    except SamarkError:
+        render_chat = None
+        log.warning("the generator's tokenizer has no chat template: /v1/chat/completions is off")
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def close() -> None:  # an engine's own processes (vLLM's) stop with the server
+        held = [*engines, scheme.engine]
+        for engine in {id(e): e for e in held if e is not None}.values():
+            close_engine(engine)
+
+    return scheme_app(
+        scheme,
+        config.access,
+        render_chat=render_chat,
+        count_tokens=scheme.token_counter or count_tokens,
+        upstream=_upstream(engines[-1] if engines else None, config.access),
+        keys=None if config.keyring is None else _keys(config, label, build, scheme.embedder),
+        on_close=close,
+    )
+
+
+def close_engine(engine: CandidateSampler) -> None:
+    """Stop what ``engine`` runs beyond this process's objects (a batching queue's
+    thread, vLLM's processes); engines without such things have nothing to stop."""
+    from samark.sampling.base import BatchSampler
+
+    if isinstance(engine, BatchSampler):
+        engine.close()
+
+
+#: builds the served scheme (or a payload's) from its key and its flag pattern
+SchemeBuilder = Callable[[WatermarkKey, tuple[int, ...]], "Watermark"]
+
+
+def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBuilder:
+    """How every served scheme is built: the config's parameters, one engine and one
+    embedder shared by the served key's scheme and every payload's."""
+    from samark.schemes.base import create_scheme, scheme_info
+
+    info = scheme_info(config.scheme)
+    params: dict[str, Any] = {"generator": config.generator_model, "alpha": config.alpha}
+    if info.candidates:
+        params["candidates"] = config.candidates
+        params["max_new_sentences"] = config.access.default_sentences
+    if info.statistics:
+        params["statistic"] = config.statistic or SERVED_STATISTIC
+    if config.centring is not None:
+        params["centring"] = str(config.centring)
+    if engine is not None:
+        params["sampler"] = engine
+    params.update(config.scheme_params)
+    shared: list[Watermark] = []
+
+    def build(key: WatermarkKey, flags: tuple[int, ...]) -> Watermark:
+        extra: dict[str, Any] = {"payload_flags": flags} if flags else {}
+        if shared and shared[0].embedder is not None:
+            extra["embedder"] = shared[0].embedder
+        try:
+            scheme = create_scheme(config.scheme, key=key, **params, **extra)
+        except (TypeError, ValueError) as exc:
+            raise SamarkError(f"{config.scheme}: {exc}") from None
+        shared.append(scheme)
+        return scheme
+
+    return build
+
+
+def _engines(config: ServerConfig) -> list[CandidateSampler]:
+    """The candidate engine SAMark's family draws from, loaded now: for concurrent
+    requests on a local engine, a batching queue in front of it (first in the list) and
+    the engine itself (last). Other schemes load their own engine (an empty list)."""
+    from samark.sampling.base import BatchSampler
+    from samark.sampling.batching import BatchingSampler
+    from samark.sampling.engines import load_engine
+    from samark.schemes.base import scheme_info
+
+    if not scheme_info(config.scheme).candidates:
+        return []
+    spec = config.engine_spec
+    log.info("loading %s (%s engine) ...", spec.model or config.generator, spec.engine)
+    engine = load_engine(spec, generator=config.generator)
+    # a server's engine batches concurrent requests on its own; a local one, in a queue
+    if config.access.concurrent_generations > 1 and isinstance(engine, BatchSampler):
+        return [BatchingSampler(engine), engine]
+    return [engine]
+
+
+def _upstream(engine: CandidateSampler | None, access: ServeSettings) -> Upstream | None:
+    """The pass-through of ``"watermark": false`` requests: the engine's server, where
+    candidates come from one."""
+    from samark.openai_client import async_openai_client
+    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.serving.upstream import Upstream
+
+    if not isinstance(engine, OpenAICompletionsSampler):
+        return None
+    client = async_openai_client(engine.base_url, timeout=access.request_timeout_s)
+    return Upstream(client, engine.model)
+
+
+def _generator_tokenizer(generator: str) -> PreTrainedTokenizerBase:
+    """The generator's tokenizer, where the engine is a server's (its chat template and
+    token counts are still the generator's)."""
+    from transformers import AutoTokenizer
+
+    from samark.models import resolve_generator
+
+    return AutoTokenizer.from_pretrained(resolve_generator(generator)[1])
+
+
+def _marking_key(config: ServerConfig) -> tuple[WatermarkKey, str | None]:
+    """The key that marks unless a request names a payload, and its keyring label."""
+    from samark.keys.ring import Keyring
+
+    if config.keyring is None:
+        assert config.key is not None
+        key = config.key
+        return (key if isinstance(key, WatermarkKey) else WatermarkKey.load(Path(key))), None
+    ring = Keyring.load(Path(config.keyring))
+    entry = ring.entry(config.label) if config.label is not None else ring.current()
+    if not entry.active:
+        raise SamarkError(f"key {entry.label!r} is retired: it detects, but marks no text")
+    return ring.key(entry.label), entry.label
+
+
+def _keys(
+    config: ServerConfig, label: str | None, build: SchemeBuilder, embedder: Embedder | None
+) -> Keys:
+    """A keyring's part: with a ring of 2**b keys one scheme per payload value (the
+    value's key, and its flags where the ring writes flag bits), and the ring's detector
+    (detecting as the served scheme does, with its ``embedder``)."""
+    from samark.detection.ring import RingDetector
+    from samark.keys.ring import Keyring
+    from samark.schemes.base import SharedResources, scheme_info
+    from samark.serving.worker import Keys
+
+    assert config.keyring is not None
+    ring = Keyring.load(Path(config.keyring))
+    info = scheme_info(config.scheme)
+    if ring.flag_bits and not info.payload_flags:
+        raise SamarkError(f"this ring writes payload bits in SAMark's flags; {info.name} has none")
+    payloads: dict[int, tuple[str, Watermark]] = {}
+    for value in range(2**ring.payload_bits if ring.payload_bits else 0):
+        entry = ring.entries[value >> ring.flag_bits]
+        if entry.active:
+            flags = ring.payload_flags(value) if ring.flag_bits else ()
+            payloads[value] = (entry.label, build(ring.key(entry.label), flags))
+    params: dict[str, Any] = {}
+    if info.statistics:
+        params["statistic"] = config.statistic or SERVED_STATISTIC
+    if config.centring is not None:
+        params["centring"] = str(config.centring)
+    try:
+        shared = SharedResources(config.generator_model, embedder)
+        detector = RingDetector.from_ring(
+            ring, config.scheme, shared=shared, alpha=config.alpha, **params
+        )
+    except (TypeError, ValueError) as exc:
+        raise SamarkError(str(exc)) from None
+    log.info(
+        "keyring %s: marking with %r, detecting against %d keys%s",
+        config.keyring,
+        label,
+        len(ring),
+        f", payloads of {ring.payload_bits} bits" if payloads else "",
+    )
+    return Keys(label=label, payloads=payloads, ring=detector)
