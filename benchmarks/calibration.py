@@ -21,6 +21,7 @@ from samark.datasets import leading_sentences, load_dataset
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import STATISTICS
 
 
@@ -63,7 +64,7 @@ def main() -> None:
     zs: list[list[float]] = []
     ps: dict[str, list[list[float]]] = {s: [] for s in args.statistics}
     for _ in range(args.keys):
-        key = WatermarkKey(rng.bytes(32), embedder.identity, avoid)
+        key = WatermarkKey(rng.bytes(32), embedder.identity, PivotDraw.avoiding(avoid))
         for statistic in ps:
             det = SAMarkDetector(key, embedder, statistic=statistic, n_null=args.null)
             res = [det.score_embeddings(e) for e in embeddings]

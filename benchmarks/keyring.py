@@ -43,6 +43,7 @@ from samark.keys.ring import RingEntry, flag_value
 from samark.models import DEFAULT_GENERATOR
 from samark.schemes.base import SharedResources
 from samark.schemes.samark import SAMark, SAMarkConfig
+from samark.schemes.samark.key_material import PivotDraw
 from samark.segment import split_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -67,7 +68,9 @@ def ring(
     rng = np.random.default_rng(seed)
     keys = [
         WatermarkKey(
-            hashlib.sha256(f"ring-benchmark/{seed}/{i}".encode()).digest(), embedder.identity, avoid
+            hashlib.sha256(f"ring-benchmark/{seed}/{i}".encode()).digest(),
+            embedder.identity,
+            PivotDraw.avoiding(avoid),
         )
         for i in range(size)
     ]
@@ -258,7 +261,7 @@ def attribution(args: argparse.Namespace) -> dict[str, Any]:
             rings = [
                 ring(
                     embedder,
-                    true.avoid,
+                    true.samark.avoid,
                     size,
                     7000 * size + r,
                     true,
@@ -328,7 +331,7 @@ def cost(args: argparse.Namespace) -> dict[str, Any]:
     embedder.encode(split_sentences(texts[0]))  # warm
     for size in (1, 64):
         t0 = time.perf_counter()
-        detector, _ = ring(embedder, true.avoid, size, 99, true)
+        detector, _ = ring(embedder, true.samark.avoid, size, 99, true)
         detector.score_embeddings(embedder.encode(split_sentences(texts[0])))  # builds the pool
         build = time.perf_counter() - t0
         seconds = []

@@ -39,6 +39,7 @@ from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.schemes import create_scheme
 from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,7 +99,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for k in range(args.keys):
         secret = f"layered-calibration-{k:05d}".encode().ljust(32, b"0")
-        key = WatermarkKey(secret, embedder.identity, avoid)
+        key = WatermarkKey(secret, embedder.identity, PivotDraw.avoiding(avoid))
         layered = create_scheme("samark-layered", key=key, embedder=embedder)
         assert isinstance(layered, SAMarkLayered)
         z = SAMarkDetector(key, embedder, statistic="z")

@@ -66,7 +66,7 @@ def test_steering_shifts_the_generator_toward_leaning_words(
     words = word_tokens(smollm2.tokenizer, 400)[1]
     assert all(w.isalpha() and len(w) >= 3 for w in words)
 
-    pivots = mpnet_key.pivots(mpnet.dim, 2)
+    pivots = mpnet_key.samark.pivots(mpnet.dim, 2)
     steer = SemanticSteer(ids, emb, pivots, np.array([1.0, -1.0]), 3.0)
     leaning = set(ids[steer.values > 0].tolist())
     prompt = "Write a short story about a day in the city. Once upon a time,"
@@ -161,7 +161,7 @@ def test_samark_hands_the_engine_its_steering_and_pruning(
     assert scheme.sample_options(first).prune is None
     assert second.steer.ids is steer.ids  # the word table is read once per scheme
     ids, emb = word_embeddings(mpnet, smollm2.tokenizer, smollm2.name, limit=300)
-    pivots = mpnet_key.pivots(mpnet.dim, 2)
+    pivots = mpnet_key.samark.pivots(mpnet.dim, 2)
     for state in (first, second):  # each generation leans toward its own flags
         own = SemanticSteer(ids, emb, pivots, state.flags, 1.0)
         np.testing.assert_array_equal(state.steer.values, own.values)

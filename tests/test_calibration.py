@@ -29,6 +29,7 @@ from samark.datasets import leading_sentences, load_dataset
 from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.pivot_spaces import load_pivot_space
 
 N_KEYS = 5
@@ -133,7 +134,10 @@ def _corpus(human_embeddings, corpus: str) -> list[np.ndarray]:
 def _keys(mpnet, domains: tuple[str, ...] | None = None):
     avoid = mpnet.reference_directions(domains)
     assert avoid is not None and avoid.shape == (len(domains or AVOIDED_DOMAINS), 768)
-    return [WatermarkKey(bytes([i]) * 32, mpnet.identity, avoid) for i in range(N_KEYS)]
+    return [
+        WatermarkKey(bytes([i]) * 32, mpnet.identity, PivotDraw.avoiding(avoid))
+        for i in range(N_KEYS)
+    ]
 
 
 @pytest.mark.slow
@@ -160,7 +164,10 @@ def test_fpr_holds_per_key_in_a_pivot_space(
     # Wikipedia and Austen, where documents' means vary little): those three hold per key,
     # the handbook, unseen by the fit, does not.
     space = load_pivot_space("mpnet-quiet-128", fingerprint=mpnet.identity.fingerprint)
-    keys = [WatermarkKey(bytes([i]) * 32, mpnet.identity, space=space) for i in range(N_KEYS)]
+    keys = [
+        WatermarkKey(bytes([i]) * 32, mpnet.identity, PivotDraw.in_space(space))
+        for i in range(N_KEYS)
+    ]
     _check_per_key(keys, mpnet, _corpus(human_embeddings, corpus), statistic)
 
 
@@ -218,7 +225,10 @@ def test_ring_fpr_is_family_wise(mpnet, human_embeddings) -> None:
     ]
     embeddings = [e for c in covered for e in human_embeddings[c]]
     avoid = mpnet.reference_directions()
-    keys = [WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, avoid) for i in range(8)]
+    keys = [
+        WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, PivotDraw.avoiding(avoid))
+        for i in range(8)
+    ]
     ring = RingDetector.from_keys(
         [(RingEntry(f"k{i}", k.key_id, "2026-01-01"), k) for i, k in enumerate(keys)],
         shared=SharedResources(DEFAULT_GENERATOR, mpnet),

@@ -13,6 +13,7 @@ from scipy import stats
 from samark.datasets import leading_sentences, load_dataset
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import RingPass, SAMarkDetector
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.topic_centring import NeighbourCentring
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
@@ -72,7 +73,7 @@ def test_the_p_value_stays_exact_over_keys_with_centring(mpnet, news_and_wiki) -
     avoid = mpnet.reference_directions()
     p = []
     for i in range(10):
-        key = WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, avoid)
+        key = WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, PivotDraw.avoiding(avoid))
         det = SAMarkDetector(key, mpnet, statistic="scan", centring=centring)
         p += [det.score_embeddings(e).p_value for e in news_and_wiki["cnn_dailymail"]]
     pooled = np.array(p)
@@ -85,8 +86,8 @@ def test_a_shift_along_the_key_survives_centring(mpnet, news_and_wiki) -> None:
     # the key, so centring leaves the shift and removes the reference's shared part.
     reference = np.array([e.mean(0) for e in news_and_wiki["wikipedia_leads"]])
     centring = NeighbourCentring("wiki", reference, k=16)
-    key = WatermarkKey(b"c" * 32, mpnet.identity, mpnet.reference_directions())
-    pivots = key.pivots(mpnet.dim, 2)
+    key = WatermarkKey(b"c" * 32, mpnet.identity, PivotDraw.avoiding(mpnet.reference_directions()))
+    pivots = key.samark.pivots(mpnet.dim, 2)
     det = SAMarkDetector(key, mpnet, statistic="scan", centring=centring)
     plain = SAMarkDetector(key, mpnet, statistic="scan")
     marked = [e + 0.07 * (pivots[0] - pivots[1]) for e in news_and_wiki["cnn_dailymail"][:40]]

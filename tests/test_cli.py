@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from samark.cli import app
 from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.schemes.samark.key_material import PivotDraw
 
 HUMAN = (
     "The museum reopened after a two-year renovation. Visitors queued along the river to see "
@@ -398,7 +399,7 @@ def test_demo_key_follows_the_seed(mpnet) -> None:
     assert first.key_id == same.key_id != other.key_id
     assert demo_key(mpnet, None).key_id != demo_key(mpnet, None).key_id  # no seed: random
     # the same law as keygen's keys: pivots away from the shipped reference directions
-    assert first.avoid.shape == mpnet.reference_directions().shape
+    assert first.samark.avoid.shape == mpnet.reference_directions().shape
 
 
 def test_demo_display_keeps_text_whole_and_labels_unsplit() -> None:
@@ -486,7 +487,9 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
     from samark.segment import split_sentences
 
     args = ["cnn_dailymail", "--limit", "150", "--sentences", "10"]
-    fair = WatermarkKey(bytes([7]) * 32, minilm.identity, minilm.reference_directions())
+    fair = WatermarkKey(
+        bytes([7]) * 32, minilm.identity, PivotDraw.avoiding(minilm.reference_directions())
+    )
     fair.save(tmp_path / "fair.key")
     with minilm.remembering():  # both checks read the same 1,500 sentences: embedded once
         out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "fair.key")])

@@ -102,7 +102,7 @@ def test_nothing_key_derived_in_outputs(detector, mpnet_key) -> None:
     shown = repr(d) + json.dumps(d.to_dict(details=True)) + repr(detector)
     secret = mpnet_key._secret
     assert secret.hex() not in shown and repr(secret) not in shown
-    pivots = mpnet_key.pivots(768, 2)
+    pivots = mpnet_key.samark.pivots(768, 2)
     assert f"{pivots[0, 0]:.6f}" not in shown
 
 

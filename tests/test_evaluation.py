@@ -596,9 +596,9 @@ def test_avoided_domains_of_an_experiment(mpnet) -> None:
         public_key(Experiment.parse(t), mpnet)
         for t in ('key = "public"\n' + TINY, 'key = "public"\n' + named.source)
     )
-    assert plain.avoid.shape == (2, 768) and more.avoid.shape == (3, 768)
-    np.testing.assert_array_equal(more.avoid[:2], plain.avoid)
-    np.testing.assert_allclose(more.pivots(768, 2) @ more.avoid.T, 0.0, atol=1e-12)
+    assert plain.samark.avoid.shape == (2, 768) and more.samark.avoid.shape == (3, 768)
+    np.testing.assert_array_equal(more.samark.avoid[:2], plain.samark.avoid)
+    np.testing.assert_allclose(more.samark.pivots(768, 2) @ more.samark.avoid.T, 0.0, atol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from samark.sampling import SamplingParams
 from samark.schemes import create_scheme
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.key_material import PivotDraw
 from samark.segment import first_sentence, split_sentences
 
 PROMPT = (
@@ -25,7 +26,9 @@ PROMPT = (
 def generation(mpnet, smollm2):
     # The paper's N = 64 and 6 sentences; a fixed key, so the run is deterministic here.
     key = WatermarkKey(
-        b"samark-e2e-key-00000000000000000", mpnet.identity, mpnet.reference_directions()
+        b"samark-e2e-key-00000000000000000",
+        mpnet.identity,
+        PivotDraw.avoiding(mpnet.reference_directions()),
     )
     scheme = SAMark(key, config=SAMarkConfig(), sampler=smollm2)
     return scheme, scheme.generate(PROMPT, max_new_sentences=6, seed=7)
@@ -54,7 +57,11 @@ def test_detected_with_right_key_only(generation, mpnet) -> None:
     right = scheme.detect(gen.text)
     assert right.p_value < 0.05
     wrong = [
-        SAMark(WatermarkKey(bytes([i]) * 32, mpnet.identity, mpnet.reference_directions()))
+        SAMark(
+            WatermarkKey(
+                bytes([i]) * 32, mpnet.identity, PivotDraw.avoiding(mpnet.reference_directions())
+            )
+        )
         .detect(gen.text)
         .p_value
         for i in range(20)

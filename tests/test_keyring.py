@@ -15,6 +15,7 @@ from samark.detection.ring import HOLM, MAX_STATISTIC, RingDetector, holm_adjust
 from samark.errors import EmbedderMismatchError, SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.keys.ring import INDEX, Keyring, KeyringError, flag_value
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
 
 IDENTITY = EmbedderIdentity("an-embedder", "f" * 64)
@@ -226,7 +227,7 @@ def _marked_text(
     drawn = np.random.default_rng(seed).choice([-1.0, 1.0], size=2)
     drawn[1 : 1 + len(flags)] = drawn[0] * np.asarray(flags, dtype=float)
     flags = drawn
-    signed = (emb @ key.pivots(dim, 2).T) * flags
+    signed = (emb @ key.samark.pivots(dim, 2).T) * flags
     best = np.argsort(-signed.min(axis=1))[:n]
     return " ".join(sentences[i] for i in best)
 
@@ -236,7 +237,10 @@ def minilm_ring(tmp_path_factory, minilm):
     avoid = minilm.reference_directions()
     ring = Keyring.create(tmp_path_factory.mktemp("rings") / "ring", minilm.identity)
     for i in range(4):
-        ring.add(WatermarkKey(bytes([40 + i]) * 32, minilm.identity, avoid), f"tenant-{i}")
+        ring.add(
+            WatermarkKey(bytes([40 + i]) * 32, minilm.identity, PivotDraw.avoiding(avoid)),
+            f"tenant-{i}",
+        )
     return ring
 
 
@@ -276,7 +280,9 @@ def test_ring_decodes_payload_bits_from_the_flags(minilm, pool, tmp_path) -> Non
     ring = Keyring.create(tmp_path / "ring", minilm.identity, flag_bits=1)
     avoid = minilm.reference_directions()
     for i in range(2):
-        ring.add(WatermarkKey(bytes([60 + i]) * 32, minilm.identity, avoid), f"t{i}")
+        ring.add(
+            WatermarkKey(bytes([60 + i]) * 32, minilm.identity, PivotDraw.avoiding(avoid)), f"t{i}"
+        )
     detector = RingDetector.from_ring(ring, "samark", statistic="scan")
     assert detector.payload_bits == 2 and detector.flag_bits == 1
     values = [0, 1, 2, 3, 1, 2]  # each value twice or more, flag 1 drawn per text
@@ -306,7 +312,7 @@ def test_a_dated_text_is_tested_against_the_keys_in_use_then(minilm, pool, tmp_p
     avoid = minilm.reference_directions()
     ring = Keyring.create(tmp_path / "ring", minilm.identity)
     for i in range(4):
-        key = WatermarkKey(bytes([60 + i]) * 32, minilm.identity, avoid)
+        key = WatermarkKey(bytes([60 + i]) * 32, minilm.identity, PivotDraw.avoiding(avoid))
         ring.add(key, f"2026-q{i + 1}", created=f"2026-{3 * i + 1:02d}-01T00:00:00+00:00")
     ring.retire("2026-q1", when="2026-05-01T00:00:00+00:00")
     assert [e.label for e in ring.in_use("2026-04-15")] == ["2026-q1", "2026-q2"]

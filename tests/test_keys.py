@@ -14,6 +14,7 @@ import pytest
 
 from samark.errors import EmbedderMismatchError, KeyFileError
 from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.pivots import _ln, derive_pivots, null_pivots
 
 EMB = EmbedderIdentity("test-embedder", "f" * 64)
@@ -77,7 +78,7 @@ def test_key_roundtrip_and_permissions(tmp_path) -> None:
     loaded = WatermarkKey.load(path)
     assert loaded.key_id == key.key_id
     assert loaded.embedder == EMB
-    np.testing.assert_array_equal(loaded.pivots(32, 2), key.pivots(32, 2))
+    np.testing.assert_array_equal(loaded.samark.pivots(32, 2), key.samark.pivots(32, 2))
     with pytest.raises(KeyFileError, match="refusing to overwrite"):
         key.save(path)
 
@@ -87,10 +88,11 @@ def test_key_never_shows_its_secret(tmp_path) -> None:
     import base64
 
     secret_forms = [SECRET.hex(), base64.b64encode(SECRET).decode(), repr(SECRET)]
-    for shown in (repr(key), str(key), f"{key}"):
+    for shown in (repr(key), str(key), f"{key}", repr(key.samark), str(key.samark)):
         assert not any(s in shown for s in secret_forms)
-    with pytest.raises(TypeError):
-        pickle.dumps(key)
+    for secret_holder in (key, key.samark):
+        with pytest.raises(TypeError):
+            pickle.dumps(secret_holder)
 
 
 @pytest.mark.parametrize(
@@ -157,12 +159,12 @@ def test_pivots_avoid_given_directions() -> None:
 
 def test_key_file_keeps_avoided_directions(tmp_path) -> None:
     avoid = np.random.default_rng(1).standard_normal((2, 32))
-    key = WatermarkKey.generate(EMB, avoid)
+    key = WatermarkKey.generate(EMB, PivotDraw.avoiding(avoid))
     loaded = WatermarkKey.load(key.save(tmp_path / "k.key"))
-    np.testing.assert_array_equal(loaded.avoid, avoid)
-    np.testing.assert_array_equal(loaded.pivots(32, 2), key.pivots(32, 2))
+    np.testing.assert_array_equal(loaded.samark.avoid, avoid)
+    np.testing.assert_array_equal(loaded.samark.pivots(32, 2), key.samark.pivots(32, 2))
     with pytest.raises(EmbedderMismatchError, match="32-d"):
-        loaded.pivots(64, 2)
+        loaded.samark.pivots(64, 2)
 
 
 #: key files written by samark before SAMark's part moved into its package (issue 46):
@@ -195,12 +197,15 @@ LEGACY_KEYS = {
 
 
 @pytest.mark.parametrize("name", sorted(LEGACY_KEYS))
-def test_committed_key_files_keep_their_pivots(name: str) -> None:
+def test_committed_key_files_keep_their_pivots(name: str, tmp_path) -> None:
     dim, key_id, pivots_sha, (kind, rows), law_sha = LEGACY_KEYS[name]
-    key = WatermarkKey.load(Path(__file__).parent / "data" / "keys" / name)
+    path = Path(__file__).parent / "data" / "keys" / name
+    key = WatermarkKey.load(path)
     assert key.key_id == key_id
-    pivots = key.pivots(dim, 2)
+    pivots = key.samark.pivots(dim, 2)
     assert hashlib.sha256(pivots.astype("<f8").tobytes()).hexdigest() == pivots_sha
-    law = key.pivot_law(dim)
+    law = key.samark.pivot_law(dim)
     assert (law.kind, law.rows) == (kind, rows)
     assert hashlib.sha256(law.directions).hexdigest() == law_sha
+    # written again, the file is the same bytes
+    assert key.save(tmp_path / name).read_bytes() == path.read_bytes()

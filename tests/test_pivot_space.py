@@ -11,6 +11,7 @@ from scipy import stats
 
 from samark.errors import KeyFileError
 from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.pivot_spaces import (
     PivotSpace,
     UnknownPivotSpaceError,
@@ -96,16 +97,16 @@ def test_null_pivots_follow_the_keys_law() -> None:
 def test_key_in_space_has_its_own_id_and_pivots() -> None:
     space = _space(rank=8, dim=32)
     plain = WatermarkKey(SECRET, EmbedderIdentity("e", "f" * 64))
-    key = plain.in_space(space)
+    key = plain.with_samark(PivotDraw.in_space(space))
     assert key.key_id != plain.key_id
-    assert key.pivots(32, 2).shape == (2, 32)
-    assert not np.allclose(key.pivots(32, 2), plain.pivots(32, 2))
-    nulls = key.null_pivots(30, 32, 2, seed=0)
+    assert key.samark.pivots(32, 2).shape == (2, 32)
+    assert not np.allclose(key.samark.pivots(32, 2), plain.samark.pivots(32, 2))
+    nulls = key.samark.null_pivots(30, 32, 2, seed=0)
     np.testing.assert_allclose(nulls - (nulls @ space.basis.T) @ space.basis, 0.0, atol=1e-12)
     with pytest.raises(ValueError, match="not both"):
-        WatermarkKey(SECRET, plain.embedder, np.ones((1, 32)), space)
+        WatermarkKey(SECRET, plain.embedder, PivotDraw(np.ones((1, 32)), space))
     with pytest.raises(Exception, match="32-d"):
-        key.pivots(64, 2)
+        key.samark.pivots(64, 2)
 
 
 def _shipped_identity(name: str) -> EmbedderIdentity:
@@ -116,7 +117,7 @@ def _shipped_identity(name: str) -> EmbedderIdentity:
 def test_key_file_names_its_space_and_pins_its_hash(tmp_path) -> None:
     space = load_pivot_space("mpnet-quiet-128")
     assert space.rank == 128 and space.dim == 768
-    key = WatermarkKey.generate(_shipped_identity("mpnet-quiet-128"), space=space)
+    key = WatermarkKey.generate(_shipped_identity("mpnet-quiet-128"), PivotDraw.in_space(space))
     path = key.save(tmp_path / "k.key")
     record = json.loads(path.read_text())
     assert record["version"] == 2  # a samark that reads only version 1 refuses it
@@ -129,7 +130,7 @@ def test_key_file_names_its_space_and_pins_its_hash(tmp_path) -> None:
     assert len(path.read_bytes()) < 2000  # the basis ships with samark, not in the key
     loaded = WatermarkKey.load(path)
     assert loaded.key_id == key.key_id
-    assert loaded.pivots(768, 2).tobytes() == key.pivots(768, 2).tobytes()
+    assert loaded.samark.pivots(768, 2).tobytes() == key.samark.pivots(768, 2).tobytes()
     # version and space must agree: a version-1 reader would ignore the space
     downgraded = dict(record, version=1)
     path.write_text(json.dumps(downgraded))

@@ -50,7 +50,7 @@ def main() -> None:
     run = Run.open(args.run)
     embedder, key = run.embedder, run.key
     frames = np.concatenate(
-        [key.pivots(embedder.dim, 2)[None], key.null_pivots(999, embedder.dim, 2, 0)]
+        [key.samark.pivots(embedder.dim, 2)[None], key.samark.null_pivots(999, embedder.dim, 2, 0)]
     )
     cache = EmbeddingCache(args.cache / f"{embedder.name}.npz", embedder)
     paper = EmbeddingCache(args.cache / "paper-mpnet.npz", embedder)

@@ -149,7 +149,7 @@ def main() -> None:
     key = run.key
     dim, c = embedder.dim, args.channels
     pivots = np.concatenate(
-        [key.pivots(dim, c)[None], key.null_pivots(args.nulls, dim, c, 0)], axis=0
+        [key.samark.pivots(dim, c)[None], key.samark.null_pivots(args.nulls, dim, c, 0)], axis=0
     )
     stats = _research_statistics()
     if args.only:

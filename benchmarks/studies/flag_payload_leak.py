@@ -80,8 +80,8 @@ def main() -> None:
     experiment = Experiment.load(args.run / "experiment.toml")
     embedder = load_embedder(experiment.embedder)
     key = public_key(experiment, embedder)
-    detector, _ = ring(embedder, key.avoid, 1, 1, key)
-    pivots = key.pivots(embedder.dim, args.channels)
+    detector, _ = ring(embedder, key.samark.avoid, 1, 1, key)
+    pivots = key.samark.pivots(embedder.dim, args.channels)
     texts = run_texts(args.run, args.scheme)["none"]
     writer = SAMark(key, SAMarkConfig(channels=args.channels), embedder=embedder)
     flags = run_flags(args.run, args.scheme, writer)

@@ -30,6 +30,7 @@ from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.key_material import PivotDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,7 +67,7 @@ def main() -> None:
     start = time.perf_counter()
     p_values = np.empty((args.keys, len(docs)))
     for k in range(args.keys):
-        key = WatermarkKey(rng.bytes(32), embedder.identity, avoid)
+        key = WatermarkKey(rng.bytes(32), embedder.identity, PivotDraw.avoiding(avoid))
         config = SAMarkConfig(statistic="scan")
         detector = SAMark(key, config=config, embedder=embedder).detector
         p_values[k] = [detector.score_embeddings(e).p_value for e in embeddings]

@@ -39,6 +39,7 @@ from samark.datasets import Document
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.key_material import PivotDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,7 +66,7 @@ def main() -> None:
     t0 = time.perf_counter()
     for rep in range(args.keys):
         secret = f"oracle-forgery-{rep:04d}".encode().ljust(32, b"0")
-        key = WatermarkKey(secret, emb.identity, emb.reference_directions())
+        key = WatermarkKey(secret, emb.identity, PivotDraw.avoiding(emb.reference_directions()))
         for name in args.detectors:
             oracle = _oracle(name, key, emb)
             for kind in ("p-value", "decision"):

@@ -45,6 +45,7 @@ from scipy import stats
 
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 from samark.schemes.samark.topic_centring import NeighbourCentring, reference_texts
 
@@ -101,13 +102,15 @@ def main() -> None:
 
     avoid = emb.reference_directions()
     keys = [
-        WatermarkKey(f"per-key-fpr-{k:05d}".encode().ljust(32, b"0"), emb.identity, avoid)
+        WatermarkKey(
+            f"per-key-fpr-{k:05d}".encode().ljust(32, b"0"), emb.identity, PivotDraw.avoiding(avoid)
+        )
         for k in range(args.keys)
     ]
     frames = np.concatenate(
         [
-            np.stack([k.pivots(emb.dim, 2) for k in keys]),
-            keys[0].null_pivots(args.nulls, emb.dim, 2, 0),
+            np.stack([k.samark.pivots(emb.dim, 2) for k in keys]),
+            keys[0].samark.null_pivots(args.nulls, emb.dim, 2, 0),
         ]
     )
     token_p = None if args.no_layered else token_layer_p_values(keys, texts)

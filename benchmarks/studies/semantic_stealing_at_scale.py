@@ -102,9 +102,12 @@ def research_key(index: int, embedder: Any, avoided: Any) -> Any:
     """Repetition ``index``'s key, built as the paper run's public key is (its pivots
     avoid the same reference directions), from a public blob: for research only."""
     from samark.keys import WatermarkKey
+    from samark.schemes.samark.key_material import PivotDraw
 
     secret = hashlib.sha256(f"samark/semantic-stealing-at-scale/{index}".encode()).digest()
-    return WatermarkKey(secret, embedder.identity, embedder.reference_directions(avoided))
+    return WatermarkKey(
+        secret, embedder.identity, PivotDraw.avoiding(embedder.reference_directions(avoided))
+    )
 
 
 def _paper_schemes(run: Any, key: Any) -> dict[str, Any]:
@@ -161,7 +164,7 @@ def _under_public_key(args: argparse.Namespace) -> tuple[Any, np.ndarray, Any, H
     from samark.evaluation.runner import Run
 
     run = Run.open(args.run)
-    pivots = run.key.pivots(run.embedder.dim, 2)
+    pivots = run.key.samark.pivots(run.embedder.dim, 2)
     cache = EmbeddingCache(args.cache, run.embedder)
     return run, pivots, cache, HumanPool(run.embedder), _paper_schemes(run, run.key)
 
@@ -187,7 +190,7 @@ def calibrate(args: argparse.Namespace) -> None:
 
     run = Run.open(args.run)
     embedder, key = run.embedder, run.key
-    pivots = key.pivots(embedder.dim, 2)
+    pivots = key.samark.pivots(embedder.dim, 2)
     cache = EmbeddingCache(args.cache, embedder)
     specs = {s.label: s for s in run.experiment.schemes}
     out: dict[str, Any] = {"run": str(args.run), "blocks": {}, "summary": {}}
@@ -330,7 +333,7 @@ def forge(args: argparse.Namespace) -> None:
         done = {(r["gamma"], r["key"], r["row"]) for r in rows_}
     for index in range(args.first_key, args.first_key + args.keys):
         key = research_key(index, embedder, run.experiment.avoided_domains)
-        pivots = key.pivots(embedder.dim, 2)
+        pivots = key.samark.pivots(embedder.dim, 2)
         schemes = _paper_schemes(run, key)
         for label in ROWS:
             if (args.gamma, index, label) in done:

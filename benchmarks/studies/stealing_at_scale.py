@@ -90,10 +90,13 @@ class LayeredTokenRow:
         from samark.keys import WatermarkKey
         from samark.schemes import create_scheme
         from samark.schemes.base import SharedResources
+        from samark.schemes.samark.key_material import PivotDraw
 
         embedder = load_embedder("all-mpnet-base-v2")
         key = WatermarkKey(
-            _secret(self.index), embedder.identity, embedder.reference_directions(("news", "wiki"))
+            _secret(self.index),
+            embedder.identity,
+            PivotDraw.avoiding(embedder.reference_directions(("news", "wiki"))),
         )
         shared = SharedResources("smollm2-135m-instruct", embedder)
         scheme = create_scheme("samark-layered", key=key, shared=shared)

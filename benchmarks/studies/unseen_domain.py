@@ -31,6 +31,7 @@ from samark.datasets import leading_sentences, load_dataset
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.schemes.samark.detector import SAMarkDetector
+from samark.schemes.samark.key_material import PivotDraw
 
 
 def _heads(name: str, limit: int, lo: int, hi: int, skip: int = 0) -> list[list[str]]:
@@ -87,12 +88,12 @@ def main() -> None:
             domain = np.mean([e.mean(axis=0) for e in texts], axis=0)
             fprs, leans = [], []
             for secret in secrets:
-                key = WatermarkKey(secret, emb.identity, avoid)
+                key = WatermarkKey(secret, emb.identity, PivotDraw.avoiding(avoid))
                 det = SAMarkDetector(key, emb)
                 p = np.array([det.score_embeddings(e).p_value for e in texts])
                 fprs.append(float(np.mean(p < args.alpha)))
                 # how far the key's pivots lean towards the corpus mean (largest channel)
-                leans.append(float(np.abs(key.pivots(emb.dim, 2) @ domain).max()))
+                leans.append(float(np.abs(key.samark.pivots(emb.dim, 2) @ domain).max()))
             fa = np.array(fprs)
             over = int(np.sum(fa * n > bound))
             corr = float(np.corrcoef(leans, fa)[0, 1]) if fa.std() > 0 else float("nan")

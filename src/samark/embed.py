@@ -135,7 +135,13 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
 def new_key(embedder: Embedder, domains: Sequence[str] | None = None) -> WatermarkKey:
     """A fresh secret key for ``embedder`` whose pivots avoid the mean directions of
     ``domains`` (default ``AVOIDED_DOMAINS``)."""
-    return WatermarkKey.generate(embedder.identity, embedder.reference_directions(domains))
+    # SAMark's package imports this module (its detector embeds), so its key part is
+    # imported here rather than when this module loads
+    from samark.schemes.samark.key_material import PivotDraw
+
+    return WatermarkKey.generate(
+        embedder.identity, PivotDraw.avoiding(embedder.reference_directions(domains))
+    )
 
 
 @functools.cache

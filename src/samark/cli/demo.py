@@ -189,11 +189,14 @@ def demo_key(embedder: Any, seed: int | None) -> Any:
     Its pivots avoid the same reference directions as ``samark keygen``'s."""
     from samark.embed import new_key
     from samark.keys import WatermarkKey
+    from samark.schemes.samark.key_material import PivotDraw
 
     if seed is None:
         return new_key(embedder)
     secret = hashlib.sha256(f"samark/demo-key/{seed}".encode()).digest()
-    return WatermarkKey(secret, embedder.identity, embedder.reference_directions())
+    return WatermarkKey(
+        secret, embedder.identity, PivotDraw.avoiding(embedder.reference_directions())
+    )
 
 
 def _results_table(results: Iterable[tuple[str, Any]]) -> Table:

@@ -60,7 +60,7 @@ def keygen(
     except SamarkError as exc:
         raise fail(str(exc)) from None
     err.print(f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600)")
-    if key.avoid.size == 0:
+    if key.samark.avoid.size == 0:
         err.print(
             "[yellow]note:[/] no reference directions ship for this embedder, so the key's "
             "false-positive rate may vary more by domain; see docs/statistics.md"

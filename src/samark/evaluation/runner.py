@@ -39,6 +39,7 @@ from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
+from samark.schemes.samark.key_material import PivotDraw
 
 #: the stages in the order they run (each one owns its keys, work and status)
 STAGE_OBJECTS: tuple[Stage, ...] = (
@@ -237,7 +238,7 @@ class Run:
         from samark.schemes.samark.pivot_spaces import load_pivot_space
 
         space = load_pivot_space(spec.pivot_space, fingerprint=self.embedder.identity.fingerprint)
-        return self.key.in_space(space)
+        return self.key.with_samark(PivotDraw.in_space(space))
 
     def scheme(self, spec: SchemeSpec) -> Watermark:
         if spec.label not in self._schemes:
@@ -354,5 +355,5 @@ def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
     return WatermarkKey(
         hashlib.sha256(blob).digest(),
         embedder.identity,
-        embedder.reference_directions(experiment.avoided_domains),
+        PivotDraw.avoiding(embedder.reference_directions(experiment.avoided_domains)),
     )

@@ -1,10 +1,11 @@
 """Watermark keys: secret bytes, the embedder they belong to, and the key file.
 
-A key's secret derives every scheme's key material one-way: SAMark's pivots (their
-geometry lives in :mod:`samark.schemes.samark.pivots`; the key holds its public law, the avoided
-directions or the pivot space) and any other scheme's integers (:meth:`derive_ints`,
-:func:`keyed_rng`). The file is JSON with owner-only permissions; a key's repr, str and
-errors show only its public id.
+A key holds what every scheme needs: the secret, its public id and the embedder it belongs
+to. The secret derives each scheme's key material one-way: other schemes' integers
+(:meth:`WatermarkKey.derive_ints`, :func:`keyed_rng`) and SAMark's pivots, whose public law
+(avoided directions or a pivot space) the key carries as one part, ``key.samark``
+(:mod:`samark.schemes.samark.key_material`). The file is JSON with owner-only permissions;
+a key's repr, str and errors show only its public id.
 """
 
 from __future__ import annotations
@@ -25,16 +26,22 @@ import numpy as np
 from samark.errors import EmbedderMismatchError, KeyFileError
 
 if TYPE_CHECKING:
-    from samark.schemes.samark.pivot_spaces import PivotSpace
-    from samark.schemes.samark.pivots import PivotLaw
+    from samark.schemes.samark.key_material import PivotDraw, SAMarkKeyMaterial
 
 KEY_FORMAT = "samark-key"
-KEY_VERSION = 1
-#: the format of a key that draws its pivots in a pivot space (a samark that reads only
-#: version 1 would ignore the space and derive other pivots, so it must refuse the file)
-KEY_VERSION_SPACE = 2
+#: the key file versions this samark reads (SAMark's part says which one a key is written
+#: as: 2 for pivots in a pivot space)
+KEY_VERSIONS = (1, 2)
 SECRET_BYTES = 32
 _ID_DOMAIN = b"samark/key-id/v1"
+
+
+def _pivot_draw() -> type[PivotDraw]:
+    # SAMark's package imports this module (its scheme takes a key), so its key part is
+    # imported when a key first needs it rather than when this module loads
+    from samark.schemes.samark.key_material import PivotDraw
+
+    return PivotDraw
 
 
 @dataclass(frozen=True)
@@ -49,50 +56,43 @@ class EmbedderIdentity:
 
 
 class WatermarkKey:
-    """A secret watermark key. Its repr and str show only a public key id."""
+    """A secret watermark key. Its repr and str show only a public key id.
 
-    __slots__ = ("_secret", "avoid", "embedder", "space")
+    ``samark`` (a :class:`~samark.schemes.samark.key_material.PivotDraw`) says where
+    SAMark's pivots are drawn: away from avoided directions or in a pivot space; ``None``
+    draws them anywhere. Other schemes ignore it."""
+
+    __slots__ = ("_draw", "_secret", "embedder")
 
     def __init__(
-        self,
-        secret: bytes,
-        embedder: EmbedderIdentity,
-        avoid: np.ndarray | None = None,
-        space: PivotSpace | None = None,
+        self, secret: bytes, embedder: EmbedderIdentity, samark: PivotDraw | None = None
     ) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise KeyFileError("a key secret must be at least 16 bytes")
         self._secret = secret
         self.embedder = embedder
-        #: public directions (rows) that the pivots are orthogonal to; may have no rows
-        self.avoid = np.zeros((0, 0)) if avoid is None else np.asarray(avoid, dtype=np.float64)
-        #: the public subspace the pivots are drawn in (then no avoided directions)
-        self.space = space
-        if space is not None and self.avoid.size:
-            raise ValueError(
-                "a key draws its pivots either in a pivot space or away from avoided "
-                "directions, not both"
-            )
+        self._draw = _pivot_draw()() if samark is None else samark
 
     @classmethod
-    def generate(
-        cls,
-        embedder: EmbedderIdentity,
-        avoid: np.ndarray | None = None,
-        space: PivotSpace | None = None,
-    ) -> WatermarkKey:
-        return cls(secrets.token_bytes(SECRET_BYTES), embedder, avoid, space)
+    def generate(cls, embedder: EmbedderIdentity, samark: PivotDraw | None = None) -> WatermarkKey:
+        return cls(secrets.token_bytes(SECRET_BYTES), embedder, samark)
 
-    def in_space(self, space: PivotSpace) -> WatermarkKey:
-        """The same secret drawing its pivots in ``space`` instead (another key id: the
-        pivots differ)."""
-        return WatermarkKey(self._secret, self.embedder, None, space)
+    def with_samark(self, samark: PivotDraw) -> WatermarkKey:
+        """The same secret drawing SAMark's pivots as ``samark`` says (a pivot space gives
+        another key id: the pivots differ)."""
+        return WatermarkKey(self._secret, self.embedder, samark)
+
+    @property
+    def samark(self) -> SAMarkKeyMaterial:
+        """SAMark's part of the key: its pivots, their public law, the null pivots."""
+        from samark.schemes.samark.key_material import SAMarkKeyMaterial
+
+        return SAMarkKeyMaterial(self._secret, self._draw)
 
     @property
     def key_id(self) -> str:
         """A short public identifier (a hash of the secret), safe to print and store."""
-        law = b"" if self.space is None else f"/space/{self.space.sha256}".encode()
-        return hashlib.sha256(_ID_DOMAIN + self._secret + law).hexdigest()[:16]
+        return hashlib.sha256(_ID_DOMAIN + self._secret + self._draw.id_part).hexdigest()[:16]
 
     def __repr__(self) -> str:
         return f"WatermarkKey(key_id={self.key_id!r}, embedder={self.embedder.name!r})"
@@ -120,66 +120,18 @@ class WatermarkKey:
                 "detection with another embedder would silently give wrong answers"
             )
 
-    def pivots(self, dim: int, channels: int) -> np.ndarray:
-        """The ``channels`` orthonormal pivot vectors in R^dim, shape ``(channels, dim)``."""
-        from samark.schemes.samark.pivots import derive_pivots, derive_pivots_in_space
-
-        if self.space is not None:
-            self._check_space(dim)
-            return derive_pivots_in_space(self._secret, self.space.basis, channels)
-        return derive_pivots(self._secret, dim, channels, self.avoid_for(dim))
-
-    def pivot_law(self, dim: int) -> PivotLaw:
-        """The public law this key's pivots are drawn from, in R^dim: what the detector's
-        null pivots must follow."""
-        from samark.schemes.samark.pivots import PivotLaw
-
-        if self.space is not None:
-            self._check_space(dim)
-            return PivotLaw.of("space", self.space.basis)
-        return PivotLaw.of("avoid", self.avoid_for(dim))
-
-    def null_pivots(self, count: int, dim: int, channels: int, seed: int) -> np.ndarray:
-        """``count`` public pivot sets from this key's law (the detector's exchangeable
-        stand-ins), shape ``(count, channels, dim)``."""
-        return self.pivot_law(dim).null_pivots(count, dim, channels, seed)
-
-    def _check_space(self, dim: int) -> None:
-        assert self.space is not None
-        if self.space.dim != dim:
-            raise EmbedderMismatchError(
-                f"this key's pivot space is {self.space.dim}-d, but the embedder is {dim}-d"
-            )
-
-    def avoid_for(self, dim: int) -> np.ndarray | None:
-        """The avoided directions if they live in R^dim (else ``None``)."""
-        if self.avoid.size == 0:
-            return None
-        if self.avoid.shape[1] != dim:
-            raise EmbedderMismatchError(
-                f"this key's avoided directions are {self.avoid.shape[1]}-d, "
-                f"but the embedder is {dim}-d"
-            )
-        return self.avoid
-
     # -- file I/O -----------------------------------------------------------------------
     def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write the key file with owner-only permissions (0600)."""
         path = Path(path)
         record: dict[str, object] = {
             "format": KEY_FORMAT,
-            "version": KEY_VERSION if self.space is None else KEY_VERSION_SPACE,
+            "version": self._draw.file_version,
             "key_id": self.key_id,
             "secret": base64.b64encode(self._secret).decode("ascii"),
             "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
-            "avoid": {
-                "rows": int(self.avoid.shape[0]),
-                "dim": int(self.avoid.shape[1]) if self.avoid.size else 0,
-                "float64_le": base64.b64encode(self.avoid.astype("<f8").tobytes()).decode("ascii"),
-            },
+            **self._draw.to_record(),
         }
-        if self.space is not None:
-            record["space"] = self.space.to_record()
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
             fd = os.open(path, flags, 0o600)
@@ -196,7 +148,7 @@ class WatermarkKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WatermarkKey:
         """Read a key file; every failure is a :class:`KeyFileError` naming the file only."""
-        from samark.schemes.samark.pivot_spaces import UnknownPivotSpaceError, load_pivot_space
+        from samark.schemes.samark.pivot_spaces import UnknownPivotSpaceError
 
         path = Path(path)
         try:
@@ -212,30 +164,19 @@ class WatermarkKey:
         if not isinstance(record, dict) or record.get("format") != KEY_FORMAT:
             raise KeyFileError(f"{path} is not a samark key file")
         version = record.get("version")
-        if version not in (KEY_VERSION, KEY_VERSION_SPACE):
+        if version not in KEY_VERSIONS:
             raise KeyFileError(
                 f"{path} has key format version {version!r}; "
-                f"this samark reads versions {KEY_VERSION} and {KEY_VERSION_SPACE}"
+                f"this samark reads versions {' and '.join(map(str, KEY_VERSIONS))}"
             )
-        if (version == KEY_VERSION_SPACE) != ("space" in record):
+        if (version == 2) != ("space" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and space disagree)")
         try:
             secret = base64.b64decode(record["secret"], validate=True)
             emb = record["embedder"]
             embedder = EmbedderIdentity(name=str(emb["name"]), fingerprint=str(emb["fingerprint"]))
-            avoid_rec = record.get("avoid") or {"rows": 0, "dim": 0, "float64_le": ""}
-            flat = np.frombuffer(base64.b64decode(avoid_rec["float64_le"], validate=True), "<f8")
-            rows, dim = int(avoid_rec["rows"]), int(avoid_rec["dim"])
-            avoid = flat.reshape(rows, dim) if rows else None
-            space_rec = record.get("space")
-            space = None
-            if space_rec is not None:
-                space = load_pivot_space(
-                    str(space_rec["name"]),
-                    fingerprint=embedder.fingerprint,
-                    sha256=str(space_rec["sha256"]),
-                )
-            key = cls(secret, embedder, avoid, space)
+            draw = _pivot_draw().from_record(record, fingerprint=embedder.fingerprint)
+            key = cls(secret, embedder, draw)
         except UnknownPivotSpaceError as exc:
             raise KeyFileError(f"{path}: {exc}") from None
         except (KeyError, TypeError, ValueError):

@@ -94,7 +94,7 @@ def cell_evidence(signed: np.ndarray, kappa: float, use_tanh: bool = True) -> np
 def key_cells(key: WatermarkKey, dim: int, cells: int, channels: int) -> CellFrames:
     """``key``'s cells (K = 1): each anchor, pivot set and flag pattern derived one-way
     from the key's secret under its own label; the pivots follow the key's pivot law."""
-    law = key.pivot_law(dim)
+    law = key.samark.pivot_law(dim)
     anchors = np.empty((1, cells, dim), dtype=np.float32)
     pivots = np.empty((1, cells, channels, dim), dtype=np.float32)
     flags = np.empty((1, cells, channels), dtype=np.float32)

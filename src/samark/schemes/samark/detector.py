@@ -98,8 +98,8 @@ class SAMarkDetector:
         self.label = "samark"
         #: keyed semantic cells (samark.schemes.samark.cells); 0: static pivots
         self.cells = cells
-        self._pivots = key.pivots(embedder.dim, channels)
-        self._law = key.pivot_law(embedder.dim)
+        self._pivots = key.samark.pivots(embedder.dim, channels)
+        self._law = key.samark.pivot_law(embedder.dim)
         self._cells = key_cells(key, embedder.dim, cells, channels) if cells else None
 
     def __repr__(self) -> str:

@@ -47,7 +47,7 @@ class SAMark(SentenceLevelWatermark):
         c = config or SAMarkConfig()
         super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         self.config: SAMarkConfig = c
-        self._pivots = key.pivots(self.embedder.dim, c.channels)
+        self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
         if sampler is not None:
             _check_engine(sampler, c)
         self.detector = SAMarkDetector(

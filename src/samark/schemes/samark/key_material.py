@@ -1,0 +1,164 @@
+"""A key's SAMark part: where its pivots are drawn, and the pivots themselves.
+
+Every scheme's key is a :class:`samark.keys.WatermarkKey` (secret bytes, public id,
+embedder). SAMark adds public geometry: the directions its pivots avoid (the embedder's
+domain mean directions) or a shipped pivot space they are drawn in. :class:`PivotDraw` is
+that public part, stored in the key file beside the secret; ``key.samark`` is a
+:class:`SAMarkKeyMaterial`, the draw bound to the key's secret: the key's pivots, their
+public law and the detector's null pivots from that law.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from samark.errors import EmbedderMismatchError
+from samark.schemes.samark.pivot_spaces import PivotSpace, load_pivot_space
+from samark.schemes.samark.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
+
+#: the key file version of a key without a pivot space, and of one with (a samark that reads
+#: only version 1 would ignore the space and derive other pivots, so it must refuse it)
+FILE_VERSION = 1
+FILE_VERSION_SPACE = 2
+
+
+@dataclass(frozen=True, eq=False)
+class PivotDraw:
+    """Where a key's pivots are drawn (public): Haar-random away from ``avoid`` (rows; may
+    have none) or, with ``space``, Haar-random in that pivot space."""
+
+    avoid: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
+    space: PivotSpace | None = None
+
+    def __post_init__(self) -> None:
+        avoid = np.asarray(self.avoid, dtype=np.float64)
+        if avoid.size == 0:
+            avoid = np.zeros((0, 0))
+        elif avoid.ndim != 2:
+            raise ValueError(f"avoided directions are rows (n, dim), got shape {avoid.shape}")
+        object.__setattr__(self, "avoid", avoid)
+        if self.space is not None and avoid.size:
+            raise ValueError(
+                "a key draws its pivots either in a pivot space or away from avoided "
+                "directions, not both"
+            )
+
+    @classmethod
+    def avoiding(cls, avoid: np.ndarray | None) -> PivotDraw:
+        """Pivots orthogonal to the rows of ``avoid`` (``None``: anywhere)."""
+        return cls(np.zeros((0, 0)) if avoid is None else avoid)
+
+    @classmethod
+    def in_space(cls, space: PivotSpace) -> PivotDraw:
+        return cls(space=space)
+
+    @property
+    def file_version(self) -> int:
+        """The key file version a key with this draw is written as."""
+        return FILE_VERSION if self.space is None else FILE_VERSION_SPACE
+
+    @property
+    def id_part(self) -> bytes:
+        """What the draw adds to the key id: a key in a pivot space has other pivots, so
+        another id; nothing otherwise (the avoided directions leave the id as it was)."""
+        return b"" if self.space is None else f"/space/{self.space.sha256}".encode()
+
+    def to_record(self) -> dict[str, Any]:
+        """The key file's fields for the draw (``avoid`` always, ``space`` if any)."""
+        record: dict[str, Any] = {
+            "avoid": {
+                "rows": int(self.avoid.shape[0]),
+                "dim": int(self.avoid.shape[1]) if self.avoid.size else 0,
+                "float64_le": base64.b64encode(self.avoid.astype("<f8").tobytes()).decode("ascii"),
+            }
+        }
+        if self.space is not None:
+            record["space"] = self.space.to_record()
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], fingerprint: str) -> PivotDraw:
+        """The draw a key file's ``record`` stores, for a key of the embedder with
+        ``fingerprint``. Raises ``KeyError``/``TypeError``/``ValueError`` on a damaged
+        record and :class:`~samark.schemes.samark.pivot_spaces.UnknownPivotSpaceError` for
+        a space this samark does not ship."""
+        avoid_rec = record.get("avoid") or {"rows": 0, "dim": 0, "float64_le": ""}
+        flat = np.frombuffer(base64.b64decode(avoid_rec["float64_le"], validate=True), "<f8")
+        rows, dim = int(avoid_rec["rows"]), int(avoid_rec["dim"])
+        space_rec = record.get("space")
+        space = None
+        if space_rec is not None:
+            space = load_pivot_space(
+                str(space_rec["name"]), fingerprint=fingerprint, sha256=str(space_rec["sha256"])
+            )
+        return cls(flat.reshape(rows, dim) if rows else np.zeros((0, 0)), space)
+
+
+class SAMarkKeyMaterial:
+    """A key's SAMark part (``key.samark``): its :class:`PivotDraw` bound to the key's
+    secret. Its repr shows only the public draw; it cannot be pickled."""
+
+    __slots__ = ("_secret", "draw")
+
+    def __init__(self, secret: bytes, draw: PivotDraw) -> None:
+        self._secret = secret
+        self.draw = draw
+
+    @property
+    def avoid(self) -> np.ndarray:
+        """The public directions (rows) the pivots are orthogonal to; may have no rows."""
+        return self.draw.avoid
+
+    @property
+    def space(self) -> PivotSpace | None:
+        """The public subspace the pivots are drawn in (then no avoided directions)."""
+        return self.draw.space
+
+    def __repr__(self) -> str:
+        where = f"space={self.space.name!r}" if self.space else f"avoid={self.avoid.shape[0]}"
+        return f"SAMarkKeyMaterial({where})"
+
+    def __reduce__(self) -> None:  # type: ignore[override]
+        raise TypeError("a key's SAMark material is not picklable; pass the key file path")
+
+    def pivots(self, dim: int, channels: int) -> np.ndarray:
+        """The ``channels`` orthonormal pivot vectors in R^dim, shape ``(channels, dim)``."""
+        if self.space is not None:
+            self._check_space(dim)
+            return derive_pivots_in_space(self._secret, self.space.basis, channels)
+        return derive_pivots(self._secret, dim, channels, self.avoid_for(dim))
+
+    def pivot_law(self, dim: int) -> PivotLaw:
+        """The public law the pivots are drawn from, in R^dim: what the detector's null
+        pivots must follow."""
+        if self.space is not None:
+            self._check_space(dim)
+            return PivotLaw.of("space", self.space.basis)
+        return PivotLaw.of("avoid", self.avoid_for(dim))
+
+    def null_pivots(self, count: int, dim: int, channels: int, seed: int) -> np.ndarray:
+        """``count`` public pivot sets from the key's law (the detector's exchangeable
+        stand-ins), shape ``(count, channels, dim)``."""
+        return self.pivot_law(dim).null_pivots(count, dim, channels, seed)
+
+    def avoid_for(self, dim: int) -> np.ndarray | None:
+        """The avoided directions if they live in R^dim (else ``None``)."""
+        if self.avoid.size == 0:
+            return None
+        if self.avoid.shape[1] != dim:
+            raise EmbedderMismatchError(
+                f"this key's avoided directions are {self.avoid.shape[1]}-d, "
+                f"but the embedder is {dim}-d"
+            )
+        return self.avoid
+
+    def _check_space(self, dim: int) -> None:
+        assert self.space is not None
+        if self.space.dim != dim:
+            raise EmbedderMismatchError(
+                f"this key's pivot space is {self.space.dim}-d, but the embedder is {dim}-d"
+            )
