@@ -40,6 +40,7 @@ FILE_SECONDS = {
     "test_evaluation.py": 100,
     "test_serve.py": 100,
     "test_server.py": 90,
+    "test_page.py": 45,
     "test_conformance.py": 80,
     "test_layered.py": 60,
     "test_centring.py": 30,

@@ -1,6 +1,7 @@
 """The ``samark`` command line: keys, generation, detection, keyrings, a demo, serving,
-the provenance record, attacks, experiments and model installs. One module per command
-group; each adds its commands to :data:`samark.cli.app.app` when imported.
+the detection page, the provenance record, attacks, experiments and model installs. One
+module per command group; each adds its commands to :data:`samark.cli.app.app` when
+imported.
 
 Exit codes of ``samark detect``, as with grep: 0 a watermark was found (in at least one
 record), 1 none was found, 2 an error.
@@ -17,6 +18,7 @@ COMMAND_MODULES = (
     "centring",
     "demo",
     "serve",
+    "page",
     "record",
     "attack",
     "catalog",

@@ -50,15 +50,15 @@ def page_router() -> APIRouter:
     def served(name: str) -> Response:
         return Response(files[name], media_type=PAGE_FILES[name], headers=headers)
 
-    @router.get("/", include_in_schema=False)
+    @router.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def index() -> Response:
         return served("index.html")
 
-    @router.get("/page/page.css", include_in_schema=False)
+    @router.api_route("/page/page.css", methods=["GET", "HEAD"], include_in_schema=False)
     async def style() -> Response:
         return served("page.css")
 
-    @router.get("/page/page.js", include_in_schema=False)
+    @router.api_route("/page/page.js", methods=["GET", "HEAD"], include_in_schema=False)
     async def script() -> Response:
         return served("page.js")
 

@@ -24,6 +24,8 @@
     { name: "weak", below: 0.2, label: "weak evidence (p < 0.2)" },
     { name: "none", below: Infinity, label: "no evidence" },
   ];
+  // the plot's dashed line
+  const DASHED_P = 0.05;
   const PROVENANCE = {
     served: "served verbatim",
     paraphrase: "close paraphrase of a served sentence",
@@ -222,7 +224,8 @@
     if (entry.state === "served" && entry.times_served > 1) said += ` ${entry.times_served} times`;
     if (entry.match) {
       const how = entry.state === "paraphrase" ? `, cosine ${entry.cosine}` : "";
-      said += ` (request ${entry.match.request_id}, ${entry.match.time}${how})`;
+      const when = String(entry.match.time).replace("T", " ").replace("Z", " UTC");
+      said += ` (request ${entry.match.request_id}, ${when}${how})`;
     }
     return said;
   }
@@ -240,7 +243,7 @@
     return list;
   }
 
-  function plot(pValues, alpha) {
+  function plot(pValues) {
     const n = pValues.length;
     const width = 600;
     const height = 170;
@@ -251,12 +254,12 @@
     const ymax = Math.max(3, Math.ceil(Math.max(...evidence)));
     const y = (v) => top + (height - top - bottom) * (1 - v / ymax);
     const slot = (width - left - 8) / n;
-    const strong = pValues.filter((p) => p < 0.05).length;
+    const strong = pValues.filter((p) => p < DASHED_P).length;
     const figure = svg("svg", {
       class: "plot",
       viewBox: `0 0 ${width} ${height}`,
       role: "img",
-      "aria-label": `Evidence per sentence: ${strong} of ${n} sentences have p below 0.05`,
+      "aria-label": `Evidence per sentence: ${strong} of ${n} sentences have p below ${DASHED_P}`,
     });
     figure.append(svg("title", {}, "Evidence per sentence (taller: stronger)"));
     for (let t = 0; t <= ymax; t++) {
@@ -281,11 +284,9 @@
         figure.append(svg("text", { x: x + slot * 0.35, y: height - bottom + 14, "text-anchor": "middle" }, String(i + 1)));
       }
     });
-    const line = -Math.log10(alpha);
-    if (line <= ymax) {
-      figure.append(svg("line", { class: "alpha-line", x1: left, x2: width - 8, y1: y(line), y2: y(line) }));
-    }
-    figure.append(svg("text", { x: left, y: height - 2 }, "sentence; bar: its p-value (log scale); dashed: p = 0.05"));
+    const line = -Math.log10(DASHED_P);
+    figure.append(svg("line", { class: "alpha-line", x1: left, x2: width - 8, y1: y(line), y2: y(line) }));
+    figure.append(svg("text", { x: left, y: height - 2 }, `sentence; bar: its p-value (log scale); dashed: p = ${DASHED_P}`));
     return figure;
   }
 
@@ -330,7 +331,7 @@
     }
     if (Array.isArray(result.sentences) && result.sentences.length === (result.sentence_p_values || []).length && result.sentences.length) {
       card.append(el("h4", {}, "Evidence per sentence"));
-      card.append(plot(result.sentence_p_values, 0.05));
+      card.append(plot(result.sentence_p_values));
       card.append(legend(Boolean(result.provenance)));
       card.append(sentenceList(result));
     }

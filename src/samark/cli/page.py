@@ -1,0 +1,98 @@
+"""``samark page``: the detection page for one person, on this machine, without a server
+to run: detection with a key file (no generator is loaded), on 127.0.0.1 only."""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import threading
+import time
+import webbrowser
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from samark.cli.app import app
+from samark.cli.common import KeyOption, err, fail
+from samark.cli.loading import (
+    CentringOption,
+    SchemeOption,
+    can,
+    centring_fields,
+    load_other_scheme,
+    load_scheme,
+)
+from samark.cli.record import RecordOption, check_record_url, open_record
+
+
+@app.command()
+def page(
+    key: KeyOption = Path("samark.key"),
+    scheme_name: SchemeOption = "samark",
+    centring: CentringOption = None,
+    alpha: Annotated[float, typer.Option(help="Significance level of the decision.")] = 0.01,
+    record_url: RecordOption = None,
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8765,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Print the page's address; open no browser.")
+    ] = False,
+) -> None:
+    """Open the detection page in your browser: paste or upload a text, see whether KEY
+    marked it, which sentences carry the mark (with --record: which were served), and
+    download the report.
+
+    It listens on 127.0.0.1 only, with a one-time token in the address it opens (in the
+    part after '#', which a browser never sends anywhere). Ctrl-C stops it."""
+    if not 0 < alpha < 1:
+        raise fail(f"--alpha must be between 0 and 1, got {alpha}")
+    if centring is not None and not can(scheme_name, "statistics"):
+        raise fail("--centring is SAMark's; leave it out for " + scheme_name)
+    check_record_url(record_url)
+    try:
+        import uvicorn
+
+        from samark.serving import ServeSettings
+        from samark.serving.app import scheme_app
+    except ImportError as exc:
+        raise fail(
+            f"`samark page` needs the server extra ({exc}): pip install 'samark[server]'"
+        ) from None
+    listener = _listener(port)
+    if can(scheme_name, "statistics"):
+        detector = load_scheme(key, scheme_name, alpha=alpha, **centring_fields(centring))
+    else:
+        detector = load_other_scheme(scheme_name, key, alpha=alpha)
+    record = None if record_url is None else open_record(record_url, key, detector.embedder)
+    token = secrets.token_urlsafe(24)
+    # the one caller is an admin: the whole answer, sentence evidence (and provenance) included
+    settings = ServeSettings(admin_tokens=frozenset({token}))
+    application = scheme_app(detector, settings, record=record)
+    address = f"http://127.0.0.1:{listener.getsockname()[1]}/#token={token}"
+    server = uvicorn.Server(uvicorn.Config(application, log_level="warning"))
+    threading.Thread(target=_announce, args=(server, address, not no_browser), daemon=True).start()
+    try:
+        server.run(sockets=[listener])
+    finally:
+        if record is not None:
+            record.close()
+
+
+def _listener(port: int) -> socket.socket:
+    """A socket bound to 127.0.0.1:``port``, or a clear error when the port is taken."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError as exc:
+        listener.close()
+        raise fail(f"cannot listen on 127.0.0.1:{port} ({exc.strerror}): choose --port") from None
+    return listener
+
+
+def _announce(server: Any, address: str, open_browser: bool) -> None:
+    """Once the server answers: say where the page is, and open it."""
+    while not server.started:
+        time.sleep(0.05)
+    err.print(f"detection page: {address}  (Ctrl-C stops it)", highlight=False, soft_wrap=True)
+    if open_browser and not webbrowser.open(address):
+        err.print("[yellow]note:[/] no browser found: open the address above")
