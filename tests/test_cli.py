@@ -271,7 +271,7 @@ def test_generate_with_a_server_that_is_down_fails_clearly(key_file, runner) -> 
             "1",
             "--candidates",
             "2",
-            "--sampler",
+            "--engine",
             "http://127.0.0.1:9/v1#m",
         ],
     )
@@ -767,7 +767,9 @@ def test_serve_refuses_what_it_cannot_serve(runner, key_file) -> None:
     (which only draws SAMark's candidates), is a clear error before anything loads."""
     common = ["serve", "--key", str(key_file), "--no-auth"]
     out = runner.invoke(app, [*common, "--scheme", "kgw", "--upstream", "http://127.0.0.1:9/v1#m"])
-    assert out.exit_code == 2 and "writes with the local generator" in out.output, out.output
+    said = " ".join(out.output.split())
+    assert out.exit_code == 2 and "kgw writes through transformers, not openai" in said, said
+    assert "--upstream is deprecated: use --engine" in said  # the former name still works
     out = runner.invoke(app, [*common, "--scheme", "unwatermarked"])
     assert out.exit_code == 2 and "no key" in out.output, out.output
 

@@ -7,22 +7,35 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from samark.errors import SamarkError
+
+if TYPE_CHECKING:
+    from samark.keys import WatermarkKey
 
 err = Console(stderr=True)
 out = Console()
 
 
-def _check_key_file(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Any:
+def _check_key_file(
+    ctx: typer.Context, param: typer.CallbackParam, value: Path | None
+) -> Path | None:
     """--key is read as the command line is parsed, before any model loads: a missing or
     damaged key file fails at once (exit 2). The default (``samark.key``) is not needed
     where --keyring is given (typer parses the options given before the defaults)."""
@@ -72,7 +85,7 @@ def counted(n: int, unit: str) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
-def progress() -> Any:
+def progress() -> Progress | LineProgress:
     """A live bar on a terminal; elsewhere (CI logs, nohup) plain lines, so that a long job
     is never silent."""
     if not err.is_terminal:
@@ -96,7 +109,7 @@ class LineProgress:
 
     def __init__(self, every: float = 10.0) -> None:
         self.every = every
-        self.tasks: dict[int, dict[str, Any]] = {}
+        self.tasks: dict[TaskID, dict[str, Any]] = {}
         self.start = time.monotonic()
 
     def __enter__(self) -> LineProgress:
@@ -107,8 +120,8 @@ class LineProgress:
             if state["done"] != state["printed"]:
                 self._print_count(task)
 
-    def add_task(self, description: str, total: float | None = None, **fields: Any) -> int:
-        task = len(self.tasks)
+    def add_task(self, description: str, total: float | None = None, **fields: Any) -> TaskID:
+        task = TaskID(len(self.tasks))
         self.tasks[task] = {
             "description": description,
             "total": total,
@@ -121,7 +134,7 @@ class LineProgress:
         return task
 
     def update(
-        self, task: int, *, completed: float | None = None, description: str | None = None
+        self, task: TaskID, *, completed: float | None = None, description: str | None = None
     ) -> None:
         state = self.tasks[task]
         if completed is not None:
@@ -134,10 +147,10 @@ class LineProgress:
         elif time.monotonic() - state["shown"] >= self.every:
             self._print_count(task)
 
-    def advance(self, task: int, amount: float = 1) -> None:
+    def advance(self, task: TaskID, amount: float = 1) -> None:
         self.update(task, completed=self.tasks[task]["done"] + amount)
 
-    def _print_count(self, task: int) -> None:
+    def _print_count(self, task: TaskID) -> None:
         state = self.tasks[task]
         state["shown"] = time.monotonic()
         state["printed"] = state["done"]
@@ -152,7 +165,9 @@ class LineProgress:
         )
 
 
-def sentence_progress(bar: Any, task: int, total: int) -> Any:
+def sentence_progress(
+    bar: Progress | LineProgress, task: TaskID, total: int
+) -> Callable[[str, Mapping[str, Any]], None]:
     """An ``on_sentence`` callback that shows, per chosen sentence, its candidates, how
     many matched the key's pattern, and its time."""
     last = time.monotonic()
@@ -326,7 +341,7 @@ def check_embedder_name(name: str) -> None:
         )
 
 
-def load_key(key: Path) -> Any:
+def load_key(key: Path) -> WatermarkKey:
     from samark.keys import WatermarkKey
 
     loaded = WatermarkKey.load(key)

@@ -10,7 +10,7 @@ import random
 import time
 from collections.abc import Iterable, Sequence
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import RenderableType
@@ -31,6 +31,10 @@ from samark.cli.common import (
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+
+if TYPE_CHECKING:
+    from samark.embed import Embedder
+    from samark.keys import WatermarkKey
 
 #: the demo's settings (the paper's are N = 64 and 12-sentence texts from 8B-24B models)
 DEMO_CANDIDATES = 32
@@ -183,7 +187,7 @@ def demo_texts(
     return [*texts, ("sentences shuffled", " ".join(shuffled)), ("human", human)]
 
 
-def demo_key(embedder: Any, seed: int | None) -> Any:
+def demo_key(embedder: Embedder, seed: int | None) -> WatermarkKey:
     """The demo's key: a new random one, or with ``seed`` one derived from it (the same
     seed, the same key: the run is reproducible; a derived key is public, not a secret).
     Its pivots avoid the same reference directions as ``samark keygen``'s."""

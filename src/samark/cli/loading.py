@@ -19,6 +19,7 @@ from samark.models import DEFAULT_GENERATOR
 
 if TYPE_CHECKING:
     from samark.detection.ring import RingDetector
+    from samark.sampling.engines import EngineSpec
     from samark.schemes.base import Watermark
 
 
@@ -47,6 +48,19 @@ def chosen_engine(engine: str | None, **deprecated: str | None) -> str | None:
         err.print(f"[yellow]warning:[/] --{old} is deprecated: use --engine {spec!r}")
         engine = spec
     return engine
+
+
+def scheme_engine(scheme_name: str, engine: str | None) -> EngineSpec | None:
+    """The engine ``--engine`` names for the scheme (None: the scheme's own), or a clear
+    error (exit 2) before any model loads."""
+    if engine is None:
+        return None
+    from samark.schemes.base import engine_for
+
+    try:
+        return engine_for(scheme_name, engine)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
 
 
 def load_scheme(

@@ -25,12 +25,16 @@ from samark.cli.common import (
     sentence_progress,
 )
 from samark.cli.loading import (
+    DeprecatedEngineOption,
+    EngineOption,
     KeyringOption,
     SchemeOption,
     can,
+    chosen_engine,
     load_other_scheme,
     load_scheme,
     ring_key_file,
+    scheme_engine,
     schemes_that,
 )
 from samark.cli.record import RecordOption, check_record_options, open_record, record_served
@@ -81,13 +85,8 @@ def generate(
     adaptive: Annotated[
         bool, typer.Option(help="Adaptive budget: stop drawing once a strong match is found.")
     ] = False,
-    sampler: Annotated[
-        str | None,
-        typer.Option(
-            help="Candidate engine instead of the local generator: 'URL#MODEL' for an "
-            "OpenAI-compatible server, or 'vllm:MODEL'."
-        ),
-    ] = None,
+    engine: EngineOption = None,
+    sampler: DeprecatedEngineOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
     ] = False,
@@ -123,6 +122,8 @@ def generate(
     prompt. With --record, the generated sentences are recorded under a fresh request id
     (docs/provenance.md)."""
     require_positive(sentences=sentences, candidates=candidates)
+    engine = chosen_engine(engine, sampler=sampler)
+    written_by = scheme_engine(scheme_name, engine)
     check_record_options(record_url, store_text, keyring)
     check_cells(cells, scheme_name, can(scheme_name, "candidates"))
     from samark.schemes.base import scheme_info
@@ -143,7 +144,8 @@ def generate(
     if flags and not can(scheme_name, "payload_flags"):
         raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
     if not can(scheme_name, "candidates"):
-        other = load_other_scheme(scheme_name, key, generator=generator)
+        model = written_by.model if written_by and written_by.engine != "openai" else None
+        other = load_other_scheme(scheme_name, key, generator=model or generator)
         provenance = open_record(record_url, key) if record_url else None
         with progress() as bar:
             bar.add_task(f"generating with {scheme_name}", total=None)
@@ -151,7 +153,7 @@ def generate(
                 made = other.generate(text, max_new_sentences=sentences, seed=seed)
             except SamarkError as exc:
                 raise fail(str(exc)) from None
-        record = {**made.to_dict(), "key_id": other.key.key_id, **marked_by}
+        record = {**made.to_dict(), "key_id": other.key_id, **marked_by}
         if provenance is not None:
             record["request_id"] = record_served(provenance, made.sentences, store_text=store_text)
         typer.echo(json.dumps(record, ensure_ascii=False) if as_json else made.text)
@@ -161,7 +163,7 @@ def generate(
         key,
         name,
         generator,
-        sampler,
+        engine,
         candidates=candidates,
         max_new_sentences=sentences,
         adaptive=adaptive,
@@ -183,7 +185,7 @@ def generate(
         else record_served(provenance, result.sentences, store_text=store_text)
     )
     if as_json:
-        record = {**result.to_dict(), "key_id": scheme.key.key_id, **marked_by}
+        record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by}
         record.pop("steps")
         if request_id is not None:
             record["request_id"] = request_id
@@ -193,4 +195,4 @@ def generate(
     if result.fallbacks:
         err.print(f"fallbacks: {result.fallbacks}")
     if marked_by:
-        err.print(f"marked with key {marked_by['key_label']!r} ({scheme.key.key_id})")
+        err.print(f"marked with key {marked_by['key_label']!r} ({scheme.key_id})")

@@ -67,7 +67,11 @@ def page(
     token = secrets.token_urlsafe(24)
     # the one caller is an admin: the whole answer, sentence evidence (and provenance) included
     settings = ServeSettings(admin_tokens=frozenset({token}))
-    application = scheme_app(detector, settings, record=record)
+    # words count the usage of a generation it never runs: asking the scheme would load
+    # its generator
+    application = scheme_app(
+        detector, settings, record=record, count_tokens=lambda text: len(text.split())
+    )
     address = f"http://127.0.0.1:{listener.getsockname()[1]}/#token={token}"
     server = uvicorn.Server(uvicorn.Config(application, log_level="warning"))
     threading.Thread(target=_announce, args=(server, address, not no_browser), daemon=True).start()

@@ -4,15 +4,21 @@ what ``generate --record`` and ``detect --record`` share (docs/provenance.md).""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from samark.cli.app import app
 from samark.cli.common import counted, err, fail, load_key
 from samark.errors import SamarkError
+
+if TYPE_CHECKING:
+    from samark.embed import Embedder
+    from samark.provenance import ProvenanceRecord
+    from samark.provenance.store import ProvenanceStore
 
 record_app = typer.Typer(
     help="The provenance record of served sentences: retention and deletion.",
@@ -52,8 +58,8 @@ def check_record_options(url: str | None, store_text: bool, keyring: Path | None
 
 
 def open_record(
-    url: str, key: Path, embedder: Any = None, *, threshold: float | None = None
-) -> Any:
+    url: str, key: Path, embedder: Embedder | None = None, *, threshold: float | None = None
+) -> ProvenanceRecord:
     """The record at ``url`` under the key file's record key, with ``embedder`` (the
     scheme's, where it has one; else the key's own embedder, loaded)."""
     from samark.embed import load_embedder
@@ -69,7 +75,7 @@ def open_record(
         raise fail(str(exc)) from None
 
 
-def record_served(record: Any, sentences: Any, *, store_text: bool) -> str:
+def record_served(record: ProvenanceRecord, sentences: Sequence[str], *, store_text: bool) -> str:
     """Record one generation's sentences under a fresh request id; says so on stderr."""
     from samark.provenance.store import redact
 
@@ -87,7 +93,7 @@ def record_served(record: Any, sentences: Any, *, store_text: bool) -> str:
     return request_id
 
 
-def _open_keyless(url: str) -> Any:
+def _open_keyless(url: str) -> ProvenanceStore:
     from samark.provenance import ProvenanceError, open_store
 
     try:

@@ -18,6 +18,7 @@ from samark.cli.loading import (
     can,
     centring_fields,
     chosen_engine,
+    scheme_engine,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
@@ -113,6 +114,7 @@ def serve(
     '"watermark": false' requests); --candidates, --statistic and --centring are SAMark's
     family's. The server is samark.serving.create_app (docs/serving.md)."""
     engine = chosen_engine(engine, upstream=upstream)
+    scheme_engine(scheme_name, engine)  # an engine the scheme cannot write through: named now
     if centring is not None and not can(scheme_name, "statistics"):
         raise fail("--centring is SAMark's; leave it out for " + scheme_name)
     centring_fields(centring)  # checked before any model loads

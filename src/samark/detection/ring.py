@@ -308,10 +308,9 @@ class RingDetector:
     ) -> RingDetection:
         """Score one text's precomputed unit sentence embeddings, shape (n, dim), against
         the ring (where the family scores embeddings: SAMark's max-statistic rings)."""
-        score = getattr(self._scoring, "score_embeddings", None)
-        if score is None:
+        if self._scoring is None:
             raise SamarkError("only a ring of SAMark keys sharing one pivot law scores embeddings")
-        return self._result(score(embeddings, sentences))
+        return self._result(self._scoring.score_embeddings(embeddings, sentences))
 
     def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
         embedders = {id(e): e for s in self.schemes if (e := s.embedder) is not None}

@@ -14,6 +14,7 @@ from samark.registry import Registry
 from samark.schemes.catalog import CATALOG, SchemeInfo
 
 if TYPE_CHECKING:
+    import numpy as np
     from transformers import PreTrainedTokenizerBase
 
     from samark.embed import Embedder
@@ -75,6 +76,11 @@ class RingScoring(Protocol):
 
     def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
         """Each text against every key (None: nothing to score)."""
+        ...
+
+    def score_embeddings(self, embeddings: np.ndarray, sentences: list[str] | None) -> RingScore:
+        """One text's unit sentence embeddings, shape (n, dim), against every key; a family
+        whose scores need more than the embeddings raises ``SamarkError`` saying so."""
         ...
 
 

@@ -10,7 +10,7 @@ streaming one sentence per event), ``POST /v1/detect``, ``GET /v1/models``, ``GE
 
 import contextlib
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
@@ -31,6 +31,9 @@ from samark.serving.routes import (
 from samark.serving.settings import ServeSettings
 from samark.serving.upstream import Upstream
 from samark.serving.worker import Keys, Worker
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 def scheme_app(
@@ -88,10 +91,10 @@ def scheme_app(
     return app
 
 
-def tokenizer_chat_renderer(tokenizer: Any) -> ChatRenderer:
+def tokenizer_chat_renderer(tokenizer: "PreTrainedTokenizerBase") -> ChatRenderer:
     """Chat messages as the generator's own prompt text (its chat template), ending where
     the assistant's answer starts."""
-    if getattr(tokenizer, "chat_template", None) is None:
+    if tokenizer.chat_template is None:
         raise SamarkError("the generator's tokenizer has no chat template")
 
     def render(messages: list[dict[str, str]]) -> str:
