@@ -28,8 +28,8 @@ from samark.datasets import load_dataset
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.sampling.transformers_engine import left_pad
 from samark.schemes import create_scheme
-from samark.schemes.lm_generate import LMGenerateScheme, _special_ids, _whole_sentences
-from samark.segment import split_sentences
+from samark.schemes.lm_generate import LMGenerateScheme, special_ids
+from samark.segment import split_sentences, whole_sentences
 
 
 def generate_reference(
@@ -48,7 +48,7 @@ def generate_reference(
         max_new_tokens=budget,
         pad_token_id=lm.pad_id,
         eos_token_id=sorted(lm.eos_ids) or None,
-        suppress_tokens=sorted(_special_ids(lm)),
+        suppress_tokens=sorted(special_ids(lm)),
         watermarking_config=scheme.watermarking_config(),
     )
     torch.manual_seed(seed)
@@ -58,7 +58,7 @@ def generate_reference(
     texts = []
     for row in out[:, width:].tolist():
         new = [t for t in row if t not in lm.eos_ids and t != lm.pad_id]
-        texts.append((" ".join(_whole_sentences(lm.decode(new), sentences)), len(row)))
+        texts.append((" ".join(whole_sentences(lm.decode(new), sentences)), len(row)))
     return texts
 
 

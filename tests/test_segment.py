@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from samark.segment import first_sentence, split_sentences
+from samark.segment import first_sentence, split_sentences, whole_sentences
 
 
 def test_split_handles_abbreviations_and_quotes() -> None:
@@ -38,3 +38,13 @@ def test_first_sentence_when_the_model_stopped() -> None:
     assert first_sentence(" It rained and", final=True) is None
     assert first_sentence("  ", final=True) is None
     assert first_sentence(" ... . It", final=False) is None  # no word in the first piece
+
+
+def test_whole_sentences_drop_a_cut_off_tail() -> None:
+    """What a token row keeps of a budget-cut generation: at most ``limit`` sentences, and
+    no trailing sentence that lacks its terminal punctuation."""
+    text = 'One is here. "Two is quoted." Three is cut off by the'
+    assert whole_sentences(text, 5) == ["One is here.", '"Two is quoted."']
+    assert whole_sentences(text, 1) == ["One is here."]
+    assert whole_sentences("Done! And (so is this.)", 5) == ["Done!", "And (so is this.)"]
+    assert whole_sentences("no end at all", 3) == []

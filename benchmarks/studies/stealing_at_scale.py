@@ -68,13 +68,18 @@ class LayeredTokenRow:
     meanings, not token statistics. Its detection is the layer's own p-value."""
 
     def __init__(self, index: int, generator: str | None = None) -> None:
-        from samark.models import DEFAULT_GENERATOR, resolve_generator
-        from samark.schemes.samark.layered import _tokenizer, _vocab_size, token_layer_of
+        from samark.models import (
+            DEFAULT_GENERATOR,
+            generator_tokenizer,
+            generator_vocab_size,
+            resolve_generator,
+        )
+        from samark.schemes.samark.layered import token_layer_of
 
         path = str(resolve_generator(generator or DEFAULT_GENERATOR)[1])
         self.index = index
-        self.layer = token_layer_of(research_key(index), _vocab_size(path))
-        self.tokenizer = _tokenizer(path)
+        self.layer = token_layer_of(research_key(index), generator_vocab_size(path))
+        self.tokenizer = generator_tokenizer(path)
 
     def detect(self, text: str) -> Any:
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -206,8 +211,7 @@ class Writer:
         return out
 
     def _batch(self, prompts: list[str], seed: int, proc: Any) -> list[str]:
-        from samark.schemes.lm_generate import _whole_sentences
-        from samark.segment import split_sentences
+        from samark.segment import split_sentences, whole_sentences
 
         torch = self.torch
         with torch.inference_mode():
@@ -249,7 +253,7 @@ class Writer:
                 )
                 past, logits = out.past_key_values, out.logits[:, -1, :]
             texts = self.tok.batch_decode(torch.cat(new, 1), skip_special_tokens=True)
-        return [" ".join(_whole_sentences(t, self.sentences)) for t in texts]
+        return [" ".join(whole_sentences(t, self.sentences)) for t in texts]
 
 
 class KGWTable:

@@ -317,3 +317,21 @@ def resolve_generator(name_or_path: str) -> tuple[str, Path]:
         f"({', '.join(n for n, q in PRESETS.items() if q.kind == 'generator')}) "
         "or a local transformers model folder"
     )
+
+
+@functools.lru_cache(maxsize=4)
+def generator_tokenizer(path: str) -> Any:
+    """The tokenizer of the generator in folder ``path`` (cached: schemes that read a text's
+    tokens without the engine share it)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
+
+
+@functools.lru_cache(maxsize=4)
+def generator_vocab_size(path: str) -> int:
+    """The vocabulary size of the generator in folder ``path`` (its config's, which may
+    exceed the tokenizer's)."""
+    from transformers import AutoConfig
+
+    return int(AutoConfig.from_pretrained(path).get_text_config().vocab_size)

@@ -28,6 +28,17 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in (piece.strip() for piece in _tokenizer().tokenize(text)) if s]
 
 
+def whole_sentences(text: str, limit: int) -> list[str]:
+    """The first ``limit`` sentences of a generated ``text``; a trailing sentence without
+    terminal punctuation (cut off by a token budget) is dropped."""
+    parts = split_sentences(text)
+    if len(parts) > limit:
+        return parts[:limit]
+    if parts and not parts[-1].rstrip("\"'”)").endswith((".", "!", "?", "…")):
+        parts = parts[:-1]
+    return parts
+
+
 def first_sentence(continuation: str, *, final: bool = False) -> str | None:
     """The first *complete* sentence of a sampled continuation, with its leading whitespace.
 

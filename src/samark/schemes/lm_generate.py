@@ -45,7 +45,7 @@ from samark.schemes.base import (
     check,
     register_scheme,
 )
-from samark.segment import split_sentences
+from samark.segment import whole_sentences
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ class LMGenerateScheme(Watermark):
         c = self.config
         lm = self.lm
         # the model's own end (EOS, a chat turn's end) is not the protocol's end
-        suppress = () if c.stop_at_eos else tuple(sorted(_special_ids(lm)))
+        suppress = () if c.stop_at_eos else tuple(sorted(special_ids(lm)))
         requests = [
             WriteRequest(
                 prompt,
@@ -204,7 +204,7 @@ class LMGenerateScheme(Watermark):
         results = []
         for prompt, written in zip(prompts, lm.write_many(requests), strict=True):
             text = lm.decode(list(written.tokens))
-            kept = _whole_sentences(text, sentences)
+            kept = whole_sentences(text, sentences)
             final = " ".join(kept)
             results.append(
                 Generation(
@@ -230,19 +230,10 @@ class LMGenerateScheme(Watermark):
         return processor
 
 
-def _special_ids(lm: TransformersSampler) -> set[int]:
-    """Every special token of the generator's tokenizer, and its EOS ids."""
+def special_ids(lm: TransformersSampler) -> set[int]:
+    """Every special token of the generator's tokenizer, and its EOS ids (what a token
+    row suppresses when it writes past EOS)."""
     return {int(i) for i in lm.tokenizer.all_special_ids} | set(lm.eos_ids)
-
-
-def _whole_sentences(text: str, limit: int) -> list[str]:
-    """The first ``limit`` sentences; a trailing one cut off by the token budget is dropped."""
-    parts = split_sentences(text)
-    if len(parts) > limit:
-        return parts[:limit]
-    if parts and not parts[-1].rstrip("\"'”)").endswith((".", "!", "?", "…")):
-        parts = parts[:-1]
-    return parts
 
 
 class TokenWatermark(LMGenerateScheme):

@@ -20,24 +20,20 @@ installed; it loads the generator's tokenizer, never the model.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from samark.detection_result import Detection
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
-from samark.models import resolve_generator
+from samark.models import generator_tokenizer, resolve_generator
 from samark.schemes.base import (
     Generation,
     check,
     register_scheme,
 )
-from samark.schemes.lm_generate import (
-    TokenWatermark,
-    TokenWatermarkConfig,
-    _whole_sentences,
-)
+from samark.schemes.lm_generate import TokenWatermark, TokenWatermarkConfig
+from samark.segment import whole_sentences
 
 if TYPE_CHECKING:
     from samark.sampling.vllm_engine import VLLMSampler
@@ -53,13 +49,6 @@ class VLLMGumbelConfig(TokenWatermarkConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check(1 <= self.context_width <= 16, "context_width must be in [1, 16]")
-
-
-@functools.lru_cache(maxsize=4)
-def _tokenizer(path: str) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
 
 
 @register_scheme("vllm-gumbel")
@@ -123,7 +112,7 @@ class VLLMGumbel(TokenWatermark):
         ]
         results = []
         for prompt, written in zip(prompts, engine.write_many(requests), strict=True):
-            kept = _whole_sentences(engine.decode(written.tokens), sentences)
+            kept = whole_sentences(engine.decode(written.tokens), sentences)
             final = " ".join(kept)
             results.append(
                 Generation(
@@ -150,7 +139,7 @@ class VLLMGumbel(TokenWatermark):
                 f"vllm-gumbel's detector is vLLM's: install vLLM (docs/usage.md) ({exc})"
             ) from None
         self.require_text(text)
-        tokenizer = _tokenizer(str(resolve_generator(self.generator)[1]))
+        tokenizer = generator_tokenizer(str(resolve_generator(self.generator)[1]))
         ids = [int(t) for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
         detector = GumbelWatermarkDetector(
             self._vllm_key, self.config.context_width, p_value_threshold=self.alpha

@@ -190,9 +190,10 @@ class TokenStealing(Attack):
 
     def rewrite(self, texts: list[str], seeds: list[int], human: list[str] | None) -> list[str]:
         from samark.sampling.token_writing import WriteRequest
-        from samark.schemes.lm_generate import _special_ids, _whole_sentences
+        from samark.schemes.lm_generate import special_ids
+        from samark.segment import whole_sentences
 
-        suppress = tuple(sorted(_special_ids(self.lm)))
+        suppress = tuple(sorted(special_ids(self.lm)))
         requests = [
             WriteRequest(
                 prompt,
@@ -207,6 +208,6 @@ class TokenStealing(Attack):
             for prompt, seed in zip(texts, seeds, strict=True)
         ]
         return [
-            " ".join(_whole_sentences(self.lm.decode(list(w.tokens)), self.sentences))
+            " ".join(whole_sentences(self.lm.decode(list(w.tokens)), self.sentences))
             for w in self.lm.write_many(requests)
         ]

@@ -33,7 +33,6 @@ a few thousand outputs) and ``combine="both"`` where a forgery is the threat
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Literal, cast
@@ -45,7 +44,12 @@ from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
-from samark.models import DEFAULT_GENERATOR, resolve_generator
+from samark.models import (
+    DEFAULT_GENERATOR,
+    generator_tokenizer,
+    generator_vocab_size,
+    resolve_generator,
+)
 from samark.sampling.base import CandidateSampler, engine_abilities
 from samark.schemes.base import (
     RingScore,
@@ -116,20 +120,6 @@ def token_layer_of(
     return GreenListLayer(secret, vocab_size, config)
 
 
-@functools.lru_cache(maxsize=4)
-def _tokenizer(path: str) -> Any:
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
-
-
-@functools.lru_cache(maxsize=4)
-def _vocab_size(path: str) -> int:
-    from transformers import AutoConfig
-
-    return int(AutoConfig.from_pretrained(path).get_text_config().vocab_size)
-
-
 @register_scheme("samark-layered")
 class SAMarkLayered(SAMark):
     """SAMark plus a green-list token layer applied inside the candidate engine.
@@ -169,7 +159,7 @@ class SAMarkLayered(SAMark):
         self.contradiction = contradiction
         self.generator_name, path = resolve_generator(generator)
         self._generator_path = str(path)
-        self.token_layer = token_layer_of(key, _vocab_size(self._generator_path), token)
+        self.token_layer = token_layer_of(key, generator_vocab_size(self._generator_path), token)
 
     @classmethod
     def from_params(
@@ -206,7 +196,7 @@ class SAMarkLayered(SAMark):
 
     def token_ids(self, text: str) -> list[int]:
         """The generator tokenizer's ids of ``text`` (no special tokens)."""
-        ids = _tokenizer(self._generator_path)(text, add_special_tokens=False)["input_ids"]
+        ids = generator_tokenizer(self._generator_path)(text, add_special_tokens=False)["input_ids"]
         return [int(i) for i in ids]
 
     def detect(self, text: str) -> Detection:
