@@ -29,6 +29,7 @@ from playwright import sync_api
 
 from samark import SAMark, SAMarkConfig
 from samark.detection_result import Detection
+from samark.models import DEFAULT_GENERATOR, resolve_generator
 from samark.provenance import ProvenanceRecord
 from samark.segment import split_sentences
 from samark.serving import ServeSettings
@@ -111,6 +112,11 @@ def record(mpnet, mpnet_key, marked, tmp_path_factory) -> Iterator[ProvenanceRec
         yield opened
 
 
+def _words(text: str) -> int:
+    """A token count that needs no generator (these servers only detect)."""
+    return len(text.split())
+
+
 @pytest.fixture(scope="module")
 def servers(scheme, record, served_app) -> Iterator[dict[str, str]]:
     """Two servers of one scheme: ``full`` (user tokens get p-values, admins the sentence
@@ -124,8 +130,8 @@ def servers(scheme, record, served_app) -> Iterator[dict[str, str]]:
         detect_budget=2,
     )
     with (
-        served_app(scheme_app(scheme, full, record=record)) as a,
-        served_app(scheme_app(scheme, public)) as b,
+        served_app(scheme_app(scheme, full, record=record, count_tokens=_words)) as a,
+        served_app(scheme_app(scheme, public, count_tokens=_words)) as b,
     ):
         yield {"full": a, "public": b}
 
@@ -368,7 +374,8 @@ def test_the_keyboard_alone_checks_a_text(page, servers) -> None:
 @pytest.mark.slow
 def test_samark_page_serves_the_page_locally_with_its_token(page, mpnet_key, tmp_path) -> None:
     """``samark page --no-browser --port 0`` in its own process: it prints the address
-    (127.0.0.1, the one-time token after '#'), and that address checks a text in full."""
+    (127.0.0.1, the one-time token after '#'), that address checks a text in full, and
+    no generator was loaded."""
     key = tmp_path / "my.key"
     mpnet_key.save(key)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -393,6 +400,9 @@ def test_samark_page_serves_the_page_locally_with_its_token(page, mpnet_key, tmp
         _check(page, HUMAN)
         assert page.inner_text(".verdict").startswith("Not marked")
         assert page.locator(".sentences li").count() == 5  # the one caller sees it all
+        # detection only: the generator's weights were never opened (mapped)
+        _, weights = resolve_generator(DEFAULT_GENERATOR)
+        assert str(weights) not in Path(f"/proc/{proc.pid}/maps").read_text()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
