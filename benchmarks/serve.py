@@ -84,7 +84,7 @@ def start_server(
         "--timeout", "1800", "--concurrency", str(concurrency),
     ]  # fmt: skip
     if args.upstream:
-        cmd += ["--upstream", args.upstream]
+        cmd += ["--engine", args.upstream]  # the server engine answers "watermark": false
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.time() + 300

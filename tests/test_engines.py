@@ -5,7 +5,10 @@ of CONTRIBUTING.md (an engine added from outside, used by name in a command)."""
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -111,57 +114,70 @@ def test_a_scheme_writes_through_its_own_engine_by_default() -> None:
     assert engine_for("samark-layered", "vllm:m") == EngineSpec("vllm", "m")
 
 
-# -- CONTRIBUTING.md, "Add an engine": one module and one registration -----------------
-CANNED = (
-    "The council met again on Thursday.",
-    "Residents asked about the new park.",
-    "The mayor promised an answer next week.",
-    "Several members wanted more time.",
-)
-
-
-class CannedSampler(BatchSampler):
-    """Candidates from a fixed list of sentences, in turn (no model): the smallest engine."""
-
-    abilities = EngineAbilities()  # it applies nothing of its own
+# -- an engine from outside, and CONTRIBUTING.md's "Add an engine" -------------------------
+class FixedSampler(BatchSampler):
+    """One fixed sentence for every row (no model): a plugin's engine."""
 
     def __init__(self, model: str) -> None:
-        self.name = f"canned:{model}"
+        self.name = f"fixed:{model}"
 
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
         return [
-            CandidateBatch(
-                tuple(Candidate(" " + CANNED[k % len(CANNED)], 8) for k in range(r.n)),
-                tokens_sampled=8 * r.n,
-                prompt_tokens=0,
-                seconds=0.0,
-            )
-            for r in requests
+            CandidateBatch((Candidate(" It rained.", 3),) * r.n, 3 * r.n, 0, 0.0) for r in requests
         ]
 
 
-@pytest.fixture(scope="module")
-def canned_engine() -> str:
-    """The walk-through's registration (a plugin's: its description and abilities given
-    here; a built-in engine's live in samark/sampling/catalog.py)."""
-    if "canned" not in engine_names():
+def test_an_engine_registered_from_outside_gives_what_it_is() -> None:
+    """A plugin registers its engine with its description and abilities (a built-in one
+    has them in the catalog); it is then named like the built-in ones."""
+    if "fixed-plugin" not in engine_names():
         register_engine(
-            "canned",
-            description="a fixed list of sentences (CONTRIBUTING.md's walk-through)",
-            abilities=CannedSampler.abilities,
-        )(CannedSampler)
-    return "canned"
-
-
-def test_an_engine_added_from_outside_is_used_by_name(canned_engine, mpnet_key, tmp_path) -> None:
-    """Registered once, the engine is named like the built-in ones: by the registry, by a
-    scheme that chooses among candidates, and by `samark generate --engine`."""
-    from samark.cli import app
-
-    assert engine_info(canned_engine).abilities == EngineAbilities()
-    assert engine_for("samark", "canned:any") == EngineSpec("canned", "any")
+            "fixed-plugin", description="one fixed sentence", abilities=EngineAbilities()
+        )(FixedSampler)
+    with pytest.raises(ValueError, match="already registered"):
+        register_engine("fixed-plugin", description="again", abilities=EngineAbilities())(
+            FixedSampler
+        )
+    with pytest.raises(ValueError, match="description and its abilities"):
+        register_engine("no-description")
+    assert engine_info("fixed-plugin").description == "one fixed sentence"
+    engine = load_engine("fixed-plugin:m")
+    assert isinstance(engine, FixedSampler) and engine.name == "fixed:m"
+    assert engine_for("samark", "fixed-plugin") == EngineSpec("fixed-plugin")
     with pytest.raises(SamarkError, match="needs an engine that applies token_layer"):
-        engine_for("samark-layered", "canned")  # it applies no token layer
+        engine_for("samark-layered", "fixed-plugin")  # it applies no token layer
+
+
+def _contributing_block(first_line: str) -> str:
+    """CONTRIBUTING.md's python block whose first line is ``first_line``."""
+    page = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    found = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if b.startswith(first_line)]
+    assert len(found) == 1, f"CONTRIBUTING.md has no single block starting {first_line!r}"
+    return found[0]
+
+
+def test_the_engine_walk_through(tmp_path, monkeypatch, mpnet_key) -> None:
+    """CONTRIBUTING.md's engine, copied from the page into a module of its own plus its
+    one catalog entry: listed without being imported, loaded by name, and used by
+    `samark generate --engine`."""
+    from samark.cli import app
+    from samark.sampling.catalog import ENGINE_CATALOG, EngineInfo
+
+    code = _contributing_block("# src/samark/sampling/canned.py")
+    entry = _contributing_block("# src/samark/sampling/catalog.py, ENGINE_CATALOG: one entry")
+    names = {"_S": "", "EngineInfo": EngineInfo, "EngineAbilities": EngineAbilities}
+    stem, info = eval(entry.splitlines()[1].strip().rstrip(","), names)
+    assert (stem, info.name) == ("canned", "canned")
+    module = "engine_walkthrough_canned"
+    (tmp_path / f"{module}.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(ENGINE_CATALOG, info.name, (module, info))  # the one entry
+
+    assert "canned" in engine_names() and module not in sys.modules  # listed, not imported
+    assert engine_info("canned") == info
+    engine = load_engine("canned:any")
+    assert module in sys.modules and engine.name == "canned:any"
+    assert engine.abilities == info.abilities  # the class declares what its entry says
     key = tmp_path / "walk.key"
     mpnet_key.save(key)
     args = ["generate", "--text", "The city council met on Monday.", "--key", str(key)]
@@ -169,5 +185,5 @@ def test_an_engine_added_from_outside_is_used_by_name(canned_engine, mpnet_key, 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout.strip().splitlines()[-1])
-    assert len(record["sentences"]) == 2
-    assert set(record["sentences"]) <= set(CANNED)
+    written = sys.modules[module].SENTENCES
+    assert len(record["sentences"]) == 2 and set(record["sentences"]) <= set(written)

@@ -1,4 +1,4 @@
-"""``samark generate --sampler vllm:MODEL`` in a fresh process, as a user runs it: stdout
+"""``samark generate --engine vllm:MODEL`` in a fresh process, as a user runs it: stdout
 holds the command's output and nothing else (vLLM's log lines, its engine processes'
 included, go to stderr), so ``> out.txt`` and ``--json >> runs.jsonl`` stay clean."""
 
@@ -27,7 +27,7 @@ def _generate(key_file, *extra: str) -> subprocess.CompletedProcess[str]:
         [
             sys.executable, "-m", "samark", "generate", "--text", PROMPT,
             "--key", str(key_file), "--scheme", "vllm-gumbel",
-            "--sampler", "vllm:smollm2-135m-instruct", "--sentences", "2", "--seed", "1",
+            "--engine", "vllm:smollm2-135m-instruct", "--sentences", "2", "--seed", "1",
             *extra,
         ],
         capture_output=True,

@@ -199,7 +199,7 @@ def test_vllm_gumbel_detects_its_own_text_and_not_human_or_another_key(vllm_engi
 
 
 def test_the_cli_writes_through_vllm_and_detects(vllm_engine, minilm, tmp_path) -> None:
-    """``samark generate --sampler vllm:MODEL`` (the session's engine: one per process),
+    """``samark generate --engine vllm:MODEL`` (the session's engine: one per process),
     then ``samark detect`` on what it wrote."""
     import json
 
@@ -215,7 +215,7 @@ def test_the_cli_writes_through_vllm_and_detects(vllm_engine, minilm, tmp_path) 
     made = runner.invoke(
         app,
         [
-            "generate", "--text", PREFIX, *common, "--sampler", "vllm:smollm2-135m-instruct",
+            "generate", "--text", PREFIX, *common, "--engine", "vllm:smollm2-135m-instruct",
             "--candidates", "8", "--sentences", "3", "--seed", "4", "--json",
         ],
     )  # fmt: skip

@@ -10,7 +10,7 @@ generator preset or local folder is the transformers engine's.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -27,12 +27,24 @@ if TYPE_CHECKING:
 #: an engine's loader: the process's engine for a MODEL (a preset, a folder, URL#MODEL)
 EngineLoader = Callable[[str], "CandidateSampler"]
 L = TypeVar("L", bound=Callable[[str], object])
-ENGINES: Registry[EngineLoader] = Registry("engine")
-_INFO: dict[str, EngineInfo] = {}
 
-for _name, (_module, _info) in ENGINE_CATALOG.items():
-    ENGINES.lazy_module(_name, _module)
-    _INFO[_name] = _info
+
+class _CatalogModules(Mapping[str, str]):
+    """The catalog's engine -> module, read live (an entry added later counts)."""
+
+    def __getitem__(self, name: str) -> str:
+        return ENGINE_CATALOG[name][0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ENGINE_CATALOG)
+
+    def __len__(self) -> int:
+        return len(ENGINE_CATALOG)
+
+
+ENGINES: Registry[EngineLoader] = Registry("engine", catalog=_CatalogModules())
+#: what the engines registered from outside the catalog are (a plugin's)
+_INFO: dict[str, EngineInfo] = {}
 
 
 def register_engine(
@@ -60,7 +72,8 @@ def register_engine(
 
     def wrap(loader: L) -> L:
         add(loader)  # type: ignore[arg-type]  # refuses a name registered twice
-        _INFO[name] = info
+        if name not in ENGINE_CATALOG:
+            _INFO[name] = info
         return loader
 
     return wrap
@@ -69,6 +82,8 @@ def register_engine(
 def engine_info(name: str) -> EngineInfo:
     """What engine ``name`` is and can do (a clear error for an unknown one), without
     loading it."""
+    if name in ENGINE_CATALOG:
+        return ENGINE_CATALOG[name][1]
     if name not in _INFO:
         ENGINES.get(name)  # the registry names an unknown engine
     return _INFO[name]
