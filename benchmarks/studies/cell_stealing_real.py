@@ -1,0 +1,282 @@
+"""Can a forger who must find the keyed cells steal them? Real sentence embeddings (issue 44).
+
+``cell_stealing.py`` measured stealing in a synthetic embedding model, with a forger TOLD
+every marked sentence's cell (an upper bound) and one who knows only the design ("blind",
+one direction). Neither is the attacker to fear: a forger who knows the design
+(Kerckhoffs) infers the cells from the texts themselves. Cells that survive a paraphrase
+are regions of meaning, so neighbouring sentences share them: whoever holds enough
+marked sentences near a sentence of their own can learn the lean there without knowing
+where the keyed cells begin and end. That only shows in real geometry, so here:
+
+- **Marked texts** of one key: SAMark's own selection (``selection_replay.replay``: the
+  paper's filters, score and softmax) over the real candidate pools of
+  ``candidate_pools.py`` (SmolLM2, 40 CNN/DailyMail prompts, 6 steps of 32 candidates,
+  all-mpnet-base-v2), a prompt drawn at random for each text and a random sign a text.
+- **The forger's own unmarked texts**: the same pools, one candidate drawn at random a
+  step (the generator's plain sampling: a forger serving the same open weights).
+- **The forger's human material**: the sentences of 150 other CNN/DailyMail articles.
+- **Forgers**, every one told each marked text's random sign (beyond Kerckhoffs):
+  ``oracle`` is told every sentence's cell (``cell_stealing.py``'s); ``blind`` learns one
+  direction; ``kmeans-K`` clusters the marked and own sentences into K regions (spherical
+  k-means) and learns a direction per region; ``knn-K`` learns, for each of its human
+  sentences, the mean signed lean of its K nearest marked sentences against the mean of
+  its K nearest own unmarked ones. Each forged text is 6 human sentences drawn among the
+  24 its rule scores highest (the ``semantic-stealing`` attack's rule).
+- **Judge**: the key's detector, exact p-value over ``--nulls`` public cell sets.
+
+The marked material is limited by the recorded pools: 240 pools, so at n = 1,000 texts
+each pool is selected from about 25 times (the softmax and the sign vary the pick). The
+curves compare forgers on equal material; ``cell_stealing.py`` gives the scale.
+
+    python benchmarks/studies/cell_stealing_real.py experiments/runs/candidate-pools/pools.jsonl \\
+        --keys 2 --cells 16 64 --ns 100 300 1000 \\
+        --out experiments/runs/cell-stealing-real/forgeries.jsonl
+    python benchmarks/studies/cell_stealing_real.py x \\
+        --table experiments/runs/cell-stealing-real/forgeries.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from samark.schemes.samark.cells import CellFrames
+
+sys.path.insert(0, str(Path(__file__).parent))
+from candidate_pools import load_pools  # type: ignore[import-not-found]
+from selection_replay import Design, frames_of, p_value, replay  # type: ignore[import-not-found]
+
+SENTENCES = 6
+#: the articles the forger writes from: after the first 50 (the prompts' articles)
+HUMAN_ARTICLES = slice(50, 200)
+
+
+def human_material(cache: Path) -> np.ndarray:
+    """Unit embeddings of the human sentences the forger picks from (cached)."""
+    if cache.exists():
+        emb = np.load(cache).astype(np.float64)
+    else:
+        from samark.datasets import load_dataset
+        from samark.embed import load_embedder
+        from samark.segment import split_sentences
+
+        docs = load_dataset("cnn_dailymail")[HUMAN_ARTICLES]
+        sents = [s for d in docs for s in split_sentences(d.text) if len(s.split()) >= 5]
+        emb = load_embedder("all-mpnet-base-v2").encode(sents).astype(np.float64)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        np.save(cache, emb.astype(np.float16))
+    return emb / np.linalg.norm(emb, axis=1, keepdims=True)
+
+
+def marked_texts(
+    prompts: list[list[dict[str, Any]]], key: CellFrames, design: Design, n: int, seed: int
+) -> list[tuple[np.ndarray, float]]:
+    """``n`` marked texts of the key: (6 sentence embeddings, the text's sign)."""
+    out = []
+    rng = np.random.default_rng(seed)
+    for _ in range(n):
+        steps = prompts[int(rng.integers(len(prompts)))]
+        state = rng.bit_generator.state
+        _, emb, _ = replay(steps, key, design, rng, SENTENCES, 32)
+        # replay draws the sign first: read it back from the same stream
+        sign = np.random.default_rng()
+        sign.bit_generator.state = state
+        out.append((emb, float(sign.choice([-1.0, 1.0], size=1)[0])))
+    return out
+
+
+def unmarked_texts(prompts: list[list[dict[str, Any]]], n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        steps = prompts[int(rng.integers(len(prompts)))]
+        rows += [s["embeddings"][int(rng.integers(len(s["embeddings"])))] for s in steps[:6]]
+    return np.asarray(rows, dtype=np.float64)
+
+
+def spherical_kmeans(x: np.ndarray, k: int, seed: int, iters: int = 30) -> np.ndarray:
+    """Centroids (k, dim) of unit vectors by cosine k-means (k-means++ start)."""
+    rng = np.random.default_rng(seed)
+    centres = [x[int(rng.integers(len(x)))]]
+    for _ in range(k - 1):
+        far = np.clip(1 - np.max(x @ np.asarray(centres).T, axis=1), 0.0, None)
+        centres.append(x[int(rng.choice(len(x), p=far / far.sum()))])
+    c = np.asarray(centres)
+    for _ in range(iters):
+        label = np.argmax(x @ c.T, axis=1)
+        for j in range(k):
+            if np.any(label == j):
+                m = x[label == j].sum(axis=0)
+                c[j] = m / np.linalg.norm(m)
+    return c
+
+
+def region_scores(
+    regions_marked: np.ndarray,
+    regions_own: np.ndarray,
+    regions_human: np.ndarray,
+    marked: np.ndarray,
+    signs: np.ndarray,
+    own: np.ndarray,
+    human: np.ndarray,
+    count: int,
+) -> np.ndarray:
+    """Each human sentence's score on its region's learned direction: the mean over the
+    region's marked sentences of sign x (sentence - the region's own unmarked mean)."""
+    scores = np.full(len(human), -np.inf)
+    for r in range(count):
+        in_marked, in_own = regions_marked == r, regions_own == r
+        if not in_marked.any():
+            continue
+        base = own[in_own].mean(axis=0) if in_own.any() else own.mean(axis=0)
+        direction = (signs[in_marked, None] * (marked[in_marked] - base)).mean(axis=0)
+        sel = regions_human == r
+        scores[sel] = human[sel] @ direction
+    return scores
+
+
+def knn_scores(
+    marked: np.ndarray, signs: np.ndarray, own: np.ndarray, human: np.ndarray, k: int
+) -> np.ndarray:
+    """Each human sentence's score on its neighbourhood's learned lean."""
+    k_m, k_o = min(k, len(marked)), min(k, len(own))
+    near_m = np.argpartition(-(human @ marked.T), k_m - 1, axis=1)[:, :k_m]
+    near_o = np.argpartition(-(human @ own.T), k_o - 1, axis=1)[:, :k_o]
+    lean = (signs[near_m, None] * marked[near_m]).mean(axis=1)
+    # a sign a text: the signed mean of the unmarked neighbourhood is what the signs carry
+    # of the topic; removing the plain neighbourhood mean weighted by the signs' mean does it
+    base = own[near_o].mean(axis=1) * signs[near_m].mean(axis=1, keepdims=True)
+    return np.einsum("nd,nd->n", human, lean - base)
+
+
+def forger_scores(
+    attacker: str,
+    key: CellFrames,
+    marked: list[tuple[np.ndarray, float]],
+    own: np.ndarray,
+    human: np.ndarray,
+    seed: int,
+) -> np.ndarray:
+    emb = np.concatenate([e for e, _ in marked])
+    signs = np.concatenate([np.full(len(e), s) for e, s in marked])
+    if attacker == "oracle":
+        cells = key.anchors.shape[1]
+        cell = lambda x: key.cell_of(x.astype(np.float32))[0]  # noqa: E731
+        return region_scores(cell(emb), cell(own), cell(human), emb, signs, own, human, cells)
+    if attacker == "blind":
+        zero = lambda x: np.zeros(len(x), dtype=int)  # noqa: E731
+        return region_scores(zero(emb), zero(own), zero(human), emb, signs, own, human, 1)
+    kind, size = attacker.split("-")
+    if kind == "kmeans":
+        centres = spherical_kmeans(np.concatenate([emb, own]), int(size), seed)
+        label = lambda x: np.argmax(x @ centres.T, axis=1)  # noqa: E731
+        return region_scores(
+            label(emb), label(own), label(human), emb, signs, own, human, int(size)
+        )
+    return knn_scores(emb, signs, own, human, int(size))
+
+
+def forge(
+    frames: CellFrames, design: Design, scores: np.ndarray, human: np.ndarray, count: int, seed: int
+) -> list[float]:
+    rng = np.random.default_rng(seed)
+    top = np.argsort(-scores)[: SENTENCES * 4]
+    return [
+        p_value(frames, human[rng.choice(top, size=SENTENCES, replace=False)], design)
+        for _ in range(count)
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("records")
+    parser.add_argument("--keys", type=int, default=2)
+    parser.add_argument("--cells", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--ns", type=int, nargs="+", default=[100, 300, 1000])
+    parser.add_argument(
+        "--attackers",
+        nargs="+",
+        default=["oracle", "blind", "kmeans-16", "kmeans-64", "kmeans-256", "knn-25", "knn-100"],
+    )
+    parser.add_argument("--forgeries", type=int, default=40)
+    parser.add_argument("--nulls", type=int, default=999)
+    parser.add_argument("--out")
+    parser.add_argument("--table", help="print the table of a records file and stop")
+    args = parser.parse_args()
+    if args.table:
+        table(Path(args.table))
+        return
+    prompts = load_pools(Path(args.records))
+    out = Path(args.out) if args.out else None
+    human = human_material((out.parent if out else Path(".")) / "human-sentences.emb.npy")
+    print(f"{len(human)} human sentences for the forger", flush=True)
+    for cells in args.cells:
+        design = Design(f"cells {cells}", cells=cells)
+        keys = frames_of(design, args.keys, seed=71)
+        nulls = frames_of(design, args.nulls, seed=8)
+        for k in range(args.keys):
+            start = time.perf_counter()
+            key = CellFrames(keys.anchors[k : k + 1], keys.pivots[k : k + 1], keys.flags[k : k + 1])
+            frames = key.join(nulls)
+            marked = marked_texts(prompts, key, design, max(args.ns), seed=1000 + k)
+            own = unmarked_texts(prompts, max(args.ns), seed=2000 + k)
+            detected = np.mean(
+                [p_value(frames, e, design) < 0.01 for e, _ in marked[: args.forgeries]]
+            )
+            human_p = forge(frames, design, np.zeros(len(human)), human, args.forgeries, k)
+            print(
+                f"cells {cells} key {k}: own texts detected {detected:.2f}, random human "
+                f"texts {np.mean(np.array(human_p) < 0.01):.3f} "
+                f"({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
+            for n in args.ns:
+                for attacker in args.attackers:
+                    scores = forger_scores(
+                        attacker, key, marked[:n], own[: n * SENTENCES], human, seed=k
+                    )
+                    ps = forge(frames, design, scores, human, args.forgeries, seed=k * 7 + n)
+                    row = {
+                        "cells": cells,
+                        "key": k,
+                        "n": n,
+                        "attacker": attacker,
+                        "forged": float(np.mean(np.array(ps) < 0.01)),
+                        "own_detected": float(detected),
+                        "p": ps,
+                    }
+                    print(
+                        f"cells {cells:3d} key {k} n {n:5d} {attacker:10s}: forgeries detected "
+                        f"{row['forged']:.3f} ({time.perf_counter() - start:.0f} s)",
+                        flush=True,
+                    )
+                    if out:
+                        out.parent.mkdir(parents=True, exist_ok=True)
+                        with out.open("a") as f:
+                            f.write(json.dumps(row) + "\n")
+
+
+def table(path: Path) -> None:
+    """Percent of forgeries detected at p < 0.01 by design, forger and n (keys pooled)."""
+    rows = [json.loads(line) for line in path.open()]
+    ns = sorted({r["n"] for r in rows})
+    print("| design | forger | " + " | ".join(f"n = {n:,}" for n in ns) + " |")
+    print("|---|---|" + "---|" * len(ns))
+    for cells in sorted({r["cells"] for r in rows}):
+        for attacker in dict.fromkeys(r["attacker"] for r in rows):
+            sel = [r for r in rows if r["cells"] == cells and r["attacker"] == attacker]
+            vals = []
+            for n in ns:
+                v = [100 * r["forged"] for r in sel if r["n"] == n]
+                vals.append(f"{np.mean(v):.1f} ({min(v):.0f}-{max(v):.0f})" if v else "")
+            print(f"| {cells} cells | {attacker} | " + " | ".join(vals) + " |")
+
+
+if __name__ == "__main__":
+    main()
