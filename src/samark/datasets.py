@@ -1,6 +1,9 @@
-"""Human-written text sources, by name (a registry the evaluation harness extends).
+"""Human-written text sources, by name (a registry the evaluation harness extends), and
+their splitting into prompts and continuations.
 
 Each loader returns :class:`Document` items: an id and the text. Nothing is downloaded.
+The built-in loaders live here and in :mod:`samark.debian_corpora`; a name's module loads
+on first use (:data:`samark.dataset_registry.CATALOG`).
 """
 
 from __future__ import annotations
@@ -13,8 +16,6 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-# more genres from Debian packages register themselves on import
-import samark.debian_corpora  # noqa: F401
 from samark.dataset_registry import DATASETS as DATASETS
 from samark.dataset_registry import DatasetLoader as DatasetLoader
 from samark.dataset_registry import Document as Document
@@ -31,7 +32,7 @@ def dataset_names() -> list[str]:
     return DATASETS.names()
 
 
-def _find_data_file(filename: str) -> Path:
+def find_data_file(filename: str) -> Path:
     """A data file from ``$SAMARK_DATA_DIR``, the data shipped in the package
     (``samark/resources/data``, with its source and terms in its README), or a
     ``shared/data`` folder beside a checkout."""
@@ -206,7 +207,7 @@ def _r_character_vectors(rdb: bytes) -> list[list[str]]:
 @register_dataset("cnn_dailymail")
 def cnn_dailymail(path: str | os.PathLike[str] | None = None) -> list[Document]:
     """200 CNN/DailyMail test articles (shipped in ``samark/resources/data``)."""
-    return read_jsonl(path or _find_data_file("cnn_dailymail.jsonl"), field="article")
+    return read_jsonl(path or find_data_file("cnn_dailymail.jsonl"), field="article")
 
 
 @register_dataset("wikipedia_leads")

@@ -5,20 +5,11 @@ paragraph. Doc-P through an OpenAI-compatible chat endpoint and Doc-T via Chines
 paper's exact attacks; offline, ``doc-t`` back-translates sentence by sentence and
 ``doc-p-local`` paraphrases from faithful parts. Every attack's fidelity is measured
 (:mod:`samark.evaluation.fidelity`).
+
+Each attack's module registers it when first used by name (:mod:`.catalog`), so importing
+this package loads none of them.
 """
 
-from samark.evaluation.attacks import (  # noqa: F401  (registration)
-    human_mix,
-    lm_rewrite,
-    local_paraphrase,
-    piggyback,
-    semantic_stealing,
-    shuffle,
-    token_rewrite,
-    token_stealing,
-    translation,
-    word_edit,
-)
 from samark.evaluation.attacks.base import (
     ATTACKS,
     Attack,

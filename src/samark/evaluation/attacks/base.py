@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from samark.errors import SamarkError
+from samark.evaluation.attacks.catalog import CATALOG
 from samark.registry import Registry
 
 
@@ -66,7 +67,8 @@ class PerTextAttack(Attack):
 
 
 AttackFactory = Callable[..., Attack]
-ATTACKS: Registry[AttackFactory] = Registry("attack")
+#: the attacks by name: the built-in ones load from their catalog entry on first use
+ATTACKS: Registry[AttackFactory] = Registry("attack", catalog=CATALOG)
 register_attack = ATTACKS.register
 
 

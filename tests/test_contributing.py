@@ -1,0 +1,125 @@
+"""CONTRIBUTING.md's walk-throughs work: the attack and the dataset it shows, copied from
+the page into a module of their own plus one catalog entry, are used by name; and every
+built-in attack and dataset is one decorator plus one catalog entry."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+PAGE = (Path(__file__).resolve().parents[1] / "CONTRIBUTING.md").read_text(encoding="utf-8")
+
+
+def _block(first_line: str) -> str:
+    """The page's python block whose first line is ``first_line``."""
+    blocks = re.findall(r"```python\n(.*?)```", PAGE, flags=re.S)
+    found = [b for b in blocks if b.startswith(first_line + "\n")]
+    assert len(found) == 1, f"CONTRIBUTING.md has no single block starting {first_line!r}"
+    return found[0]
+
+
+def _catalog_entry(first_line: str) -> tuple[str, str]:
+    """The name and the module's last part of the page's one-entry catalog block."""
+    entry = _block(first_line).splitlines()[1]
+    match = re.fullmatch(r'\s*"([^"]+)": (?:_A \+ )?"([^"]+)",', entry)
+    assert match, entry
+    return match[1], match[2].rsplit(".", 1)[-1]
+
+
+def _as_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, stem: str) -> str:
+    """``code`` written as a module of its own, importable under a name no test shares."""
+    name = f"contributing_walkthrough_{stem}"
+    (tmp_path / f"{name}.py").write_text(code, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert name not in sys.modules
+    return name
+
+
+def test_the_attack_walk_through(tmp_path, monkeypatch) -> None:
+    from samark.cli import app
+    from samark.evaluation.attacks import ATTACKS, create_attack
+    from samark.evaluation.attacks.catalog import CATALOG
+
+    code = _block("# src/samark/evaluation/attacks/sentence_drop.py")
+    name, stem = _catalog_entry("# src/samark/evaluation/attacks/catalog.py: one entry")
+    assert (name, stem) == ("sentence-drop", "sentence_drop")
+    module = _as_module(tmp_path, monkeypatch, code, stem)
+    monkeypatch.setitem(CATALOG, name, module)  # the one entry, naming the temp module
+
+    assert name in ATTACKS.names() and module not in sys.modules  # listed, not imported
+    listed = CliRunner().invoke(app, ["attack", "--list"])
+    assert listed.exit_code == 0, listed.output
+    assert "sentence-drop    one sentence removed at random" in listed.output
+    attack = create_attack(name)
+    text = "One is here. Two is there. Three is gone. Four stays."
+    dropped = [attack.apply(text, seed=s) for s in range(8)]
+    assert all(len(d.split(". ")) == 3 for d in dropped)  # one sentence fewer, each time
+    assert len(set(dropped)) > 1 and dropped == [attack.apply(text, seed=s) for s in range(8)]
+    assert attack.apply("Alone here.", seed=0) == "Alone here."
+
+
+def test_the_dataset_walk_through(tmp_path, monkeypatch) -> None:
+    from samark.dataset_registry import CATALOG
+    from samark.datasets import dataset_names, load_dataset
+
+    code = _block("# src/samark/proverbs.py")
+    name, stem = _catalog_entry("# src/samark/dataset_registry.py, CATALOG: one entry")
+    assert (name, stem) == ("proverbs", "proverbs")
+    module = _as_module(tmp_path, monkeypatch, code, stem)
+    monkeypatch.setitem(CATALOG, name, module)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "proverbs.txt").write_text("Haste makes waste.\n\nWell begun is half done.\n")
+    monkeypatch.setenv("SAMARK_DATA_DIR", str(data))
+
+    assert name in dataset_names() and module not in sys.modules
+    docs = load_dataset(name)
+    assert [(d.id, d.text) for d in docs] == [
+        ("proverb-0", "Haste makes waste."),
+        ("proverb-2", "Well begun is half done."),
+    ]
+    assert [d.text for d in load_dataset(name, limit=1)] == ["Haste makes waste."]
+
+
+def _built_in(registry) -> set[str]:
+    """The names a module of samark registered (not a test's walk-through module)."""
+    return {n for n in registry.names() if registry.get(n).__module__.startswith("samark.")}
+
+
+def test_every_built_in_attack_is_one_decorator_and_one_catalog_entry() -> None:
+    from samark.evaluation.attacks import ATTACKS
+    from samark.evaluation.attacks.catalog import CATALOG
+
+    for name, module in CATALOG.items():
+        assert ATTACKS.get(name).__module__ == module  # its catalog module registers it
+    package = importlib.import_module("samark.evaluation.attacks")
+    for info in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"samark.evaluation.attacks.{info.name}")
+    assert _built_in(ATTACKS) == set(CATALOG)  # and every decorator has its entry
+
+
+def test_every_built_in_dataset_is_one_decorator_and_one_catalog_entry() -> None:
+    import samark.datasets
+    import samark.debian_corpora
+    from samark.dataset_registry import CATALOG, DATASETS
+
+    for name, module in CATALOG.items():
+        assert DATASETS.get(name).__module__ == module  # its catalog module registers it
+    assert samark.datasets and samark.debian_corpora  # every loader module imported
+    assert _built_in(DATASETS) == set(CATALOG)  # and every decorator has its entry
+
+
+def test_a_catalog_entry_whose_module_registers_nothing_says_so(monkeypatch) -> None:
+    from samark.errors import SamarkError
+    from samark.evaluation.attacks import create_attack
+    from samark.evaluation.attacks.catalog import CATALOG
+
+    monkeypatch.setitem(CATALOG, "misfiled", "samark.evaluation.attacks.shuffle")
+    with pytest.raises(SamarkError, match=r"misfiled.*shuffle, which registers no attack"):
+        create_attack("misfiled")
