@@ -209,6 +209,33 @@ def test_embedding_matrix_is_exact_across_blocks(monkeypatch) -> None:
     assert np.allclose(cos, np.sort(exact, axis=1)[:, ::-1][:, :4], atol=1e-5)
 
 
+def test_a_connection_the_server_drops_is_made_anew(postgres_url: str) -> None:
+    """A replica outlives a restart of the database: reads retry on a new connection; a
+    write that met the drop fails (its fate unknown to the client), the next one works."""
+    import psycopg
+
+    rk = RecordKey.of(_key(b"a"))
+
+    def drop_others() -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+
+    with open_store(postgres_url, _binding(rk)) as store:
+        store.add([_entry(rk, "One.", "r1")])
+        drop_others()
+        assert store.count() == 1  # retried
+        drop_others()
+        with pytest.raises(ProvenanceError, match=r"cannot write to the record at postgresql://"):
+            store.add([_entry(rk, "Two.", "r2")])
+        store.add([_entry(rk, "Three.", "r3")])
+        assert [len(f) for f in store.lookup([rk.digest("two"), rk.digest("three")])] == [0, 1]
+    with pytest.raises(ProvenanceError, match="is closed"):
+        store.count()
+
+
 def test_postgres_nearest_answers_as_sqlite_does(tmp_path: Path, postgres_url: str) -> None:
     """The same rows, the same queries: the same neighbours, in the same order, with the
     same cosines, though PostgreSQL ranks by a float16 query (near ties included: rows

@@ -106,18 +106,12 @@ class PostgresStore:
         self.url = url
         self._lock = threading.RLock()
         self._keyed = binding is not None
-        params: dict[str, Any] = {"autocommit": True}
+        self._closed = False
+        self._params: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in pg.conninfo.conninfo_to_dict(url):
-            params["connect_timeout"] = connect_timeout
+            self._params["connect_timeout"] = connect_timeout
+        self._conn = self._connect()
         try:
-            self._conn: psycopg.Connection[Any] = pg.connect(url, **params)
-        except pg.Error as exc:
-            raise ProvenanceError(
-                f"cannot reach the record at {redact(url)}: {_scrub(str(exc), url)}"
-            ) from None
-        try:
-            # durable once add returns, whatever the server's default
-            self._conn.execute("SET synchronous_commit = on")
             self._binding = self._open(binding)
         except pg.Error as exc:
             self._conn.close()
@@ -127,6 +121,18 @@ class PostgresStore:
         except BaseException:
             self._conn.close()
             raise
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        pg = _psycopg()
+        try:
+            conn: psycopg.Connection[Any] = pg.connect(self.url, **self._params)
+            # durable once add returns, whatever the server's default
+            conn.execute("SET synchronous_commit = on")
+        except pg.Error as exc:
+            raise ProvenanceError(
+                f"cannot reach the record at {redact(self.url)}: {_scrub(str(exc), self.url)}"
+            ) from None
+        return conn
 
     @property
     def binding(self) -> StoreBinding | None:
@@ -207,9 +213,17 @@ class PostgresStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
-        """One transaction on the store's connection, committed or rolled back whole."""
-        with self._lock, self._conn.transaction():
-            yield self._conn
+        """One transaction on the store's connection, committed or rolled back whole. A
+        connection the server dropped (a restart, a terminated backend) is made anew
+        here; the call that met the drop has failed (a write is not retried: whether its
+        commit reached the server is unknown)."""
+        with self._lock:
+            if self._closed:
+                raise ProvenanceError(f"the record {redact(self.url)} is closed")
+            if self._conn.closed:
+                self._conn = self._connect()
+            with self._conn.transaction():
+                yield self._conn
 
     def _bound(self) -> StoreBinding:
         if not self._keyed or self._binding is None:
@@ -306,6 +320,7 @@ class PostgresStore:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._conn.close()
 
     def __enter__(self) -> PostgresStore:
@@ -319,11 +334,19 @@ class PostgresStore:
 
     # -- helpers ------------------------------------------------------------------------
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        try:
-            with self._transaction() as conn:
-                return conn.execute(sql, params).fetchall()
-        except _psycopg().Error as exc:
-            raise self._failed("read", exc) from None
+        """A read, tried once more on a new connection where the server dropped this one
+        (a read is safe to repeat)."""
+        pg = _psycopg()
+        for attempt in (1, 2):
+            try:
+                with self._transaction() as conn:
+                    return conn.execute(sql, params).fetchall()
+            except pg.OperationalError as exc:
+                if attempt == 2 or not self._conn.closed:
+                    raise self._failed("read", exc) from None
+            except pg.Error as exc:
+                raise self._failed("read", exc) from None
+        raise AssertionError("unreachable")
 
     def _delete(self, where: str, params: tuple[Any, ...]) -> int:
         try:
