@@ -245,10 +245,12 @@
 
   function plot(pValues) {
     const n = pValues.length;
-    const width = 600;
-    const height = 170;
+    // drawn at about the size it is shown (a phone's width, or 600 px), so that its text
+    // stays readable rather than scaled down
+    const width = Math.max(280, Math.min(600, document.documentElement.clientWidth - 72));
+    const height = 160;
     const left = 44;
-    const bottom = 28;
+    const bottom = 20;
     const top = 10;
     const evidence = pValues.map((p) => -Math.log10(Math.max(p, 1e-12)));
     const ymax = Math.max(3, Math.ceil(Math.max(...evidence)));
@@ -286,7 +288,6 @@
     });
     const line = -Math.log10(DASHED_P);
     figure.append(svg("line", { class: "alpha-line", x1: left, x2: width - 8, y1: y(line), y2: y(line) }));
-    figure.append(svg("text", { x: left, y: height - 2 }, `sentence; bar: its p-value (log scale); dashed: p = ${DASHED_P}`));
     return figure;
   }
 
@@ -332,6 +333,9 @@
     if (Array.isArray(result.sentences) && result.sentences.length === (result.sentence_p_values || []).length && result.sentences.length) {
       card.append(el("h4", {}, "Evidence per sentence"));
       card.append(plot(result.sentence_p_values));
+      card.append(el("p", { class: "note" },
+        `Each bar is a sentence, numbered as below: the taller, the smaller its p-value ` +
+        `(log scale); dashed line: p = ${DASHED_P}.`));
       card.append(legend(Boolean(result.provenance)));
       card.append(sentenceList(result));
     }
