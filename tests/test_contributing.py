@@ -1,6 +1,7 @@
-"""CONTRIBUTING.md's walk-throughs work: the attack and the dataset it shows, copied from
-the page into a module of their own plus one catalog entry, are used by name; and every
-built-in attack and dataset is one decorator plus one catalog entry."""
+"""CONTRIBUTING.md's walk-throughs work: the scheme, the attack and the dataset it shows,
+copied from the page into a module of their own plus one catalog entry, are used by name;
+and every built-in attack and dataset is one decorator plus one catalog entry. (The
+engine's walk-through is tested in test_engines.py.)"""
 
 from __future__ import annotations
 
@@ -39,6 +40,40 @@ def _as_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, stem:
     monkeypatch.syspath_prepend(str(tmp_path))
     assert name not in sys.modules
     return name
+
+
+def test_the_scheme_walk_through(tmp_path, monkeypatch, smollm2) -> None:
+    """``mymark`` from the page, with its catalog entry: listed without being imported,
+    built by name with its parameters, and through ``samark.testing``'s checks."""
+    from samark.cli import app
+    from samark.keys import EmbedderIdentity, WatermarkKey
+    from samark.schemes import create_scheme, scheme_names
+    from samark.schemes.base import scheme_info
+    from samark.schemes.catalog import CATALOG, SchemeInfo
+    from samark.testing import check_scheme
+
+    code = _block("# src/samark/schemes/mymark.py")
+    entry = _block("# src/samark/schemes/catalog.py: one entry").splitlines()[1]
+    ((path, info),) = eval(entry, {"_S": "samark.schemes.", "SchemeInfo": SchemeInfo})
+    assert (path, info.name) == ("samark.schemes.mymark", "mymark")
+    module = _as_module(tmp_path, monkeypatch, code, "mymark")
+    monkeypatch.setitem(CATALOG, info.name, (module, info))  # the one entry
+
+    assert "mymark" in scheme_names() and module not in sys.modules
+    listed = CliRunner().invoke(app, ["schemes", "list"])
+    assert listed.exit_code == 0 and "mymark" in listed.output, listed.output
+    identity = EmbedderIdentity("none", "token-schemes-only")
+    key = WatermarkKey(b"contributing-walk-through-key-01", identity)
+    other = WatermarkKey(b"contributing-walk-through-key-02", identity)
+    scheme = create_scheme("mymark", key=key, gamma=0.25)
+    assert scheme.config.gamma == 0.25 and scheme_info("mymark").unit == "token"
+    with pytest.raises(TypeError):
+        create_scheme("mymark", key=key, gamma=0.25, colour="green")
+    texts = [
+        "The committee met on Monday and agreed to review the budget again next spring.",
+        "She walked along the river until the lights of the town came into view.",
+    ]
+    check_scheme(lambda k: create_scheme("mymark", key=k), key, other, texts)
 
 
 def test_the_attack_walk_through(tmp_path, monkeypatch) -> None:

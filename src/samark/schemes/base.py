@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -280,14 +280,25 @@ SchemeFactory = Callable[..., Watermark]
 #: what ``@register_scheme`` decorates: a factory, or a Watermark class (built by its
 #: ``from_params``)
 F = TypeVar("F", bound=Callable[..., Any])
-SCHEMES: Registry[SchemeFactory] = Registry("scheme")
 UNITS = ("sentence", "token")
+
+
+class _CatalogModules(Mapping[str, str]):
+    """The catalog's scheme -> module, read live (an entry added later counts)."""
+
+    def __getitem__(self, name: str) -> str:
+        return CATALOG[name][0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(CATALOG)
+
+    def __len__(self) -> int:
+        return len(CATALOG)
+
+
+SCHEMES: Registry[SchemeFactory] = Registry("scheme", catalog=_CatalogModules())
+#: what the schemes registered from outside the catalog are (a plugin's)
 _INFO: dict[str, SchemeInfo] = {}
-
-
-for _name, (_module, _info) in CATALOG.items():
-    SCHEMES.lazy_module(_name, _module)
-    _INFO[_name] = _info
 
 
 def register_scheme(
@@ -342,6 +353,8 @@ def register_scheme(
 def scheme_info(name: str) -> SchemeInfo:
     """The registration of scheme ``name`` (a clear error for an unknown one), without
     importing its module."""
+    if name in CATALOG:
+        return CATALOG[name][1]
     if name not in _INFO:
         SCHEMES.get(name)  # the registry names an unknown scheme
     return _INFO[name]
