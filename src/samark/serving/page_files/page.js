@@ -320,7 +320,7 @@
     }
     const marked = Boolean(result.is_watermarked);
     card.append(el("p", { class: `verdict ${marked ? "marked" : "clear"}` },
-      marked ? "Marked: this text carries the watermark" : "Not marked: no evidence of the watermark"));
+      marked ? "Marked: this text carries the watermark" : "Not marked: the watermark was not found"));
     card.append(facts(result));
     if (!("p_value" in result)) {
       card.append(el("p", { class: "note" },
