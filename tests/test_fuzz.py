@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from samark.detection.records import detect_records, read_jsonl
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
+from samark.sampling.base import EngineAbilities
 from samark.schemes.samark.detector import SAMarkDetector
 
 P_STEPS = 2.5 / 1000  # two steps of an exchangeable p-value with 999 null sets
@@ -139,6 +140,8 @@ def endpoint(minilm, free_port) -> Iterator[str]:
 
 class _NoSampler:
     name = "none"
+    abilities = EngineAbilities()  # it applies nothing: detection never samples
+    tokenizer = None
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("detection never samples")

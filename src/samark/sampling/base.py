@@ -145,11 +145,9 @@ class RowOptions:
 SAMPLES_ONLY = EngineAbilities()
 
 
-def engine_abilities(sampler: object) -> EngineAbilities:
-    """What ``sampler`` declares it applies; a sampler written before engines declared
-    their abilities (no ``abilities``) is taken to apply nothing of its own."""
-    declared = getattr(sampler, "abilities", SAMPLES_ONLY)
-    return declared if isinstance(declared, EngineAbilities) else SAMPLES_ONLY
+def engine_abilities(sampler: CandidateSampler) -> EngineAbilities:
+    """What ``sampler`` declares it applies (its ``abilities``)."""
+    return sampler.abilities
 
 
 class BatchSampler(abc.ABC):
@@ -191,12 +189,15 @@ class BatchSampler(abc.ABC):
 class CandidateSampler(Protocol):
     """Draws ``n`` independent next sentences of ``prefix``; with ``token_layer`` or
     ``prune``, under that bias or pruning. An engine that can apply them declares so in
-    an ``abilities`` attribute (:class:`EngineAbilities`; read with
-    :func:`engine_abilities`); one that declares nothing applies nothing, and raises
+    its ``abilities`` (:class:`EngineAbilities`); what it does not declare it does not
+    apply, and it raises
     :class:`~samark.errors.SamarkError` when given one. ``tokenizer`` is the generator's
     where the engine runs it in this process (None: a remote server's)."""
 
     name: str
+
+    @property
+    def abilities(self) -> EngineAbilities: ...
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase | None: ...
