@@ -87,7 +87,7 @@ def test_a_keyring_served_from_python_writes_and_names_payloads(
     assert app.state.worker.scheme.engine is smollm2  # the token row's own engine
     with served_app(app) as base:
         body = {"model": "samark", "prompt": "The city council met on Monday.", "payload": 0}
-        body["max_sentences"] = 2
+        body |= {"max_sentences": 2, "seed": 3}
         status, made = _post(base, "/v1/completions", body)
         assert status == 200, made
         assert made["samark"]["key_label"] == "tenant-a" and made["samark"]["payload"] == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -452,12 +454,13 @@ def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
 
 
 def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> None:
-    """`samark serve --keyring`: each payload's scheme has the served scheme's config,
-    generator (the layered mark's tokenizer), engine and embedder, under its own key; the
-    ring detects with the same generator."""
-    from samark.cli.loading import load_scheme
-    from samark.cli.serve import _serve_keys
+    """`samark serve --keyring` (``create_app`` of a ring's ``ServerConfig``): each
+    payload's scheme has the served scheme's config, generator (the layered mark's
+    tokenizer), engine and embedder, under its own key; the ring detects with the same
+    generator."""
+    pytest.importorskip("fastapi", reason="serving needs samark[server]")
     from samark.models import DEFAULT_GENERATOR, resolve_generator
+    from samark.serving import ServerConfig, ServeSettings, create_app
 
     ring = Keyring.create(tmp_path / "ring", minilm.identity)
     for i in range(2):
@@ -465,38 +468,40 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
     # the generator named by its folder, not the default preset's name: a payload scheme
     # or ring built with the default would name another generator
     folder = str(resolve_generator(DEFAULT_GENERATOR)[1])
-    served = load_scheme(
-        ring.path / "k1.key",
-        "samark-layered",
-        folder,
-        candidates=8,
-        max_new_sentences=3,
-        alpha=0.05,
-    )
-    assert served.generator_name != DEFAULT_GENERATOR
-    keys = _serve_keys(ring.path, "k1", served, folder, None, 0.05)
+    access = ServeSettings(auth=False, default_sentences=3, concurrent_generations=1)
+
+    def served(ring_path: Path, scheme: str, **fields: Any) -> Any:
+        config = ServerConfig(
+            keyring=ring_path, label="k1", scheme=scheme, generator=folder, alpha=0.05,
+            access=access, **fields,
+        )  # fmt: skip
+        worker = create_app(config).state.worker
+        return worker.scheme, worker.keys
+
+    served_scheme, keys = served(ring.path, "samark-layered", candidates=8)
+    assert served_scheme.generator_name != DEFAULT_GENERATOR
+    assert served_scheme.config.candidates == 8 and served_scheme.config.alpha == 0.05
     assert sorted(keys.payloads) == [0, 1] and keys.label == "k1"
     for position, (label, scheme) in keys.payloads.items():
-        assert label == f"k{position}" and scheme.key.key_id == ring.entry(label).key_id
-        assert scheme.config == served.config and scheme.generator_name == served.generator_name
-        assert scheme.sampler is served.sampler and scheme.embedder is served.embedder
+        assert label == f"k{position}" and scheme.key_id == ring.entry(label).key_id
+        assert scheme.config == served_scheme.config
+        assert scheme.generator_name == served_scheme.generator_name
+        assert scheme.engine is served_scheme.engine
+        assert scheme.embedder is served_scheme.embedder
     assert keys.ring.method == HOLM and len(keys.ring.entries) == 2
-    assert all(s.generator_name == served.generator_name for s in keys.ring.schemes)
+    assert all(s.generator_name == served_scheme.generator_name for s in keys.ring.schemes)
     # a ring with a flag bit: one scheme per value, its key and its flag fixed
     flagged = Keyring.create(tmp_path / "flagged", minilm.identity, flag_bits=1)
     for label in ("k0", "k1"):
         flagged.add(ring.key(label), label)
-    keys = _serve_keys(flagged.path, "k1", served, folder, None, 0.05)
+    served_scheme, keys = served(flagged.path, "samark-layered", candidates=8)
     assert sorted(keys.payloads) == [0, 1, 2, 3] and keys.ring.flag_bits == 1
     for value, (label, scheme) in keys.payloads.items():
         assert label == f"k{value >> 1}" and scheme.config.payload_flags == (
             (-1,) if value & 1 else (1,)
         )
-        assert scheme.config.replace(payload_flags=()) == served.config
+        assert scheme.config.replace(payload_flags=()) == served_scheme.config
     # any scheme: each payload's scheme keeps the served scheme's config
-    from samark.schemes import create_scheme
-
-    kgw = create_scheme("kgw", key=ring.key("k1"), generator=folder, gamma=0.3)
-    keys = _serve_keys(ring.path, "k1", kgw, folder, None, 0.05)
-    assert sorted(keys.payloads) == [0, 1]
+    kgw, keys = served(ring.path, "kgw", scheme_params={"gamma": 0.3})
+    assert kgw.config.gamma == 0.3 and sorted(keys.payloads) == [0, 1]
     assert all(s.config == kgw.config for _, s in keys.payloads.values())
