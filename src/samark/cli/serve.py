@@ -157,7 +157,7 @@ def serve(
         )
         logging.config.dictConfig(log_config())  # the server's start-up lines too
         served = create_app(config)
-    except (SamarkError, ValueError) as exc:
+    except (SamarkError, ValueError, OSError) as exc:  # OSError: a model folder unreadable
         raise fail(str(exc)) from None
     if no_auth:
         err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
