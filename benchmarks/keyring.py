@@ -34,12 +34,12 @@ import numpy as np
 from scipy import stats
 
 from samark.datasets import Document
-from samark.detection.ring import RingDetector
+from samark.detection.ring_detector import RingDetector
 from samark.embed import Embedder, load_embedder
 from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import Run, public_key
 from samark.keys import WatermarkKey
-from samark.keys.ring import RingEntry, flag_value
+from samark.keys.keyring import RingEntry, flag_value
 from samark.models import DEFAULT_GENERATOR
 from samark.schemes.base import SharedResources
 from samark.schemes.samark import SAMark, SAMarkConfig

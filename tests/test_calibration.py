@@ -215,8 +215,8 @@ def test_ring_fpr_is_family_wise(mpnet, human_embeddings) -> None:
     """A ring of 8 keygen keys flags at most 1% of human texts at p < 0.01 (the max
     statistic over the ring, exact by exchangeability), where asking each key alone at
     0.01 flags several times more (about 1 - 0.99**8, 7.7%)."""
-    from samark.detection.ring import MAX_STATISTIC, RingDetector
-    from samark.keys.ring import RingEntry
+    from samark.detection.ring_detector import MAX_STATISTIC, RingDetector
+    from samark.keys.keyring import RingEntry
     from samark.models import DEFAULT_GENERATOR
     from samark.schemes.base import SharedResources
 

@@ -597,7 +597,7 @@ def offline_key(tmp_path):
 def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offline_key) -> None:
     """Each usage or input error fails at once (exit 2, a clear message), in a process
     that never imports torch."""
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
 
     key = ["--key", str(offline_key)]
     (tmp_path / "empty.txt").write_text(" \n")

@@ -77,7 +77,7 @@ def test_a_keyring_served_from_python_writes_and_names_payloads(
     """A keyring of two keys served with a token scheme: a request's payload marks with
     its key, and detection against the ring names that key."""
     from samark.keys import WatermarkKey
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
 
     ring = Keyring.create(tmp_path / "ring", mpnet.identity)
     for i, label in enumerate(["tenant-a", "tenant-b"]):

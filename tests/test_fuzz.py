@@ -26,7 +26,7 @@ pytest.importorskip("hypothesis", reason="fuzzing needs hypothesis (samark[test]
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from samark.detection.records import detect_records, read_jsonl
+from samark.detection.record_files import detect_records, read_jsonl
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.sampling.base import EngineAbilities

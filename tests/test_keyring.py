@@ -13,10 +13,16 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
-from samark.detection.ring import HOLM, MAX_STATISTIC, RingDetector, holm_adjusted, ring_null_count
+from samark.detection.ring_detector import (
+    HOLM,
+    MAX_STATISTIC,
+    RingDetector,
+    holm_adjusted,
+    ring_null_count,
+)
 from samark.errors import EmbedderMismatchError, SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.keys.ring import INDEX, Keyring, KeyringError, flag_value
+from samark.keys.keyring import INDEX, Keyring, KeyringError, flag_value
 from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
 

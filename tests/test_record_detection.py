@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from samark.cli import app
-from samark.detection.records import detect_records, read_jsonl
+from samark.detection.record_files import detect_records, read_jsonl
 from samark.schemes.samark.detector import SAMarkDetector
 
 TEXTS = [
@@ -151,7 +151,7 @@ def test_an_embedder_remembers_sentences_only_within_the_block(minilm) -> None:
 @pytest.fixture(scope="module")
 def ring_dir(mpnet, mpnet_key, tmp_path_factory) -> Path:
     from samark.keys import WatermarkKey
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
 
     ring = Keyring.create(tmp_path_factory.mktemp("ring") / "ring", mpnet.identity)
     ring.add(WatermarkKey(bytes([9]) * 32, mpnet.identity), "other")
@@ -164,8 +164,8 @@ def test_keyring_records_name_the_key_in_jsonl_and_ray_batches(ring_dir, tmp_pat
     in-process ring's p-values, with key, payload and error columns."""
     pd = pytest.importorskip("pandas")
     from samark.detection.ray import _ActorDetector
-    from samark.detection.ring import RingDetector
-    from samark.keys.ring import Keyring
+    from samark.detection.ring_detector import RingDetector
+    from samark.keys.keyring import Keyring
 
     expected = RingDetector.from_ring(Keyring.load(ring_dir), statistic="scan").detect_many(TEXTS)
     source = tmp_path / "in.jsonl"

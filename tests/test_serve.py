@@ -105,9 +105,9 @@ def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def ringed(mpnet, smollm2, free_port, tmp_path_factory) -> Iterator[tuple[str, Any]]:
     """A server of a keyring of two keys (a 1-bit payload), marking with the second."""
-    from samark.detection.ring import RingDetector
+    from samark.detection.ring_detector import RingDetector
     from samark.keys import WatermarkKey
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
     from samark.models import DEFAULT_GENERATOR
     from samark.schemes.base import SharedResources
     from samark.serving import Keys

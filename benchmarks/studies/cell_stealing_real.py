@@ -38,6 +38,7 @@ curves compare forgers on equal material; ``cell_stealing.py`` gives the scale.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import time
@@ -193,6 +194,40 @@ def forge(
     ]
 
 
+def neighbour_cells(human: np.ndarray, cells_list: list[int], keys: int) -> None:
+    """How often two human sentences share a keyed cell, by their cosine: what a forger who
+    learns from its nearest marked neighbours can hope for (printed)."""
+    sim = human @ human.T
+    np.fill_diagonal(sim, -1.0)
+    sim[sim > 0.999] = -1.0  # the same sentence twice
+    order = np.argsort(-sim, axis=1)[:, :50]
+    near = np.take_along_axis(sim, order, axis=1)
+    bins = [0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    print(
+        f"a human sentence's nearest other: cosine median {np.median(near[:, 0]):.2f}, "
+        f"90th percentile {np.percentile(near[:, 0], 90):.2f}"
+    )
+    for cells in cells_list:
+        frames = frames_of(Design("c", cells=cells), keys, seed=71)
+        same, chance = [], []
+        for k in range(keys):
+            cell = CellFrames(
+                frames.anchors[k : k + 1], frames.pivots[k : k + 1], frames.flags[k : k + 1]
+            ).cell_of(human.astype(np.float32))[0]
+            same.append(cell[order] == cell[:, None])
+            chance.append(np.sum(np.bincount(cell, minlength=cells) ** 2) / len(cell) ** 2)
+        s, cos = np.concatenate(same), np.tile(near, (keys, 1))
+        shares = [
+            f"{lo}-{hi}: {s[(cos >= lo) & (cos < hi)].mean():.2f}"
+            for lo, hi in itertools.pairwise(bins)
+        ]
+        print(
+            f"{cells} cells: same cell by cosine {'; '.join(shares)}; nearest "
+            f"{s[:, 0].mean():.2f}, 25 nearest {s[:, :25].mean():.2f}, "
+            f"two random sentences {np.mean(chance):.3f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records")
@@ -208,6 +243,11 @@ def main() -> None:
     parser.add_argument("--nulls", type=int, default=999)
     parser.add_argument("--out")
     parser.add_argument("--table", help="print the table of a records file and stop")
+    parser.add_argument(
+        "--neighbours",
+        action="store_true",
+        help="print how often neighbouring human sentences share a cell, and stop",
+    )
     args = parser.parse_args()
     if args.table:
         table(Path(args.table))
@@ -216,6 +256,9 @@ def main() -> None:
     out = Path(args.out) if args.out else None
     human = human_material((out.parent if out else Path(".")) / "human-sentences.emb.npy")
     print(f"{len(human)} human sentences for the forger", flush=True)
+    if args.neighbours:
+        neighbour_cells(human, [*args.cells, 256], keys=4)
+        return
     for cells in args.cells:
         design = Design(f"cells {cells}", cells=cells)
         keys = frames_of(design, args.keys, seed=71)

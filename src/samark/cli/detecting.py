@@ -48,7 +48,7 @@ from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.errors import SamarkError
 
 if TYPE_CHECKING:
-    from samark.detection.ring import RingDetector
+    from samark.detection.ring_detector import RingDetector
     from samark.schemes.base import Watermark
 
 
@@ -182,7 +182,7 @@ def detect(
                 keyring=keyring,
             )
         )
-    from samark.detection.ring import RingDetector
+    from samark.detection.ring_detector import RingDetector
 
     embedder = (detector.schemes[0] if isinstance(detector, RingDetector) else detector).embedder
     if embedder is not None:
@@ -207,7 +207,7 @@ def _p_from_z(statistic: str) -> bool:
 def _records_file(source: str | None) -> tuple[Path, int] | None:
     """A .jsonl / .parquet SOURCE and its count of records; None for any other SOURCE.
     Fails (exit 2) where such a file is missing, unreadable or holds no record."""
-    from samark.detection.records import count_records
+    from samark.detection.record_files import count_records
 
     if source is None or source.startswith("@") or not source.endswith((".jsonl", ".parquet")):
         return None  # '@file': a file read whole, as one text
@@ -248,7 +248,7 @@ def _detect_text(
         out["provenance"] = report.to_dict()
     typer.echo(json.dumps(out, ensure_ascii=False))
     verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
-    from samark.detection.ring import RingDetection
+    from samark.detection.ring_detector import RingDetection
 
     if isinstance(result, RingDetection):  # a keyring's answer
         found = (
@@ -291,7 +291,7 @@ def _detect_file(
     that cannot be read or scored gets an ``error`` line, never a crash, and makes the
     exit code 2 (as grep's for a file it could not read). Progress counts the records
     whose results are written."""
-    from samark.detection.records import (
+    from samark.detection.record_files import (
         NO_SENTENCE,
         UnreadableRecord,
         detect_records,
@@ -446,7 +446,7 @@ def check_key(
     fields = centring_fields(centring)
     targets: list[tuple[str | None, Path]] = [(None, key)]
     if keyring is not None:
-        from samark.keys.ring import Keyring
+        from samark.keys.keyring import Keyring
 
         try:
             ring = Keyring.load(keyring)

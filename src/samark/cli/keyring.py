@@ -99,7 +99,7 @@ def keyring_new(
 
     With --screen, every key is audited on human text first (docs/operators.md)."""
     from samark.embed import load_embedder
-    from samark.keys.ring import Keyring, check_flag_bits, check_label
+    from samark.keys.keyring import Keyring, check_flag_bits, check_label
 
     if keys < 0:
         raise fail(f"--keys must be 0 (an empty ring) or more, got {keys}")
@@ -147,7 +147,7 @@ def keyring_add(
     With --screen, the new key is one that passes check-key on human text. The newest key
     that is not retired marks text by default."""
     from samark.embed import load_embedder
-    from samark.keys.ring import Keyring, check_label
+    from samark.keys.keyring import Keyring, check_label
 
     if key is not None and screen:
         raise fail("--screen draws a new key; audit an existing one with `samark check-key`")
@@ -177,7 +177,7 @@ def keyring_list(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object.")] = False,
 ) -> None:
     """The ring's keys: position, label, public id, dates (never a secret)."""
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
 
     try:
         opened = Keyring.load(ring)
@@ -217,7 +217,7 @@ def _minute(value: str) -> str:
     whole); a value that does not parse is shown as it is."""
     from datetime import UTC
 
-    from samark.keys.ring import KeyringError, instant
+    from samark.keys.keyring import KeyringError, instant
 
     try:
         return instant(value).astimezone(UTC).strftime("%Y-%m-%d %H:%M")
@@ -231,7 +231,7 @@ def keyring_retire(
     label: Annotated[str, typer.Argument(help="The key to retire.")],
 ) -> None:
     """Retire a key: it stops marking text and still detects it (old text stays provable)."""
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
 
     try:
         entry = Keyring.load(ring).retire(label)

@@ -18,7 +18,7 @@ from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
 
 if TYPE_CHECKING:
-    from samark.detection.ring import RingDetector
+    from samark.detection.ring_detector import RingDetector
     from samark.sampling.engines import EngineSpec
     from samark.schemes.base import Watermark
 
@@ -194,8 +194,8 @@ def load_ring_detector(
     """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
     with the commands' statistic and SAMarkConfig ``fields``; ``generator`` is the layered
     mark's tokenizer)."""
-    from samark.detection.ring import RingDetector
-    from samark.keys.ring import Keyring
+    from samark.detection.ring_detector import RingDetector
+    from samark.keys.keyring import Keyring
 
     params: dict[str, Any] = {"generator": generator, **fields}
     if can(name, "statistics"):
@@ -215,7 +215,7 @@ def ring_key_file(
     """The key file of ``ring`` that marks text: the key ``label``, the one that writes
     ``payload``, or the current key; what the output says of it (never the secret); and
     the flags that write the payload's flag bits (empty: none)."""
-    from samark.keys.ring import Keyring, KeyringError
+    from samark.keys.keyring import Keyring, KeyringError
 
     if label is not None and payload is not None:
         raise fail("give --label or --payload, not both")
@@ -282,7 +282,7 @@ def _human_texts(source: str, field: str, limit: int) -> list[str]:
 
 def _file_texts(path: Path, field: str, limit: int) -> list[str]:
     """The first ``limit`` records' ``field`` of a JSONL or Parquet file."""
-    from samark.detection.records import (
+    from samark.detection.record_files import (
         UnreadableRecord,
         no_text_field,
         numbered_jsonl,

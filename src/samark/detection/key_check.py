@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from samark.detection.records import BatchDetector
+from samark.detection.record_files import BatchDetector
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 

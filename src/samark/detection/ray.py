@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samark.detection.records import no_text_field, result_columns
+from samark.detection.record_files import no_text_field, result_columns
 
 _DTYPES = {
     "p_value": "Float64",
@@ -47,8 +47,8 @@ class _ActorDetector:
         torch.set_num_threads(threads)
         self.detector: Any
         if keyring is not None:
-            from samark.detection.ring import RingDetector
-            from samark.keys.ring import Keyring
+            from samark.detection.ring_detector import RingDetector
+            from samark.keys.keyring import Keyring
 
             self.detector = RingDetector.from_ring(Keyring.load(keyring), scheme, **params)
         else:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from samark.detection.records import UnreadableRecord, numbered_jsonl
+from samark.detection.record_files import UnreadableRecord, numbered_jsonl
 from samark.errors import SamarkError
 from samark.evaluation import fidelity
 from samark.evaluation.attacks import Attack

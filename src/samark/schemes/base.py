@@ -195,7 +195,7 @@ class Watermark(abc.ABC):
         each scheme family defines it once."""
         raise NotImplementedError(f"{cls.__name__} has no flat-parameter constructor")
 
-    # -- in a keyring (samark.detection.ring asks these, never a scheme's name) ----------
+    # -- in a keyring (samark.detection.ring_detector asks these, never a scheme's name) ----------
     @property
     def flag_channels(self) -> int:
         """Channels of the per-text flag pattern, in which a ring's payload can carry bits

@@ -235,7 +235,7 @@ def _generator_tokenizer(generator: str) -> PreTrainedTokenizerBase:
 
 def _marking_key(config: ServerConfig) -> tuple[WatermarkKey, str | None]:
     """The key that marks unless a request names a payload, and its keyring label."""
-    from samark.keys.ring import Keyring
+    from samark.keys.keyring import Keyring
 
     if config.keyring is None:
         assert config.key is not None
@@ -254,8 +254,8 @@ def _keys(
     """A keyring's part: with a ring of 2**b keys one scheme per payload value (the
     value's key, and its flags where the ring writes flag bits), and the ring's detector
     (detecting as the served scheme does, with its ``embedder``)."""
-    from samark.detection.ring import RingDetector
-    from samark.keys.ring import Keyring
+    from samark.detection.ring_detector import RingDetector
+    from samark.keys.keyring import Keyring
     from samark.schemes.base import SharedResources, scheme_info
     from samark.serving.worker import Keys
 

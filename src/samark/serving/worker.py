@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from samark.detection.ring import RingDetector
+from samark.detection.ring_detector import RingDetector
 from samark.errors import EmptyTextError, SamarkError
 from samark.provenance import ProvenanceRecord
 from samark.sampling.batching import BatchingSampler

@@ -61,7 +61,7 @@ from samark.schemes.base import (
 )
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import RingPass, embed_sentences
-from samark.schemes.samark.ring import share_null
+from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
 from samark.token_layer import GreenListLayer, TokenLayerConfig
 

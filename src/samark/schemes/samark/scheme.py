@@ -95,14 +95,14 @@ class SAMark(SentenceLevelWatermark):
     @classmethod
     def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
         """Enough null pivot sets for the ring's smallest p-values."""
-        from samark.schemes.samark.ring import ring_null_count
+        from samark.schemes.samark.ring_scoring import ring_null_count
 
         return {"n_null": ring_null_count(keys, alpha)}
 
     @classmethod
     def ring_scoring(cls, schemes: Sequence[Watermark]) -> RingScoring | None:
         """The max-statistic, where the keys share one pivot law and settings."""
-        from samark.schemes.samark.ring import MaxStatisticRing, share_null
+        from samark.schemes.samark.ring_scoring import MaxStatisticRing, share_null
 
         detectors = [cast(SAMark, s).detector for s in schemes]
         return MaxStatisticRing(detectors) if share_null(detectors) else None

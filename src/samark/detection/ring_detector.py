@@ -40,11 +40,11 @@ import numpy as np
 from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
-from samark.keys.ring import Keyring, RingEntry, flag_value
+from samark.keys.keyring import Keyring, RingEntry, flag_value
 from samark.schemes.base import RingScore, RingScoring, SharedResources, Watermark, create_scheme
 
 # SAMark's ring pass lives with SAMark; these names keep working from here
-from samark.schemes.samark.ring import MAX_STATISTIC, ring_null_count
+from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
 
 HOLM = "holm"
 __all__ = [

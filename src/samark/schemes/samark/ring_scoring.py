@@ -8,7 +8,7 @@ the ring's largest among them is an exact p-value for the ring
 The layered mark's ring (:mod:`samark.schemes.samark.layered`) uses the same pass for its
 semantic layer and Holm over the keys' layered p-values.
 
-:mod:`samark.detection.ring` reaches this through :meth:`SAMark.ring_scoring`, never by
+:mod:`samark.detection.ring_detector` reaches this through :meth:`SAMark.ring_scoring`, never by
 name.
 """
 

@@ -7,7 +7,7 @@ id, its file and its created and retired dates. Nothing in the index is secret.
 - **Rotation.** A retired key no longer marks text but still detects it, so that old text
   stays provable. ``current`` is the newest key that is not retired.
 - **Deployments / attribution.** Each model, tenant or region gets a labelled key;
-  detection against the ring (:mod:`samark.detection.ring`) names the key that marked a
+  detection against the ring (:mod:`samark.detection.ring_detector`) names the key that marked a
   text, with a family-wise error guarantee.
 - **Payload.** A ring of ``2**b`` keys carries ``b`` bits: generating with the key at
   position ``v`` writes the value ``v``, and detection decodes it. Positions are the order
