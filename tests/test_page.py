@@ -1,8 +1,9 @@
 """The detection page (``GET /``) used as a person uses it: Debian's headless Chromium,
 driven by Playwright (pointed at the system browser: nothing downloads one), against the
 real app on loopback with a real SAMark detector (mpnet). Paste, upload, read the verdict
-and the highlighted sentences, the decision-only view, the budget, the errors, the
-keyboard; and ``samark page``, the local mode, in its own process.
+and the highlighted sentences, the record's states, a keyring's key and payload, the
+decision-only view, the budget, the errors, the keyboard; and ``samark page``, the local
+mode, in its own process.
 
 ``SAMARK_PAGE_SCREENSHOT=docs/images/detection-page.png`` makes the record's test save
 the page it reads (the screenshot in docs/serving.md)."""
@@ -137,6 +138,29 @@ def servers(scheme, record, served_app) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
+def ringed(scheme, mpnet, mpnet_key, served_app, tmp_path_factory) -> Iterator[str]:
+    """A keyring server (two keys, so a 1-bit payload), the test key second: the marked
+    text is the key ``tenant-b``'s, payload 1."""
+    from samark.detection.ring_detector import RingDetector
+    from samark.keys import WatermarkKey
+    from samark.keys.keyring import Keyring
+    from samark.models import DEFAULT_GENERATOR
+    from samark.schemes.base import SharedResources
+    from samark.serving import Keys
+
+    ring = Keyring.create(tmp_path_factory.mktemp("page-ring") / "ring", mpnet.identity)
+    ring.add(WatermarkKey(bytes([77]) * 32, mpnet.identity), "tenant-a")
+    ring.add(mpnet_key, "tenant-b")
+    detector = RingDetector.from_ring(
+        ring, shared=SharedResources(DEFAULT_GENERATOR, mpnet), statistic="scan"
+    )
+    settings = ServeSettings(tokens=frozenset({USER}))
+    keys = Keys(label="tenant-b", ring=detector)
+    with served_app(scheme_app(scheme, settings, keys=keys, count_tokens=_words)) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
 def browser(tmp_path_factory) -> Iterator[Any]:
     with sync_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
@@ -267,6 +291,19 @@ def test_an_edited_served_text_shows_which_sentences_were_served_edited_or_inser
     assert page.inner_text(".verdict").startswith("Marked")
     if os.environ.get("SAMARK_PAGE_SCREENSHOT"):
         _save_screenshot(page, Path(os.environ["SAMARK_PAGE_SCREENSHOT"]))
+
+
+def test_a_keyring_server_names_the_key_and_payload_beside_a_family_wise_p(
+    page, ringed, marked, mpnet_key
+) -> None:
+    page.goto(ringed)
+    _check(page, marked, token=USER)
+    assert page.inner_text(".verdict").startswith("Marked")
+    facts = _facts(page)
+    assert facts["Family-wise p-value"].endswith("(over the 2 keys of the keyring)")
+    assert 0 < float(facts["Family-wise p-value"].split()[0]) < 0.01
+    assert facts["Key"] == f"tenant-b (id {mpnet_key.key_id})"
+    assert facts["Payload"] == "1"
 
 
 def test_human_text_reads_not_marked_and_a_user_token_gets_no_sentence_evidence(
