@@ -23,7 +23,8 @@ PAGE_FILES = {
     "page.js": "text/javascript; charset=utf-8",
 }
 
-#: only the server itself; ``blob:`` for the report's download link
+#: the server itself and nothing else (``data:`` is the empty favicon; the report's
+#: download is a ``blob:`` link, which no directive restricts)
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
