@@ -214,6 +214,15 @@ def _save_screenshot(page: Any, path: Path) -> None:
     shot.quantize(256, dither=Image.Dither.NONE).save(path, optimize=True)
 
 
+def _download_report(page: Any, folder: Path) -> dict[str, Any]:
+    """The report the page's download button saves."""
+    with page.expect_download() as download:
+        page.click("#download")
+    saved = folder / "report.json"
+    download.value.save_as(saved)
+    return dict(json.loads(saved.read_text()))
+
+
 def _facts(page: Any) -> dict[str, str]:
     terms = page.locator(".report .facts dt").all_inner_texts()
     values = page.locator(".report .facts dd").all_inner_texts()
@@ -250,11 +259,7 @@ def test_a_pasted_marked_text_reads_marked_with_its_sentences_highlighted(
     n = expected.n_units
     assert facts["Served record"].startswith(f"{n} of {n} sentences served verbatim, 0 a close")
     # the JSON report is the server's answer
-    with page.expect_download() as download:
-        page.click("#download")
-    saved = tmp_path / "report.json"
-    download.value.save_as(saved)
-    report = json.loads(saved.read_text())
+    report = _download_report(page, tmp_path)
     assert report["source"] == "pasted text" and report["results"][0]["is_watermarked"] is True
     assert report["results"][0]["sentences"] == list(expected.sentences)
     assert report["results"][0]["provenance"]["requests"] == [REQUEST]
@@ -346,6 +351,12 @@ def test_an_uploaded_jsonl_file_is_checked_record_by_record(
     assert cards.nth(0).locator("h3").inner_text() == "Record 1 of 2"
     assert cards.nth(0).locator(".verdict").inner_text().startswith("Marked")
     assert cards.nth(1).locator(".verdict").inner_text().startswith("Not marked")
+    # a user token's report: p-values, but neither sentence evidence nor the record's
+    report = _download_report(page, tmp_path)
+    assert report["source"] == "runs.jsonl" and len(report["results"]) == 2
+    for result in report["results"]:
+        assert 0 < result["p_value"] <= 1
+        assert "sentences" not in result and "provenance" not in result
 
 
 def test_a_decision_only_token_sees_only_the_decision_and_its_budget(page, servers, marked) -> None:
