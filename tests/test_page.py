@@ -37,11 +37,6 @@ from samark.serving import ServeSettings
 from samark.serving.app import scheme_app
 
 CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="Debian's chromium is not installed (apt-get install chromium): "
-    "the page is tested in a real browser",
-)
 
 #: the page's evidence levels: a sentence's p-value below each bound
 LEVELS = (("strong", 0.01), ("some", 0.05), ("weak", 0.2), ("none", 2.0))
@@ -162,6 +157,11 @@ def ringed(scheme, mpnet, mpnet_key, served_app, tmp_path_factory) -> Iterator[s
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory) -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(
+            "Debian's chromium is not installed (apt-get install chromium): "
+            "the page is tested in a real browser"
+        )
     with sync_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")),
@@ -463,3 +463,20 @@ def test_samark_page_serves_the_page_locally_with_its_token(page, mpnet_key, tmp
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_samark_page_refuses_a_taken_port_and_a_bad_alpha_before_loading_anything() -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from samark.cli import app
+
+    key = str(Path(__file__).parent / "data" / "keys" / "plain.key")  # the options fail first
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        out = CliRunner().invoke(app, ["page", "--key", key, "--port", str(port)])
+    assert out.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in out.output
+    out = CliRunner().invoke(app, ["page", "--key", key, "--alpha", "1.5"])
+    assert out.exit_code == 2 and "--alpha must be between 0 and 1" in out.output
