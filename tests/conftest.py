@@ -40,6 +40,8 @@ FILE_SECONDS = {
     "test_evaluation.py": 100,
     "test_serve.py": 100,
     "test_server.py": 90,
+    "test_serve_record.py": 60,
+    "test_provenance.py": 50,
     "test_page.py": 45,
     "test_conformance.py": 80,
     "test_layered.py": 60,

@@ -20,6 +20,7 @@ from samark.cli.loading import (
     chosen_engine,
     scheme_engine,
 )
+from samark.cli.record import RecordOption, check_record_options
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
 
@@ -107,18 +108,30 @@ def serve(
             "about 1/alpha of them."
         ),
     ] = None,
+    record_url: RecordOption = None,
+    store_text: Annotated[
+        bool,
+        typer.Option(
+            "--store-text",
+            help="With --record: keep each served sentence's text in the record (default: "
+            "keyed hashes and embeddings only).",
+        ),
+    ] = False,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 
     --scheme chooses the scheme and --engine where it writes (a server engine also answers
     '"watermark": false' requests); --candidates, --statistic and --centring are SAMark's
-    family's. The server is samark.serving.create_app (docs/serving.md)."""
+    family's. With --record, every served sentence is recorded before it is sent and an
+    admin's detection with details reports each sentence's provenance (docs/provenance.md).
+    The server is samark.serving.create_app (docs/serving.md)."""
     engine = chosen_engine(engine, upstream=upstream)
     scheme_engine(scheme_name, engine)  # an engine the scheme cannot write through: named now
     if centring is not None and not can(scheme_name, "statistics"):
         raise fail("--centring is SAMark's; leave it out for " + scheme_name)
     centring_fields(centring)  # checked before any model loads
     _check_options(candidates, sentences, max_sentences, concurrency, timeout, alpha, statistic)
+    check_record_options(record_url, store_text, keyring)
     try:
         import uvicorn
 
@@ -154,6 +167,8 @@ def serve(
             statistic=statistic,
             alpha=alpha,
             centring=centring,
+            record=record_url,
+            store_text=store_text,
         )
         logging.config.dictConfig(log_config())  # the server's start-up lines too
         served = create_app(config)

@@ -46,6 +46,7 @@ def scheme_app(
     keys: Keys | None = None,
     on_close: Callable[[], None] | None = None,
     record: ProvenanceRecord | None = None,
+    store_text: bool = False,
 ) -> FastAPI:
     """The application serving a loaded ``scheme`` (its key stays inside it): what
     :func:`samark.serving.create_app` assembles from a :class:`ServerConfig`.
@@ -55,13 +56,20 @@ def scheme_app(
     ``max_tokens`` (default: the sampler's tokenizer, else words); ``upstream`` serves
     ``"watermark": false`` requests unchanged; ``keys`` adds a keyring (payloads, and
     detection against every key); ``on_close`` runs when the server stops (an engine's
-    own processes, vLLM's, stop with it); ``record`` (a provenance record) adds each
-    sentence's provenance to admin detections. Every marked response carries the id of
+    own processes, vLLM's, stop with it); ``record`` (a provenance record) records
+    every served sentence before it is sent (its text too only with ``store_text``) and
+    adds each sentence's provenance to admin detections. Every marked response carries the id of
     the key that marked it in its ``samark`` field, never the key.
     """
     metrics = ServeMetrics()
     worker = Worker(
-        scheme, settings, keys=keys, count_tokens=count_tokens, metrics=metrics, record=record
+        scheme,
+        settings,
+        keys=keys,
+        count_tokens=count_tokens,
+        metrics=metrics,
+        record=record,
+        store_text=store_text,
     )
 
     @contextlib.asynccontextmanager

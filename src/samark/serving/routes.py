@@ -78,6 +78,7 @@ def completions_router(
             lambda pieces, finish, use: chat_completion(
                 cid, model, "".join(pieces).strip(), finish, use
             ),
+            cid,
         )
 
     @router.post("/v1/completions", response_model=None)
@@ -101,6 +102,7 @@ def completions_router(
             lambda s, _first: text_completion(cid, model, s, None, None),
             lambda finish: text_completion(cid, model, "", finish, None),
             lambda pieces, finish, use: text_completion(cid, model, "".join(pieces), finish, use),
+            cid,
         )
 
     return router
@@ -114,17 +116,25 @@ async def _complete(
     event: Callable[[str, bool], dict[str, Any]],
     final: Callable[[str], dict[str, Any]],
     whole: Callable[[list[str], str, dict[str, int]], dict[str, Any]],
+    request_id: str,
 ) -> dict[str, Any] | Response:
     """Marked text in a route's shape: streamed, one ``event(sentence, first)`` per
     sentence then ``final(finish)``; else ``whole(sentences, finish, usage)``. Either
-    answer names the key that marked it (``samark``)."""
+    answer names the key that marked it (``samark``); a server with a record records
+    each sentence under ``request_id`` (the completion's ``id``) before sending it."""
     marker, mark = worker.marking(req)
     if req.stream:
         events = await worker.stream(
-            prompt, req, budget, event, lambda finish: {**final(finish), "samark": mark}, marker
+            prompt,
+            req,
+            budget,
+            event,
+            lambda finish: {**final(finish), "samark": mark},
+            marker,
+            request_id,
         )
         return StreamingResponse(events, media_type="text/event-stream")
-    pieces, finish = await worker.generate(prompt, req, budget, marker)
+    pieces, finish = await worker.generate(prompt, req, budget, marker, request_id)
     return {**whole(pieces, finish, worker.usage(prompt, pieces)), "samark": mark}
 
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from samark.embed import Embedder
+    from samark.provenance import ProvenanceRecord
     from samark.sampling.base import CandidateSampler
     from samark.sampling.engines import EngineSpec
     from samark.schemes.base import Watermark
@@ -67,6 +68,12 @@ class ServerConfig:
     alpha: float = 0.01
     centring: Path | str | None = None
     scheme_params: Mapping[str, Any] = field(default_factory=dict)
+    #: the provenance record's URL (docs/provenance.md): every served sentence is
+    #: recorded under the completion's id before it is sent, and ``/v1/detect`` with
+    #: ``details`` reports each sentence's provenance; None: no record
+    record: str | None = None
+    #: keep each served sentence's text in the record (off: keyed hashes and embeddings)
+    store_text: bool = False
 
     def __post_init__(self) -> None:
         from samark.schemes.base import engine_for, scheme_info
@@ -78,6 +85,16 @@ class ServerConfig:
         info = scheme_info(self.scheme)  # an unknown scheme is named here
         if not info.detectable:
             raise SamarkError(f"{self.scheme} writes no watermark: it has no key and no detector")
+        if self.store_text and self.record is None:
+            raise SamarkError("store_text keeps the served text in a record: name the record")
+        if self.record is not None:
+            from samark.provenance import check_url
+
+            if self.keyring is not None:
+                raise SamarkError(
+                    "a record is kept under one key; a keyring's record is not supported yet"
+                )
+            check_url(self.record)  # an unknown or malformed URL is named here
         if self.candidates < 1:
             raise SamarkError(f"candidates must be at least 1, got {self.candidates}")
         if not 0 < self.alpha < 1:
@@ -128,10 +145,14 @@ def create_app(config: ServerConfig) -> FastAPI:
     def count_tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    record = _record(config, key, scheme)
+
     def close() -> None:  # an engine's own processes (vLLM's) stop with the server
         held = [*engines, scheme.engine]
         for engine in {id(e): e for e in held if e is not None}.values():
             close_engine(engine)
+        if record is not None:
+            record.close()
 
     return scheme_app(
         scheme,
@@ -141,7 +162,26 @@ def create_app(config: ServerConfig) -> FastAPI:
         upstream=_upstream(engines[-1] if engines else None, config.access),
         keys=None if config.keyring is None else _keys(config, label, build, scheme.embedder),
         on_close=close,
+        record=record,
+        store_text=config.store_text,
     )
+
+
+def _record(config: ServerConfig, key: WatermarkKey, scheme: Watermark) -> ProvenanceRecord | None:
+    """The record of ``config`` under the marking key, with the scheme's embedder (a
+    token scheme has none: the key's own, loaded)."""
+    if config.record is None:
+        return None
+    from samark.embed import load_embedder
+    from samark.provenance import ProvenanceRecord
+    from samark.provenance.store import redact
+
+    embedder = scheme.embedder or load_embedder(key.embedder.name)
+    key.check_embedder(embedder.identity)
+    record = ProvenanceRecord.open(config.record, key, embedder)
+    kept = "with their text" if config.store_text else "keyed hashes and embeddings, no text"
+    log.info("recording served sentences (%s) in %s", kept, redact(config.record))
+    return record
 
 
 def close_engine(engine: CandidateSampler) -> None:

@@ -20,10 +20,11 @@ from typing import Any, TypeVar
 
 from samark.detection.ring_detector import RingDetector
 from samark.errors import EmptyTextError, SamarkError
-from samark.provenance import ProvenanceRecord
+from samark.provenance import ProvenanceRecord, new_request_id, normalise
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import ServerError
 from samark.schemes.base import Watermark
+from samark.segment import split_sentences
 from samark.serving.errors import ApiError, timeout_error
 from samark.serving.metrics import ServeMetrics
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -56,14 +57,17 @@ class Worker:
         count_tokens: Callable[[str], int] | None = None,
         metrics: ServeMetrics | None = None,
         record: ProvenanceRecord | None = None,
+        store_text: bool = False,
     ) -> None:
         key_id(scheme)  # a scheme without a key has nothing to serve
         self.scheme = scheme
         self.settings = settings
         self.keys = keys or Keys()
-        #: the provenance record a detection with ``details`` reads (which sentences
-        #: were served); None: no record
+        #: the provenance record: every served sentence is recorded in it before it is
+        #: sent (its text too only with ``store_text``), and a detection with ``details``
+        #: reads it (which sentences were served); None: no record
         self.record = record
+        self.store_text = store_text
         self.metrics = metrics or ServeMetrics()
         self.count_tokens = count_tokens or scheme.token_counter or (lambda t: len(t.split()))
         self._generation_pool = ThreadPoolExecutor(
@@ -106,16 +110,23 @@ class Worker:
 
     # ---- generation ----
     async def generate(
-        self, prompt: str, req: GenerationRequest, budget: int | None, marker: Watermark
+        self,
+        prompt: str,
+        req: GenerationRequest,
+        budget: int | None,
+        marker: Watermark,
+        request_id: str | None = None,
     ) -> tuple[list[str], str]:
         """The sentences of one completion within the token ``budget``, and its finish
-        reason."""
+        reason (recorded under ``request_id`` where the server keeps a record)."""
         pieces: list[str] = []
         cancelled = threading.Event()
         start = time.perf_counter()
         finish = await self._limited(
             self._generation_pool,
-            lambda: self._generate(prompt, req, budget, pieces.append, cancelled, marker),
+            lambda: self._generate(
+                prompt, req, budget, pieces.append, cancelled, marker, request_id
+            ),
             cancelled,
         )
         log.info(
@@ -135,6 +146,7 @@ class Worker:
         event: Callable[[str, bool], dict[str, Any]],
         final: Callable[[str], dict[str, Any]],
         marker: Watermark,
+        request_id: str | None = None,
     ) -> AsyncIterator[str]:
         """Server-sent events, one per sentence (``event(sentence, first)``), then
         ``final(finish)`` and ``[DONE]``. The first sentence (or the error) is awaited
@@ -150,7 +162,7 @@ class Worker:
 
         def work() -> None:
             try:
-                finish = self._generate(prompt, req, budget, emit, cancelled, marker)
+                finish = self._generate(prompt, req, budget, emit, cancelled, marker, request_id)
                 log.info("streamed a completion (finish %s, key %s)", finish, key_id(marker))
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", finish))
             except ApiError as exc:
@@ -202,13 +214,16 @@ class Worker:
         emit: Callable[[str], None],
         cancelled: threading.Event,
         marker: Watermark,
+        request_id: str | None = None,
     ) -> str:
-        """Generate, emitting each sentence within the token budget; the finish reason."""
+        """Generate, emitting each sentence within the token budget (recorded first,
+        where the server keeps a record); the finish reason."""
         if cancelled.is_set():  # timed out while queued
             return "cancelled"
         settings = self.settings
         sentences = min(req.max_sentences or settings.default_sentences, settings.max_sentences)
         used = 0
+        served = self._recorder(request_id)
 
         def on_sentence(sentence: str, _step: Mapping[str, Any]) -> bool:
             nonlocal used
@@ -218,6 +233,8 @@ class Worker:
             if budget is not None and used + n > budget:
                 return True
             used += n
+            if served is not None:
+                served.sentence(sentence)
             emit(sentence)
             self.metrics.sentences.inc()
             return False
@@ -232,8 +249,15 @@ class Worker:
                 )
         except ServerError as exc:
             raise ApiError(502, f"upstream: {exc}", "upstream_error", "upstream") from None
+        if served is not None:
+            served.finish()
         # "stop": the model ended its answer; else a sentence or token limit ended it
         return "stop" if gen.fallbacks.get("exhausted") else "length"
+
+    def _recorder(self, request_id: str | None) -> "_Served | None":
+        if self.record is None:
+            return None
+        return _Served(self.record, request_id or new_request_id(), self.store_text)
 
     # ---- detection ----
     async def detect(self, texts: list[str], details: bool) -> list[dict[str, Any]]:
@@ -280,6 +304,45 @@ class Worker:
         except TimeoutError:
             cancelled.set()
             raise timeout_error(self.settings.request_timeout_s) from None
+
+
+class _Served:
+    """One response's recording. Each sentence is recorded before it is sent (one
+    transaction: durable once that returns); when the response ends, so are the
+    sentences its joined text splits into that were not recorded as such (two sentences
+    joined without a space read as one), so that a detection of the text as served finds
+    every sentence. A record that cannot be written stops the response (503): nothing
+    is served unrecorded."""
+
+    def __init__(self, record: ProvenanceRecord, request_id: str, store_text: bool) -> None:
+        self.record = record
+        self.request_id = request_id
+        self.store_text = store_text
+        self.pieces: list[str] = []
+        self.recorded: set[str] = set()
+
+    def sentence(self, sentence: str) -> None:
+        self._write(split_sentences(sentence))
+        self.pieces.append(sentence)
+
+    def finish(self) -> None:
+        joined = split_sentences("".join(self.pieces))
+        self._write([s for s in joined if normalise(s) not in self.recorded])
+
+    def _write(self, sentences: list[str]) -> None:
+        if not sentences:
+            return
+        try:
+            self.record.record(sentences, request_id=self.request_id, store_text=self.store_text)
+        except SamarkError as exc:
+            log.error("the provenance record refused a served sentence: %s", exc)
+            raise ApiError(
+                503,
+                "the provenance record cannot be written; nothing is served unrecorded",
+                "server_error",
+                "record_unavailable",
+            ) from None
+        self.recorded.update(normalise(s) for s in sentences)
 
 
 def key_id(scheme: Watermark) -> str:
