@@ -30,7 +30,8 @@ EngineOption = Annotated[
         help="Where the generator runs, ENGINE[:MODEL]: 'transformers' (local, the default), "
         "'vllm' (in-process vLLM: a GPU, or the CPU recipe of docs/usage.md; about a minute "
         "to start), 'openai:URL#MODEL' or 'URL#MODEL' (an OpenAI-compatible server). MODEL "
-        "left out: --generator. Default: the scheme's own engine (`samark schemes list`).",
+        "left out: --generator. Default: the scheme's own (vllm-gumbel: vllm; others: "
+        "transformers).",
     ),
 ]
 #: the engine's spellings before --engine named it in every command, kept working
