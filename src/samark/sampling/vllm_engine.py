@@ -37,6 +37,7 @@ from samark.sampling.base import (
 )
 from samark.sampling.engines import register_engine
 from samark.sampling.token_writing import Written
+from samark.token_layer import GreenListLayer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -199,13 +200,12 @@ class VLLMSampler(BatchSampler):
                 )
             layer = None
             if r.token_layer is not None:
-                to_spec = getattr(r.token_layer, "to_spec", None)
-                if to_spec is None:
+                if not isinstance(r.token_layer, GreenListLayer):  # rebuilt in vLLM's sampler
                     raise SamarkError(
                         f"the vLLM engine applies samark's green-list token layer only, not "
                         f"{type(r.token_layer).__name__}"
                     )
-                layer = to_spec()
+                layer = r.token_layer.to_spec()
             p = r.params
             rules = RowRules(
                 sentences=1,
