@@ -39,6 +39,8 @@ FILE_SECONDS = {
     "test_attacks.py": 110,
     "test_evaluation.py": 100,
     "test_serve.py": 100,
+    "test_create_app.py": 30,
+    "test_engines.py": 20,
     "test_server.py": 90,
     "test_serve_record.py": 60,
     "test_provenance.py": 50,
