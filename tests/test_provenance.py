@@ -532,6 +532,25 @@ def test_cli_detect_with_a_record_and_forget(tmp_path, minilm, minilm_key) -> No
     assert states == ["not_served"] * 3
 
 
+def test_cli_record_upkeep_on_every_backend(store_url: str) -> None:
+    """`samark record info|forget|prune` on either store, without the key."""
+    rk = RecordKey.of(_key(b"a"))
+    with open_store(store_url, _binding(rk)) as store:
+        old = datetime.now(UTC) - timedelta(days=40)
+        store.add([_entry(rk, "Old.", "old", created=old), _entry(rk, "Old two.", "old")])
+        store.add([_entry(rk, "Kept.", "kept"), _entry(rk, "Kept two.", "kept")])
+    runner = CliRunner()
+    info = runner.invoke(app, ["record", "info", store_url])
+    assert info.exit_code == 0 and json.loads(info.stdout)["stored"] == 4
+    assert json.loads(info.stdout)["record_key"] == rk.fingerprint
+    pruned = runner.invoke(app, ["record", "prune", store_url, "--older-than", "30"])
+    assert json.loads(pruned.stdout)["deleted"] == 1 and json.loads(pruned.stdout)["stored"] == 3
+    forgot = runner.invoke(app, ["record", "forget", store_url, "--request", "old"])
+    assert forgot.exit_code == 0 and json.loads(forgot.stdout)["deleted"] == {"old": 1}
+    with open_store(store_url, _binding(rk)) as store:
+        assert store.count() == 2 and store.lookup([rk.digest("kept two")])[0]
+
+
 def test_cli_record_options_are_checked_before_any_model_loads(tmp_path) -> None:
     runner = CliRunner()
     key = WatermarkKey.generate(EmbedderIdentity("all-mpnet-base-v2", "ab" * 32))
