@@ -38,9 +38,10 @@ def page(
         bool, typer.Option("--no-browser", help="Print the page's address; open no browser.")
     ] = False,
 ) -> None:
-    """Open the detection page in your browser: paste or upload a text, see whether KEY
-    marked it, which sentences carry the mark (with --record: which were served), and
-    download the report.
+    """Open the detection page in your browser to check texts against KEY.
+
+    Paste or upload a text, see whether KEY marked it, which sentences carry the mark
+    (with --record: which were served), and download the report.
 
     It listens on 127.0.0.1 only, with a one-time token in the address it opens (in the
     part after '#', which a browser never sends anywhere). Ctrl-C stops it."""
