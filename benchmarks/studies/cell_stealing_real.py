@@ -272,7 +272,10 @@ def main() -> None:
             detected = np.mean(
                 [p_value(frames, e, design) < 0.01 for e, _ in marked[: args.forgeries]]
             )
-            human_p = forge(frames, design, np.zeros(len(human)), human, args.forgeries, k)
+            # the forgeries' null: texts drawn the same way, among 24 human sentences of no
+            # particular score
+            chance = np.random.default_rng(k).random(len(human))
+            human_p = forge(frames, design, chance, human, args.forgeries, k)
             print(
                 f"cells {cells} key {k}: own texts detected {detected:.2f}, random human "
                 f"texts {np.mean(np.array(human_p) < 0.01):.3f} "
