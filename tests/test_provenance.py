@@ -35,7 +35,7 @@ from samark.provenance import (
     open_store,
 )
 from samark.provenance.matrix import EmbeddingMatrix
-from samark.provenance.sqlite_store import sqlite_path
+from samark.provenance.sqlite_store import SqliteStore, sqlite_path
 from samark.provenance.store import check_url, redact
 
 SERVED = (
@@ -234,6 +234,26 @@ def test_a_connection_the_server_drops_is_made_anew(postgres_url: str) -> None:
         assert [len(f) for f in store.lookup([rk.digest("two"), rk.digest("three")])] == [0, 1]
     with pytest.raises(ProvenanceError, match="is closed"):
         store.count()
+
+
+def test_sqlite_failures_and_a_closed_store_raise_provenance_errors(tmp_path: Path) -> None:
+    """A lock held past the timeout (or a full disk) is the record's error, as PostgreSQL's
+    are, so that a server answers 503 record_unavailable (not a bare 500); a closed
+    store says so."""
+    rk = RecordKey.of(_key(b"a"))
+    store = SqliteStore(f"sqlite:///{tmp_path}/r.db", _binding(rk), timeout=0.2)
+    locker = sqlite3.connect(tmp_path / "r.db", isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    with pytest.raises(ProvenanceError, match=r"cannot write to the record at .*locked"):
+        store.add([_entry(rk, "One.", "r1")])
+    locker.execute("ROLLBACK")
+    locker.close()
+    store.add([_entry(rk, "One.", "r1")])  # the failed write left nothing behind
+    assert store.count() == 1
+    store.close()
+    for call in (store.count, lambda: store.add([_entry(rk, "Two.", "r2")])):
+        with pytest.raises(ProvenanceError, match="is closed"):
+            call()
 
 
 def test_postgres_nearest_answers_as_sqlite_does(tmp_path: Path, postgres_url: str) -> None:

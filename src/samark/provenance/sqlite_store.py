@@ -98,6 +98,7 @@ class SqliteStore:
             raise ProvenanceError(f"{self.path.parent} is not a folder: cannot make {redact(url)}")
         self._lock = threading.RLock()
         self._keyed = binding is not None
+        self._closed = False
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
@@ -160,8 +161,8 @@ class SqliteStore:
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (BEGIN IMMEDIATE: no deadlock between
         two writers that both read first), committed or rolled back whole."""
-        with self._lock:
-            conn = self._conn
+        with self._lock, self._failures("write to"):
+            conn = self._open_conn()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
@@ -173,13 +174,29 @@ class SqliteStore:
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """One read transaction: a consistent snapshot across its statements."""
-        with self._lock:
-            conn = self._conn
+        with self._lock, self._failures("read"):
+            conn = self._open_conn()
             conn.execute("BEGIN")
             try:
                 yield conn
             finally:
                 conn.execute("COMMIT")
+
+    def _open_conn(self) -> sqlite3.Connection:
+        if self._closed:
+            raise ProvenanceError(f"the record {redact(self.url)} is closed")
+        return self._conn
+
+    @contextmanager
+    def _failures(self, what: str) -> Iterator[None]:
+        """SQLite's own errors (a lock held past the timeout, a full or failing disk) as
+        :class:`ProvenanceError`, as every backend reports them (a server answers 503)."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise ProvenanceError(
+                f"cannot {what} the record at {redact(self.url)}: {exc}"
+            ) from None
 
     def _bound(self) -> StoreBinding:
         if not self._keyed or self._binding is None:
@@ -260,6 +277,7 @@ class SqliteStore:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._conn.close()
             self._matrix = None
 
