@@ -165,6 +165,27 @@ def test_postgres_urls_never_show_a_password(postgres_url: str) -> None:
         check_url("postgresql://u:s3cret@host:notaport/db?bad")
 
 
+def test_a_password_with_a_bare_slash_is_refused_without_showing_it() -> None:
+    """A base64 password pasted into a URL unencoded: libpq would read its head as the
+    port and quote it in its error; the URL is refused first, redacted."""
+    pytest.importorskip("psycopg")
+    for url in (
+        "postgresql://u:pa/ss@host/db",
+        "postgresql://u:12/ab==@host:5432/db?sslmode=require",
+    ):
+        assert "pa/ss" not in redact(url) and "12/ab" not in redact(url)
+        with pytest.raises(ProvenanceError, match="percent-encode it") as refused:
+            check_url(url)
+        assert "pa/ss" not in str(refused.value) and "12/ab" not in str(refused.value)
+        assert "u:***@host" in str(refused.value)
+    # a query after the database may hold an '@' (a user name), and an empty password is one
+    assert (
+        redact("postgresql://host:5432/db?user=me@corp") == "postgresql://host:5432/db?user=me@corp"
+    )
+    check_url("postgresql://host:5432/db?user=me@corp")
+    check_url("postgresql://postgres:@/postgres?host=/tmp")
+
+
 # -- the store contract, on every backend ----------------------------------------------
 def test_store_round_trip_lookup_and_nearest(store_url: str) -> None:
     rk = RecordKey.of(_key(b"a"))

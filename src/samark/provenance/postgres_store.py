@@ -83,12 +83,19 @@ def check_url(url: str) -> None:
     """Raise :class:`ProvenanceError` unless ``url`` is a libpq URI and psycopg is here."""
     psycopg = _psycopg()
     try:
-        psycopg.conninfo.conninfo_to_dict(url)
+        parsed = psycopg.conninfo.conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         raise ProvenanceError(
             f"{redact(url)} is not a PostgreSQL connection URI "
             f"(postgresql://user:password@host:5432/dbname): {_scrub(str(exc), url)}"
         ) from None
+    if redact(url) != url and "user" not in parsed and "password" not in parsed:
+        # 'user:pa/ss@host': libpq stops the user part at the '/' and reads host 'user',
+        # port 'pa' (the password's head, which its errors would then quote)
+        raise ProvenanceError(
+            f"{redact(url)}: the password holds a character a URL cannot carry as is; "
+            "percent-encode it ('/' as %2F, '@' as %40, ':' as %3A) or use PGPASSWORD"
+        )
 
 
 def open_postgres(url: str, binding: StoreBinding | None) -> PostgresStore:

@@ -174,13 +174,19 @@ def redact(url: str) -> str:
     if "?" in authority and not sep:
         authority, sep, path = authority.partition("?")
         sep = "?"
+    if "@" not in authority and ":" in authority and "@" in path:
+        # a password with an unencoded '/' (base64 ones hold it): libpq reads no password
+        # there, but the text after ':' is one; kept only where it reads as a port and
+        # the '@' comes after a query ('host:5432/db?user=me@corp')
+        between, _, after = path.partition("@")
+        if not (re.fullmatch(r"\d+", authority.rsplit(":", 1)[1]) and "?" in between):
+            authority, sep, path = f"{authority}/{between}@{after}", "", ""
     if "@" in authority:
         user, _, host = authority.rpartition("@")
         if ":" in user:
             user = user.split(":", 1)[0] + ":***"
         authority = f"{user}@{host}"
-    path = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", path)
-    return f"{scheme}://{authority}{sep}{path}"
+    return re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", f"{scheme}://{authority}{sep}{path}")
 
 
 def unit_embedding(embedding: np.ndarray, dim: int) -> np.ndarray:
