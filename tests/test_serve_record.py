@@ -138,3 +138,24 @@ def test_a_server_that_cannot_record_is_refused_before_anything_loads(tmp_path) 
         result = runner.invoke(cli, ["serve", "--key", str(key_file), "--no-auth", *args])
         assert result.exit_code == 2 and message in result.output, result.output
         assert "s3cret" not in result.output
+
+
+def test_a_record_that_cannot_be_read_or_written_answers_503(tmp_path, minilm, served_app) -> None:
+    """The record gone under a running server (SQLite here; a database down is the same
+    error): a generation is refused before any sentence is sent, and an admin's detection
+    with details is 503 record_unavailable, not a bare 500; without details nothing reads
+    the record."""
+    from samark.schemes import create_scheme
+    from samark.serving.app import scheme_app
+
+    key = WatermarkKey.generate(minilm.identity)
+    record = ProvenanceRecord.open(f"sqlite:///{tmp_path}/served.db", key, minilm)
+    with served_app(scheme_app(create_scheme("kgw", key=key), ACCESS, record=record)) as base:
+        record.close()
+        status, refused = _post(base, "/v1/detect", {"text": HUMAN, "details": True}, ADMIN)
+        assert status == 503 and refused["error"]["code"] == "record_unavailable", refused
+        status, plain = _post(base, "/v1/detect", {"text": HUMAN})
+        assert status == 200 and "provenance" not in plain
+        body = {"prompt": "The museum reopened.", "seed": 3, "max_sentences": 1}
+        status, refused = _post(base, "/v1/completions", body)
+        assert status == 503 and refused["error"]["code"] == "record_unavailable", refused

@@ -278,7 +278,7 @@ class Worker:
                 else:
                     out.append(_detect_one(self.scheme, text, details))
                 if details and self.record is not None and "error" not in out[-1]:
-                    out[-1]["provenance"] = self.record.check(text).to_dict()
+                    out[-1]["provenance"] = self._provenance(text)
             return out
 
         results = await self._limited(self._detection_pool, work, cancelled)
@@ -292,6 +292,21 @@ class Worker:
             )
             self.metrics.detections.labels(outcome).inc()
         return results
+
+    def _provenance(self, text: str) -> dict[str, Any]:
+        """The record's report on ``text``, or 503 where the record cannot be read (as
+        a generation answers where it cannot be written)."""
+        assert self.record is not None
+        try:
+            return self.record.check(text).to_dict()
+        except SamarkError as exc:
+            log.error("the provenance record could not be read: %s", exc)
+            raise ApiError(
+                503,
+                "the provenance record cannot be read; ask again without details, or later",
+                "server_error",
+                "record_unavailable",
+            ) from None
 
     async def _limited(
         self, pool: ThreadPoolExecutor, work: Callable[[], T], cancelled: threading.Event
