@@ -208,7 +208,8 @@ def test_detect_route_roles_and_batches(local) -> None:
     status, one = _post(local, "/v1/detect", {"text": HUMAN})
     assert status == 200
     assert set(one) == {
-        *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit")
+        *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit"),
+        "key_id",  # the public id of the key it tested (the detection page shows it)
     }
     assert one["n_units"] == 5 and 0 < one["p_value"] <= 1
     # localisation only for an admin token
