@@ -480,3 +480,21 @@ def test_samark_page_refuses_a_taken_port_and_a_bad_alpha_before_loading_anythin
     assert out.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in out.output
     out = CliRunner().invoke(app, ["page", "--key", key, "--alpha", "1.5"])
     assert out.exit_code == 2 and "--alpha must be between 0 and 1" in out.output
+
+
+def test_samark_page_takes_its_port_again_right_after_a_run() -> None:
+    """The last run's connections, closed by the server, wait out TIME_WAIT on the port
+    for a minute: a restart at once must still listen there (Ctrl-C, then again)."""
+    import socket
+
+    from samark.cli.page import _listener
+
+    first = _listener(0)
+    first.listen()
+    port = first.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = first.accept()
+    served.close()  # the server closes first: its side waits in TIME_WAIT
+    client.close()
+    first.close()
+    _listener(port).close()

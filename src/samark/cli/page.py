@@ -86,6 +86,9 @@ def page(
 def _listener(port: int) -> socket.socket:
     """A socket bound to 127.0.0.1:``port``, or a clear error when the port is taken."""
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # as uvicorn's own: a restart takes the port while the last run's closed connections
+    # wait out TIME_WAIT (a port another program listens on is still refused)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind(("127.0.0.1", port))
     except OSError as exc:
