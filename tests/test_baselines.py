@@ -115,7 +115,9 @@ def test_upv_network_is_the_keys_and_reads_the_previous_token() -> None:
 
     windows = torch.randint(1, 49152, (4000, 2), generator=torch.Generator().manual_seed(0))
     fit = train_green_network.__wrapped__  # not the per-process cache
-    a, b, c = (fit(seed, 49152, epochs=60) for seed in (1, 1, 2))
+    # 10 of the recipe's 300 epochs: what is checked (seeded, keyed, reads the previous
+    # token) holds from the start of training (60 epochs took 6x as long for the same checks)
+    a, b, c = (fit(seed, 49152, epochs=10) for seed in (1, 1, 2))
     assert torch.equal(a(windows), b(windows))
     assert (a(windows) > 0.5).ne(c(windows) > 0.5).float().mean() > 0.2
     # the green list depends on the previous token, not only on the token
