@@ -498,3 +498,39 @@ def test_samark_page_takes_its_port_again_right_after_a_run() -> None:
     client.close()
     first.close()
     _listener(port).close()
+
+
+def test_samark_page_gives_the_browser_no_token_on_its_command_line(
+    page, servers, tmp_path
+) -> None:
+    """Every user of the machine reads a process's command line (ps): the browser is given
+    a file of this user's that leads to the address, and that file opens the page with
+    its token in the field."""
+    address = f"{servers['full']}/#token={ADMIN}"
+    browser = tmp_path / "browser.sh"
+    argv = tmp_path / "argv.txt"
+    browser.write_text(f'#!/bin/sh\necho "$@" > {argv}\n')
+    browser.chmod(0o755)
+    opener = tmp_path / "opener"
+    opener.mkdir()
+    opened = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from samark.cli.page import _open_browser; "
+            "print(_open_browser(sys.argv[1], __import__('pathlib').Path(sys.argv[2])))",
+            address,
+            str(opener),
+        ],
+        env={**os.environ, "BROWSER": str(browser)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert opened.stdout.strip() == "True"
+    given = argv.read_text().strip()
+    assert ADMIN not in given and given.startswith("file://")
+    assert (opener / "open.html").stat().st_mode & 0o077 == 0  # this user's alone
+    page.goto(given)
+    page.wait_for_url(f"{servers['full']}/")
+    assert page.input_value("#token") == ADMIN

@@ -3,8 +3,11 @@ to run: detection with a key file (no generator is loaded), on 127.0.0.1 only.""
 
 from __future__ import annotations
 
+import html
 import secrets
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import webbrowser
@@ -43,7 +46,7 @@ def page(
     Paste or upload a text, see whether KEY marked it, which sentences carry the mark
     (with --record: which were served), and download the report.
 
-    It listens on 127.0.0.1 only, with a one-time token in the address it opens (in the
+    It listens on 127.0.0.1 only, with a token made for this run in the address it opens (in the
     part after '#', which a browser never sends anywhere). Ctrl-C stops it."""
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
@@ -75,12 +78,16 @@ def page(
     )
     address = f"http://127.0.0.1:{listener.getsockname()[1]}/#token={token}"
     server = uvicorn.Server(uvicorn.Config(application, log_level="warning"))
-    threading.Thread(target=_announce, args=(server, address, not no_browser), daemon=True).start()
+    # the browser is given a file that leads to the address (see _open_browser)
+    opener = None if no_browser else Path(tempfile.mkdtemp(prefix="samark-page-"))
+    threading.Thread(target=_announce, args=(server, address, opener), daemon=True).start()
     try:
         server.run(sockets=[listener])
     finally:
         if record is not None:
             record.close()
+        if opener is not None:
+            shutil.rmtree(opener, ignore_errors=True)
 
 
 def _listener(port: int) -> socket.socket:
@@ -97,10 +104,26 @@ def _listener(port: int) -> socket.socket:
     return listener
 
 
-def _announce(server: Any, address: str, open_browser: bool) -> None:
-    """Once the server answers: say where the page is, and open it."""
+def _announce(server: Any, address: str, opener: Path | None) -> None:
+    """Once the server answers: say where the page is, and open it (through a file in
+    the folder ``opener``; None: no browser)."""
     while not server.started:
         time.sleep(0.05)
     err.print(f"detection page: {address}  (Ctrl-C stops it)", highlight=False, soft_wrap=True)
-    if open_browser and not webbrowser.open(address):
+    if opener is not None and not _open_browser(address, opener):
         err.print("[yellow]note:[/] no browser found: open the address above")
+
+
+def _open_browser(address: str, folder: Path) -> bool:
+    """Open ``address`` in the browser through a file in ``folder`` (this user's alone)
+    that leads there: the browser's command line, which every user of the machine can
+    read (``ps``), then holds no token, only the file's name (as Jupyter does)."""
+    folder.chmod(0o700)
+    page = folder / "open.html"
+    target = html.escape(address, quote=True)
+    page.touch(mode=0o600)
+    page.write_text(
+        f'<!doctype html><meta http-equiv="refresh" content="0;url={target}">'
+        f'<title>samark page</title><a href="{target}">Open the detection page</a>\n'
+    )
+    return webbrowser.open(page.as_uri())
