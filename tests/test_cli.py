@@ -477,8 +477,25 @@ def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
         assert refused.exit_code == 2 and message in refused.output, refused.output
 
 
+@pytest.fixture(scope="module")
+def news_minilm(minilm) -> dict:
+    """MiniLM's vectors of the news sentences both key-check tests below read, embedded
+    once (as ``known`` for ``minilm.remembering``): the first 10 sentences of 150
+    CNN/DailyMail articles (what ``check-key cnn_dailymail --limit 150 --sentences 10``
+    and ``--screen-texts 150`` score) and sentences 10-25 of the first 80 (whose mean
+    is the news direction a leaning key leans to)."""
+    from samark.cli.loading import human_heads
+    from samark.datasets import load_dataset
+    from samark.segment import split_sentences
+
+    heads = human_heads("cnn_dailymail", "text", 10, 150)
+    later = [s for d in load_dataset("cnn_dailymail")[:80] for s in split_sentences(d.text)[10:25]]
+    sentences = list(dict.fromkeys([s for h in heads for s in split_sentences(h)] + later))
+    return dict(zip(sentences, minilm.encode(sentences), strict=True))
+
+
 @pytest.mark.slow
-def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
+def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm, news_minilm) -> None:
     import numpy as np
     from scipy import stats
 
@@ -491,7 +508,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm) -> None:
         bytes([7]) * 32, minilm.identity, PivotDraw.avoiding(minilm.reference_directions())
     )
     fair.save(tmp_path / "fair.key")
-    with minilm.remembering():  # both checks read the same 1,500 sentences: embedded once
+    with minilm.remembering(news_minilm):  # every check reads the same 1,500 sentences
         out = runner.invoke(app, ["check-key", *args, "--key", str(tmp_path / "fair.key")])
         record = json.loads(out.stdout.splitlines()[0])
         assert record["texts"] == 150 and record["alpha"] == 0.01
@@ -811,7 +828,7 @@ def test_serve_defaults_to_the_timeout_of_its_settings() -> None:
 
 @pytest.mark.slow
 def test_a_centring_reference_of_the_domain_lets_a_leaning_key_hold(
-    runner, tmp_path, minilm, key_file
+    runner, tmp_path, minilm, key_file, news_minilm
 ) -> None:
     # The key with the largest lean towards the news mean (of 300 secrets, no avoided
     # directions) fails check-key on news; a centring reference built from *other* news
@@ -824,7 +841,7 @@ def test_a_centring_reference_of_the_domain_lets_a_leaning_key_hold(
 
     docs = load_dataset("cnn_dailymail")
     later = [split_sentences(d.text)[10:20] for d in docs]
-    with minilm.remembering():
+    with minilm.remembering(news_minilm):  # the news mean's and check-key's sentences
         mean = minilm.encode([s for t in later[:80] for s in t]).mean(axis=0)
         mean /= np.linalg.norm(mean)
         secret = max(
