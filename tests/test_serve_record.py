@@ -159,3 +159,14 @@ def test_a_record_that_cannot_be_read_or_written_answers_503(tmp_path, minilm, s
         body = {"prompt": "The museum reopened.", "seed": 3, "max_sentences": 1}
         status, refused = _post(base, "/v1/completions", body)
         assert status == 503 and refused["error"]["code"] == "record_unavailable", refused
+
+
+def test_a_config_shows_no_password_nor_token_in_its_repr() -> None:
+    """A config logged or printed (a traceback, a debug line) holds the record URL's
+    password and the API tokens only where they are read, never in its repr."""
+    config = ServerConfig(
+        access=ACCESS, key="k.key", record="postgresql://u:s3cret@db.internal/records"
+    )
+    assert config.record is not None and "s3cret" in config.record
+    for shown in (repr(config), str(config)):
+        assert "s3cret" not in shown and USER not in shown and ADMIN not in shown

@@ -70,8 +70,9 @@ class ServerConfig:
     scheme_params: Mapping[str, Any] = field(default_factory=dict)
     #: the provenance record's URL (docs/provenance.md): every served sentence is
     #: recorded under the completion's id before it is sent, and ``/v1/detect`` with
-    #: ``details`` reports each sentence's provenance; None: no record
-    record: str | None = None
+    #: ``details`` reports each sentence's provenance; None: no record. Left out of the
+    #: config's repr: a PostgreSQL URL may hold a password
+    record: str | None = field(default=None, repr=False)
     #: keep each served sentence's text in the record (off: keyed hashes and embeddings)
     store_text: bool = False
 

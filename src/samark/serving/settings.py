@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -35,8 +35,9 @@ class ServeSettings:
     (a loopback demo); it is never the default.
     """
 
-    tokens: frozenset[str] = frozenset()
-    admin_tokens: frozenset[str] = frozenset()
+    #: secrets: left out of the repr (a logged or printed config shows none)
+    tokens: frozenset[str] = field(default=frozenset(), repr=False)
+    admin_tokens: frozenset[str] = field(default=frozenset(), repr=False)
     auth: bool = True
     max_body_bytes: int = 1_000_000
     max_text_chars: int = 100_000  # one text of /v1/detect (about 1,000 sentences)
