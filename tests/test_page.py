@@ -534,3 +534,19 @@ def test_samark_page_gives_the_browser_no_token_on_its_command_line(
     page.goto(given)
     page.wait_for_url(f"{servers['full']}/")
     assert page.input_value("#token") == ADMIN
+
+
+def test_a_pasted_text_that_is_html_is_shown_as_text_and_runs_nothing(page, servers) -> None:
+    """Every text the page shows (the sentences, the server's messages) is set as text:
+    markup in a pasted text is shown as typed, and the CSP would stop its script anyway."""
+    attack = (
+        "<img src=x onerror=\"document.title='ran'\"> The committee met on Friday. "
+        "<script>document.title='ran'</script> It <b>agreed</b> to publish the report."
+    )
+    response = page.goto(servers["full"])
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    _check(page, attack, token=ADMIN)
+    shown = page.locator(".sentences .said").all_inner_texts()
+    assert "".join(shown).count("<") == attack.count("<")  # every tag shown as typed
+    assert page.locator("#results img, #results script, #results b").count() == 0
+    assert page.title() != "ran"
