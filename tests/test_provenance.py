@@ -592,6 +592,25 @@ def test_cli_record_upkeep_on_every_backend(store_url: str) -> None:
         assert store.count() == 2 and store.lookup([rk.digest("kept two")])[0]
 
 
+def test_cli_record_upkeep_that_the_store_refuses_is_a_clear_error(tmp_path: Path) -> None:
+    """A deletion the database refuses after the record opened (here a trigger; a server
+    gone mid-command alike): the message and exit 2, not a traceback."""
+    url = f"sqlite:///{tmp_path}/r.db"
+    rk = RecordKey.of(_key(b"a"))
+    with open_store(url, _binding(rk)) as store:
+        store.add([_entry(rk, "Old.", "old")])
+    with sqlite3.connect(tmp_path / "r.db") as conn:
+        conn.execute(
+            "CREATE TRIGGER keep BEFORE DELETE ON provenance_sentences "
+            "BEGIN SELECT RAISE(ABORT, 'deletions are held for an audit'); END"
+        )
+    conn.close()
+    forgot = CliRunner().invoke(app, ["record", "forget", url, "--request", "old"])
+    assert forgot.exit_code == 2 and isinstance(forgot.exception, SystemExit)
+    assert "cannot write to the record at" in forgot.output
+    assert "held for an audit" in forgot.output
+
+
 def test_cli_record_options_are_checked_before_any_model_loads(tmp_path) -> None:
     runner = CliRunner()
     key = WatermarkKey.generate(EmbedderIdentity("all-mpnet-base-v2", "ab" * 32))

@@ -3,8 +3,9 @@ what ``generate --record`` and ``detect --record`` share (docs/provenance.md).""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -93,6 +94,20 @@ def record_served(record: ProvenanceRecord, sentences: Sequence[str], *, store_t
     return request_id
 
 
+@contextlib.contextmanager
+def _failing(store: ProvenanceStore) -> Iterator[ProvenanceStore]:
+    """``store``, closed at the end; its errors (a database gone mid-command) a clear
+    message and exit 2, not a traceback."""
+    from samark.provenance import ProvenanceError
+
+    try:
+        yield store
+    except ProvenanceError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        store.close()
+
+
 def _open_keyless(url: str) -> ProvenanceStore:
     from samark.provenance import ProvenanceError, open_store
 
@@ -118,12 +133,9 @@ def prune(
     from samark.provenance.entries import iso_utc, utc_now
 
     cutoff = utc_now() - timedelta(days=older_than)
-    store = _open_keyless(url)
-    try:
+    with _failing(_open_keyless(url)) as store:
         deleted = store.delete_older_than(cutoff)
         left = store.count()
-    finally:
-        store.close()
     typer.echo(json.dumps({"deleted": deleted, "before": iso_utc(cutoff), "stored": left}))
     err.print(
         f"deleted {counted(deleted, 'sentence')} stored before {iso_utc(cutoff)}; {left} left",
@@ -142,11 +154,8 @@ def forget(
     """Delete every sentence of the requests named (a person's erasure request).
 
     Needs no key. Exits 1 when none of them was found."""
-    store = _open_keyless(url)
-    try:
+    with _failing(_open_keyless(url)) as store:
         deleted = {r: store.delete_request(r) for r in request}
-    finally:
-        store.close()
     typer.echo(json.dumps({"deleted": deleted}))
     total = sum(deleted.values())
     err.print(
@@ -162,12 +171,9 @@ def info(url: UrlArgument) -> None:
 
     The binding is the record key's fingerprint (never the key) and the embedder. Needs
     no key."""
-    store = _open_keyless(url)
-    try:
+    with _failing(_open_keyless(url)) as store:
         binding = store.binding
         out: dict[str, Any] = {"stored": store.count()}
-    finally:
-        store.close()
     if binding is not None:
         out.update(binding.to_meta())
         out["dim"] = binding.dim
