@@ -232,6 +232,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records")
     parser.add_argument("--keys", type=int, default=2)
+    parser.add_argument("--first-key", type=int, default=0, help="skip the keys before it")
     parser.add_argument("--cells", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--ns", type=int, nargs="+", default=[100, 300, 1000])
     parser.add_argument(
@@ -263,7 +264,7 @@ def main() -> None:
         design = Design(f"cells {cells}", cells=cells)
         keys = frames_of(design, args.keys, seed=71)
         nulls = frames_of(design, args.nulls, seed=8)
-        for k in range(args.keys):
+        for k in range(args.first_key, args.keys):
             start = time.perf_counter()
             key = CellFrames(keys.anchors[k : k + 1], keys.pivots[k : k + 1], keys.flags[k : k + 1])
             frames = key.join(nulls)
