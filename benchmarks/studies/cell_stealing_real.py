@@ -318,11 +318,14 @@ def table(path: Path) -> None:
     for cells in sorted({r["cells"] for r in rows}):
         for attacker in dict.fromkeys(r["attacker"] for r in rows):
             sel = [r for r in rows if r["cells"] == cells and r["attacker"] == attacker]
+            if not sel:
+                continue
+            keys = len({r["key"] for r in sel})
             vals = []
             for n in ns:
                 v = [100 * r["forged"] for r in sel if r["n"] == n]
                 vals.append(f"{np.mean(v):.1f} ({min(v):.0f}-{max(v):.0f})" if v else "")
-            print(f"| {cells} cells | {attacker} | " + " | ".join(vals) + " |")
+            print(f"| {cells} cells | {attacker} ({keys} keys) | " + " | ".join(vals) + " |")
 
 
 if __name__ == "__main__":
