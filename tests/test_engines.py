@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,21 @@ from samark.sampling.engines import (
     register_engine,
 )
 from samark.schemes.base import engine_for
+
+
+@pytest.fixture(autouse=True)
+def _engines_registered_here_stay_here() -> Iterator[None]:
+    """An engine a test registers leaves with the test: the registry is the process's, and
+    another test file on the same worker lists the engines (tests/test_vllm_absent.py).
+    A built-in engine registered on first use stays (its module stays imported)."""
+    from samark.sampling import engines
+    from samark.sampling.catalog import ENGINE_CATALOG
+
+    before = set(engines.ENGINES._items)
+    yield
+    for name in set(engines.ENGINES._items) - before - set(ENGINE_CATALOG):
+        del engines.ENGINES._items[name]
+        engines._INFO.pop(name, None)
 
 
 @pytest.mark.parametrize(
@@ -130,10 +145,9 @@ class FixedSampler(BatchSampler):
 def test_an_engine_registered_from_outside_gives_what_it_is() -> None:
     """A plugin registers its engine with its description and abilities (a built-in one
     has them in the catalog); it is then named like the built-in ones."""
-    if "fixed-plugin" not in engine_names():
-        register_engine(
-            "fixed-plugin", description="one fixed sentence", abilities=EngineAbilities()
-        )(FixedSampler)
+    register_engine("fixed-plugin", description="one fixed sentence", abilities=EngineAbilities())(
+        FixedSampler
+    )
     with pytest.raises(ValueError, match="already registered"):
         register_engine("fixed-plugin", description="again", abilities=EngineAbilities())(
             FixedSampler
