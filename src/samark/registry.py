@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 from samark.errors import SamarkError
 
 T = TypeVar("T")
+
+
+class CatalogModules(Mapping[str, str]):
+    """The name -> module column of a catalog whose entries are ``(module, info)``, read
+    live (an entry added to the catalog later counts): a :class:`Registry`'s ``catalog``
+    where the catalog also describes what it names (schemes, engines)."""
+
+    def __init__(self, catalog: Mapping[str, tuple[str, Any]]) -> None:
+        self._catalog = catalog
+
+    def __getitem__(self, name: str) -> str:
+        return self._catalog[name][0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._catalog)
+
+    def __len__(self) -> int:
+        return len(self._catalog)
 
 
 class Registry(Generic[T]):

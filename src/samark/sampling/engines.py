@@ -10,14 +10,14 @@ generator preset or local folder is the transformers engine's.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR, preset
-from samark.registry import Registry
+from samark.registry import CatalogModules, Registry
 from samark.sampling.base import EngineAbilities
 from samark.sampling.catalog import ENGINE_CATALOG, EngineInfo
 
@@ -29,20 +29,7 @@ EngineLoader = Callable[[str], "CandidateSampler"]
 L = TypeVar("L", bound=Callable[[str], object])
 
 
-class _CatalogModules(Mapping[str, str]):
-    """The catalog's engine -> module, read live (an entry added later counts)."""
-
-    def __getitem__(self, name: str) -> str:
-        return ENGINE_CATALOG[name][0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(ENGINE_CATALOG)
-
-    def __len__(self) -> int:
-        return len(ENGINE_CATALOG)
-
-
-ENGINES: Registry[EngineLoader] = Registry("engine", catalog=_CatalogModules())
+ENGINES: Registry[EngineLoader] = Registry("engine", catalog=CatalogModules(ENGINE_CATALOG))
 #: what the engines registered from outside the catalog are (a plugin's)
 _INFO: dict[str, EngineInfo] = {}
 

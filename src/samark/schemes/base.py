@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
-from samark.registry import Registry
+from samark.registry import CatalogModules, Registry
 from samark.schemes.catalog import CATALOG, SchemeInfo
 
 if TYPE_CHECKING:
@@ -283,20 +283,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 UNITS = ("sentence", "token")
 
 
-class _CatalogModules(Mapping[str, str]):
-    """The catalog's scheme -> module, read live (an entry added later counts)."""
-
-    def __getitem__(self, name: str) -> str:
-        return CATALOG[name][0]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(CATALOG)
-
-    def __len__(self) -> int:
-        return len(CATALOG)
-
-
-SCHEMES: Registry[SchemeFactory] = Registry("scheme", catalog=_CatalogModules())
+SCHEMES: Registry[SchemeFactory] = Registry("scheme", catalog=CatalogModules(CATALOG))
 #: what the schemes registered from outside the catalog are (a plugin's)
 _INFO: dict[str, SchemeInfo] = {}
 
