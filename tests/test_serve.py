@@ -9,11 +9,9 @@ import json
 import logging
 import socket
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -23,7 +21,6 @@ pytest.importorskip("uvicorn", reason="`samark serve` needs samark[server]")
 pytest.importorskip("openai", reason="`samark serve` needs samark[server]")
 
 import openai
-import uvicorn
 
 from samark import SAMark, SAMarkConfig
 from samark.errors import SamarkError
@@ -51,25 +48,6 @@ class _Collect(logging.Handler):
         SEEN.append(self.format(record))
 
 
-@contextmanager
-def _served(app: Any, port: int) -> Iterator[str]:
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, log_level="info")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 60
-    while not server.started:
-        if time.time() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
 @pytest.fixture(scope="module", autouse=True)
 def _logs() -> Iterator[None]:
     handler = _Collect(level=logging.DEBUG)
@@ -87,7 +65,7 @@ ENGINE: list[BatchingSampler] = []
 
 
 @pytest.fixture(scope="module")
-def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
+def local(mpnet, mpnet_key, smollm2, served_app) -> Iterator[str]:
     ENGINE.append(BatchingSampler(smollm2))
     scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=ENGINE[0])
     settings = ServeSettings(
@@ -98,12 +76,12 @@ def local(mpnet, mpnet_key, smollm2, free_port) -> Iterator[str]:
         max_sentences=3,
     )
     app = scheme_app(scheme, settings, render_chat=tokenizer_chat_renderer(smollm2.tokenizer))
-    with _served(app, free_port()) as base:
+    with served_app(app) as base:
         yield base
 
 
 @pytest.fixture(scope="module")
-def ringed(mpnet, smollm2, free_port, tmp_path_factory) -> Iterator[tuple[str, Any]]:
+def ringed(mpnet, smollm2, served_app, tmp_path_factory) -> Iterator[tuple[str, Any]]:
     """A server of a keyring of two keys (a 1-bit payload), marking with the second."""
     from samark.detection.ring_detector import RingDetector
     from samark.keys import WatermarkKey
@@ -127,7 +105,7 @@ def ringed(mpnet, smollm2, free_port, tmp_path_factory) -> Iterator[tuple[str, A
     settings = ServeSettings(tokens=frozenset({USER}), default_sentences=1, max_sentences=2)
     keys = Keys(label="tenant-b", payloads=schemes, ring=detector)
     app = scheme_app(schemes[1][1], settings, keys=keys)
-    with _served(app, free_port()) as base:
+    with served_app(app) as base:
         yield base, ring
 
 
@@ -306,14 +284,14 @@ def test_concurrent_generation_clients_share_the_engines_batches(local, mpnet_ke
     assert engine.largest >= 2 and draws > batches  # draws of several clients in one batch
 
 
-def test_a_token_scheme_is_served_through_the_same_interface(mpnet_key, smollm2, free_port):
+def test_a_token_scheme_is_served_through_the_same_interface(mpnet_key, smollm2, served_app):
     """``samark serve --scheme kgw``: any scheme with a key writes, streams one event per
     sentence, names its key and detects, through the one Watermark interface."""
     from samark.schemes import create_scheme
 
     kgw = create_scheme("kgw", key=mpnet_key)
     settings = ServeSettings(tokens=frozenset({USER}), default_sentences=2, max_sentences=3)
-    with _served(scheme_app(kgw, settings), free_port()) as base:
+    with served_app(scheme_app(kgw, settings)) as base:
         client = _client(base)
         prompt = "The city council met on Monday to discuss the budget."
         done = client.completions.create(model="samark", prompt=prompt, seed=5)
@@ -330,7 +308,7 @@ def test_a_token_scheme_is_served_through_the_same_interface(mpnet_key, smollm2,
 
 
 def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
-    mpnet, mpnet_key, free_port
+    mpnet, mpnet_key, free_port, served_app
 ) -> None:
     silent = socket.socket()  # accepts connections, never answers: a stalled upstream
     silent.bind(("127.0.0.1", 0))
@@ -343,7 +321,7 @@ def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
         sampler = OpenAICompletionsSampler(url, "m", max_retries=0, timeout=8)
         scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
         settings = ServeSettings(auth=False, request_timeout_s=2, default_sentences=1)
-        with _served(scheme_app(scheme, settings), free_port()) as base:
+        with served_app(scheme_app(scheme, settings)) as base:
             for stream in (False, True):
                 got, body = _post(base, "/v1/completions", {"prompt": "Hi.", "stream": stream})
                 assert got == status and words in body["error"]["message"], body
@@ -354,7 +332,7 @@ def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
 
 @pytest.mark.slow
 def test_through_a_real_upstream_watermarked_and_passed_through(
-    transformers_server, mpnet, mpnet_key, smollm2, free_port
+    transformers_server, mpnet, mpnet_key, smollm2, served_app
 ) -> None:
     url, model = transformers_server
     sampler = OpenAICompletionsSampler(url, model)
@@ -368,7 +346,7 @@ def test_through_a_real_upstream_watermarked_and_passed_through(
         count_tokens=smollm2.count_tokens,
         upstream=upstream,
     )
-    with _served(app, free_port()) as base:
+    with served_app(app) as base:
         client = _client(base)
         marked = client.completions.create(
             model="samark", prompt="Scientists found a new frog species in Peru.", seed=3
@@ -414,7 +392,7 @@ def test_a_keyring_server_writes_payloads_and_detects_against_every_key(ringed) 
     assert any("key " + ring.entry("tenant-a").key_id in line for line in SEEN)  # the log
 
 
-def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) -> None:
+def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, served_app) -> None:
     """``serve --detect-output decision --detect-budget 3``: a caller without an admin token
     learns whether a text is marked, not its p-value (a forger's gradient), for at most 3
     texts an hour; an admin still gets it all, without a budget."""
@@ -427,7 +405,7 @@ def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, free_port) ->
         detect_output="decision",
         detect_budget=3,
     )
-    with _served(scheme_app(kgw, settings), free_port()) as base:
+    with served_app(scheme_app(kgw, settings)) as base:
         status, user = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
         _, admin = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
         # the budget: 3 texts an hour per token; 2 spent, 2 more refused (nothing counted),
