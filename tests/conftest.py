@@ -139,6 +139,26 @@ def served_app(free_port) -> Callable[[Any], AbstractContextManager[str]]:
 
 
 @pytest.fixture(scope="session")
+def post_json() -> Callable[[str, str, dict[str, Any], str], tuple[int, Any]]:
+    """POST a JSON body to a served app with a bearer token: (status, the decoded JSON
+    answer), an error's answer included."""
+
+    def post(base: str, path: str, body: dict[str, Any], token: str) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            base + path,
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=600) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    return post
+
+
+@pytest.fixture(scope="session")
 def transformers_server(tmp_path_factory, free_port):
     """`transformers serve` (a real OpenAI-compatible server) with the SmolLM2 weights,
     sampling; yields (base URL, model name). Skips where the CLI is missing."""

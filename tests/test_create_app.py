@@ -28,19 +28,6 @@ HUMAN = (
 ACCESS = ServeSettings(tokens=frozenset({TOKEN}), default_sentences=2, max_sentences=2)
 
 
-def _post(base: str, path: str, body: dict[str, Any], token: str = TOKEN) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        base + path,
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=600) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 def _documented_block() -> str:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "serving.md").read_text()
     section = doc.split("## Serving from Python", 1)[1]
@@ -49,7 +36,9 @@ def _documented_block() -> str:
     return found.group(1)
 
 
-def test_the_documented_block_serves(tmp_path, monkeypatch, mpnet_key, smollm2, served_app) -> None:
+def test_the_documented_block_serves(
+    tmp_path, monkeypatch, mpnet_key, smollm2, served_app, post_json
+) -> None:
     """docs/serving.md's five lines, run as written (a key file my.key, the token in
     SAMARK_API_TOKEN): a server that answers with the scheme, its embedder and engine,
     detects, and refuses a caller without the token."""
@@ -65,14 +54,14 @@ def test_the_documented_block_serves(tmp_path, monkeypatch, mpnet_key, smollm2, 
         with urllib.request.urlopen(f"{base}/healthz", timeout=60) as response:
             health = json.loads(response.read())
         assert health["scheme"] == "samark" and health["embedder"] == "all-mpnet-base-v2"
-        status, found = _post(base, "/v1/detect", {"text": HUMAN})
+        status, found = post_json(base, "/v1/detect", {"text": HUMAN}, TOKEN)
         assert status == 200 and found["is_watermarked"] is False and found["n_units"] == 3
-        status, _ = _post(base, "/v1/detect", {"text": HUMAN}, token="not-" + TOKEN)
+        status, _ = post_json(base, "/v1/detect", {"text": HUMAN}, "not-" + TOKEN)
         assert status == 401
 
 
 def test_a_keyring_served_from_python_writes_and_names_payloads(
-    tmp_path, mpnet, smollm2, served_app
+    tmp_path, mpnet, smollm2, served_app, post_json
 ) -> None:
     """A keyring of two keys served with a token scheme: a request's payload marks with
     its key, and detection against the ring names that key."""
@@ -88,11 +77,11 @@ def test_a_keyring_served_from_python_writes_and_names_payloads(
     with served_app(app) as base:
         body = {"model": "samark", "prompt": "The city council met on Monday.", "payload": 0}
         body |= {"max_sentences": 2, "seed": 3}
-        status, made = _post(base, "/v1/completions", body)
+        status, made = post_json(base, "/v1/completions", body, TOKEN)
         assert status == 200, made
         assert made["samark"]["key_label"] == "tenant-a" and made["samark"]["payload"] == 0
         text = made["choices"][0]["text"]
-        status, found = _post(base, "/v1/detect", {"text": text})
+        status, found = post_json(base, "/v1/detect", {"text": text}, TOKEN)
         assert status == 200 and found["ring_keys"] == 2
         assert found["is_watermarked"] is True and found["key_label"] == "tenant-a"
 

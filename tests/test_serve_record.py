@@ -41,19 +41,6 @@ def record_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("postgres_url"))
 
 
-def _post(base: str, path: str, body: dict[str, Any], token: str = USER) -> tuple[int, Any]:
-    request = urllib.request.Request(
-        base + path,
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=600) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
 def _streamed(base: str, body: dict[str, Any]) -> tuple[str, str]:
     """A streamed completion's id and text (its server-sent events joined)."""
     request = urllib.request.Request(
@@ -72,7 +59,7 @@ def _streamed(base: str, body: dict[str, Any]) -> tuple[str, str]:
 
 @pytest.mark.slow
 def test_servers_record_what_they_serve_and_detection_reports_it(
-    record_url: str, mpnet_key, mpnet, smollm2, served_app
+    record_url: str, mpnet_key, mpnet, smollm2, served_app, post_json
 ) -> None:
     sqlite = record_url.startswith("sqlite")
     store_text = sqlite  # the text kept on one backend only
@@ -89,14 +76,16 @@ def test_servers_record_what_they_serve_and_detection_reports_it(
         ][: 1 if sqlite else 2]
         with ThreadPoolExecutor(3) as pool:  # clients at once, on both servers
             streamed = pool.submit(_streamed, b, {"prompt": "The museum reopened.", "seed": 3})
-            answers = list(pool.map(lambda x: _post(x[0], "/v1/completions", x[1]), bodies))
+            answers = list(
+                pool.map(lambda x: post_json(x[0], "/v1/completions", x[1], USER), bodies)
+            )
             made = [(m["id"], m["choices"][0]["text"]) for status, m in answers if status == 200]
             made.append(streamed.result())
         assert len(made) == len(bodies) + 1, answers
         # an admin's detection reads the record: each text's sentences, under its request
         edited = f"{made[0][1].strip()} {HUMAN}"
         texts = [text for _, text in made] + [edited]
-        status, found = _post(b, "/v1/detect", {"texts": texts, "details": True}, ADMIN)
+        status, found = post_json(b, "/v1/detect", {"texts": texts, "details": True}, ADMIN)
         assert status == 200, found
         for (request_id, text), result in zip(made, found["data"], strict=False):
             provenance = result["provenance"]
@@ -109,7 +98,7 @@ def test_servers_record_what_they_serve_and_detection_reports_it(
         assert last["sentences"][-1]["state"] == "not_served"  # the sentence added
         assert last["requests"] == [made[0][0]]
         # a caller without an admin token learns nothing of the record
-        status, plain = _post(a, "/v1/detect", {"text": made[0][1]})
+        status, plain = post_json(a, "/v1/detect", {"text": made[0][1]}, USER)
         assert status == 200 and "provenance" not in plain
     with ProvenanceRecord.open(record_url, mpnet_key, mpnet) as record:
         # each sentence as it was sent (at most max_sentences a request), and as the
@@ -140,7 +129,9 @@ def test_a_server_that_cannot_record_is_refused_before_anything_loads(tmp_path) 
         assert "s3cret" not in result.output
 
 
-def test_a_record_that_cannot_be_read_or_written_answers_503(tmp_path, minilm, served_app) -> None:
+def test_a_record_that_cannot_be_read_or_written_answers_503(
+    tmp_path, minilm, served_app, post_json
+) -> None:
     """The record gone under a running server (SQLite here; a database down is the same
     error): a generation is refused before any sentence is sent, and an admin's detection
     with details is 503 record_unavailable, not a bare 500; without details nothing reads
@@ -152,12 +143,12 @@ def test_a_record_that_cannot_be_read_or_written_answers_503(tmp_path, minilm, s
     record = ProvenanceRecord.open(f"sqlite:///{tmp_path}/served.db", key, minilm)
     with served_app(scheme_app(create_scheme("kgw", key=key), ACCESS, record=record)) as base:
         record.close()
-        status, refused = _post(base, "/v1/detect", {"text": HUMAN, "details": True}, ADMIN)
+        status, refused = post_json(base, "/v1/detect", {"text": HUMAN, "details": True}, ADMIN)
         assert status == 503 and refused["error"]["code"] == "record_unavailable", refused
-        status, plain = _post(base, "/v1/detect", {"text": HUMAN})
+        status, plain = post_json(base, "/v1/detect", {"text": HUMAN}, USER)
         assert status == 200 and "provenance" not in plain
         body = {"prompt": "The museum reopened.", "seed": 3, "max_sentences": 1}
-        status, refused = _post(base, "/v1/completions", body)
+        status, refused = post_json(base, "/v1/completions", body, USER)
         assert status == 503 and refused["error"]["code"] == "record_unavailable", refused
 
 
