@@ -40,10 +40,8 @@ from urllib.parse import quote
 
 import numpy as np
 
-from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
+from samark.provenance.entries import Neighbour, RecordEntry, StoredSentence
 from samark.provenance.store import (
-    STORE_FORMAT,
-    STORE_VERSION,
     ProvenanceError,
     StoreBinding,
     redact,
@@ -167,14 +165,7 @@ class PostgresStore:
                     raise ProvenanceError(f"there is no record at {redact(self.url)}")
                 self._create(conn, binding)
             meta = dict(conn.execute(f"SELECT name, value FROM {META}").fetchall())
-        if meta.get("format") != STORE_FORMAT:
-            raise ProvenanceError(f"{redact(self.url)} is not a samark record")
-        if meta.get("version") != str(STORE_VERSION):
-            raise ProvenanceError(
-                f"{redact(self.url)} is a samark record of version {meta.get('version')}; "
-                f"this samark reads version {STORE_VERSION}"
-            )
-        stored = StoreBinding.from_meta(meta)
+        stored = StoreBinding.read(meta, redact(self.url))
         if binding is not None:
             binding.check(stored, redact(self.url))
         return stored
@@ -209,12 +200,7 @@ class PostgresStore:
             conn.execute(f"ALTER TABLE {SENTENCES} ALTER COLUMN embedding SET STORAGE PLAIN")
         for column in ("digest", "request_id", "created"):
             conn.execute(f"CREATE INDEX {SENTENCES}_{column} ON {SENTENCES} ({column})")
-        fresh = {
-            "format": STORE_FORMAT,
-            "version": str(STORE_VERSION),
-            "embedding_dtype": EMBEDDING_DTYPE.str,
-            **binding.to_meta(),
-        }
+        fresh = binding.new_store_meta()
         with conn.cursor() as cur:
             cur.executemany(f"INSERT INTO {META} VALUES (%s, %s)", list(fresh.items()))
 

@@ -34,8 +34,6 @@ import numpy as np
 from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
 from samark.provenance.matrix import EmbeddingMatrix
 from samark.provenance.store import (
-    STORE_FORMAT,
-    STORE_VERSION,
     ProvenanceError,
     StoreBinding,
     redact,
@@ -134,25 +132,12 @@ class SqliteStore:
                 conn.execute(statement)
             meta = dict(conn.execute(f"SELECT name, value FROM {META}").fetchall())
             if not meta and binding is not None:
-                fresh = {
-                    "format": STORE_FORMAT,
-                    "version": str(STORE_VERSION),
-                    "embedding_dtype": EMBEDDING_DTYPE.str,
-                    "deletions": "0",
-                    **binding.to_meta(),
-                }
+                fresh = {**binding.new_store_meta(), "deletions": "0"}
                 conn.executemany(f"INSERT INTO {META} VALUES (?, ?)", fresh.items())
                 meta = fresh
         if not meta:
             return None
-        if meta.get("format") != STORE_FORMAT:
-            raise ProvenanceError(f"{self.path} is not a samark record")
-        if meta.get("version") != str(STORE_VERSION):
-            raise ProvenanceError(
-                f"{self.path} is a samark record of version {meta.get('version')}; "
-                f"this samark reads version {STORE_VERSION}"
-            )
-        stored = StoreBinding.from_meta(meta)
+        stored = StoreBinding.read(meta, str(self.path))
         if binding is not None:
             binding.check(stored, redact(self.url))
         return stored

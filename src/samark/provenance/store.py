@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from samark.errors import SamarkError
-from samark.provenance.entries import Neighbour, RecordEntry, StoredSentence
+from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
 
 #: the format and version a store's metadata names
 STORE_FORMAT = "samark-provenance"
@@ -44,6 +44,28 @@ class StoreBinding:
 
     def to_meta(self) -> dict[str, str]:
         return {k: str(v) for k, v in asdict(self).items()}
+
+    def new_store_meta(self) -> dict[str, str]:
+        """The meta rows of a store made for this binding (any backend)."""
+        return {
+            "format": STORE_FORMAT,
+            "version": str(STORE_VERSION),
+            "embedding_dtype": EMBEDDING_DTYPE.str,
+            **self.to_meta(),
+        }
+
+    @classmethod
+    def read(cls, meta: Mapping[str, str], where: str) -> StoreBinding:
+        """The binding a store's meta rows hold; :class:`ProvenanceError` where they are
+        not a samark record's, or of another version (``where`` names the store)."""
+        if meta.get("format") != STORE_FORMAT:
+            raise ProvenanceError(f"{where} is not a samark record")
+        if meta.get("version") != str(STORE_VERSION):
+            raise ProvenanceError(
+                f"{where} is a samark record of version {meta.get('version')}; "
+                f"this samark reads version {STORE_VERSION}"
+            )
+        return cls.from_meta(meta)
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, str]) -> StoreBinding:
