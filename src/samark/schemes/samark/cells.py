@@ -24,6 +24,7 @@ fair coins), and the detector scores the text under ``n_null`` public draws of t
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,13 +130,84 @@ def null_cells(
     pivots = np.empty((count, cells, channels, dim), dtype=np.float32)
     flags = np.empty((count, cells, channels), dtype=np.float32)
     for start in range(0, count, _CHUNK):
-        size = min(_CHUNK, count - start)
-        sequence = np.random.SeedSequence([seed, dim, cells, channels, start, 0xCE11])
-        chunk_seed = int(sequence.generate_state(1)[0])
-        rng = np.random.default_rng(chunk_seed)
-        a = rng.standard_normal((size, cells, dim))
-        anchors[start : start + size] = a / np.linalg.norm(a, axis=2, keepdims=True)
-        flags[start : start + size] = rng.choice([-1.0, 1.0], size=(size, cells, channels))
-        p = law.null_pivots(size * cells, dim, channels, chunk_seed)
-        pivots[start : start + size] = p.reshape(size, cells, channels, dim)
+        chunk = _null_chunk(law, start, min(_CHUNK, count - start), dim, cells, channels, seed)
+        anchors[start : start + chunk.count] = chunk.anchors
+        pivots[start : start + chunk.count] = chunk.pivots
+        flags[start : start + chunk.count] = chunk.flags
     return CellFrames(anchors, pivots, flags)
+
+
+def _null_chunk(
+    law: PivotLaw, start: int, size: int, dim: int, cells: int, channels: int, seed: int
+) -> CellFrames:
+    """Null cell sets ``start .. start + size`` (``start`` a multiple of the chunk size):
+    a function of ``start`` alone, so any run of chunks is the same draws as one block."""
+    sequence = np.random.SeedSequence([seed, dim, cells, channels, start, 0xCE11])
+    chunk_seed = int(sequence.generate_state(1)[0])
+    rng = np.random.default_rng(chunk_seed)
+    a = rng.standard_normal((size, cells, dim))
+    anchors = (a / np.linalg.norm(a, axis=2, keepdims=True)).astype(np.float32)
+    flags = rng.choice([-1.0, 1.0], size=(size, cells, channels)).astype(np.float32)
+    p = law.null_pivots(size * cells, dim, channels, chunk_seed)
+    pivots = p.reshape(size, cells, channels, dim).astype(np.float32)
+    return CellFrames(anchors, pivots, flags)
+
+
+#: the most null cell sets (draws x cells) a detector holds in memory, about 0.6 GB of
+#: float32 anchors and pivots at c = 2 (999 draws of 64 cells; 16 cells: 4,000 draws). A
+#: keyring needs more draws (``ring_null_count``: 8,000 for 8 keys at alpha 1%): the draws
+#: beyond are regenerated, chunk by chunk, each time texts are scored (the same draws)
+HELD_NULL_CELLS = 64_000
+
+#: null draws scored at once from the held block (bounds the cosines of one pass)
+_SLICE = 256
+
+
+@dataclass(frozen=True)
+class NullCellDraws:
+    """The detector's ``count`` public null cell sets, in memory up to ``hold`` cell sets
+    and regenerated beyond: :meth:`blocks` yields all ``count`` of them in order, the same
+    draws as :func:`null_cells` of ``count`` whatever ``hold`` is."""
+
+    law: PivotLaw
+    count: int
+    dim: int
+    cells: int
+    channels: int
+    seed: int
+    hold: int = HELD_NULL_CELLS
+
+    @property
+    def held(self) -> int:
+        """Draws held in memory: all of them if they fit in ``hold`` cell sets, else a
+        whole number of chunks that does."""
+        if self.count * self.cells <= self.hold:
+            return self.count
+        return (self.hold // self.cells) // _CHUNK * _CHUNK
+
+    @property
+    def streamed(self) -> bool:
+        return self.held < self.count
+
+    def held_block(self) -> CellFrames:
+        """The draws held in memory (built once per process and settings)."""
+        return null_cells(self.law, self.held, self.dim, self.cells, self.channels, self.seed)
+
+    def blocks(self) -> Iterator[CellFrames]:
+        """Every draw, in order: the held ones in slices, then the others chunk by chunk
+        (peak memory: the held block and one chunk)."""
+        if self.held:
+            block = self.held_block()
+            for start in range(0, self.held, _SLICE):
+                stop = start + _SLICE
+                yield CellFrames(
+                    block.anchors[start:stop], block.pivots[start:stop], block.flags[start:stop]
+                )
+        for start in range(self.held, self.count, _CHUNK):
+            size = min(_CHUNK, self.count - start)
+            yield _null_chunk(self.law, start, size, self.dim, self.cells, self.channels, self.seed)
+
+    @property
+    def nbytes_per_draw(self) -> int:
+        """Bytes of one draw (anchors, pivots, flags in float32)."""
+        return 4 * self.cells * (self.dim + self.channels * self.dim + self.channels)

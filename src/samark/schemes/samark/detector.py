@@ -16,7 +16,15 @@ from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
-from samark.schemes.samark.cells import CellFrames, cell_evidence, key_cells, null_cells, text_signs
+from samark.schemes.samark.cell_pass import CellScores, score_in_cells
+from samark.schemes.samark.cells import (
+    CellFrames,
+    NullCellDraws,
+    cell_evidence,
+    key_cells,
+    null_cells,
+    text_signs,
+)
 from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     STATISTICS,
@@ -31,10 +39,6 @@ from samark.schemes.samark.statistics import (
 )
 from samark.schemes.samark.topic_centring import NeighbourCentring
 from samark.segment import split_sentences
-
-#: the most null cell sets (n_null x cells) a detector with keyed cells builds: 999 x 64
-#: cells is about 0.6 GB of float32 pivots and anchors (16 cells: 140 MB)
-MAX_NULL_CELLS = 64_000
 
 
 @functools.lru_cache(maxsize=8)
@@ -68,12 +72,6 @@ class SAMarkDetector:
         key.check_embedder(embedder.identity)
         if cells == 1 or cells < 0:
             raise ValueError("cells must be 0 (static pivots) or at least 2")
-        if cells and n_null * cells > MAX_NULL_CELLS:
-            raise ValueError(
-                f"keyed cells hold n_null x cells pivot sets in memory: n_null {n_null} with "
-                f"{cells} cells exceeds {MAX_NULL_CELLS:,} (a keyring's max-statistic needs "
-                "more null sets than cells can hold; not supported yet)"
-            )
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
@@ -101,6 +99,12 @@ class SAMarkDetector:
         self._pivots = key.samark.pivots(embedder.dim, channels)
         self._law = key.samark.pivot_law(embedder.dim)
         self._cells = key_cells(key, embedder.dim, cells, channels) if cells else None
+        #: the null cell draws: held in memory up to HELD_NULL_CELLS, regenerated beyond
+        self.null_cell_draws = (
+            NullCellDraws(self._law, n_null, embedder.dim, cells, channels, null_seed)
+            if cells
+            else None
+        )
 
     def __repr__(self) -> str:
         return (
@@ -127,9 +131,12 @@ class SAMarkDetector:
         ``detect`` on each, in order, with ``None`` for a text without a sentence. Equal up
         to float rounding: padding in a batch changes embeddings in their last bits, so a
         near-tie among the null sets can move a p-value by one step of 1/(n_null+1)."""
+        embedded = embed_sentences(self.embedder, texts)
+        if self.null_cell_draws is not None and self.null_cell_draws.streamed:
+            return self._stream_in_cells(embedded)  # the draws regenerated once, not per text
         return [
             self.score_embeddings(emb, sentences) if sentences else None
-            for sentences, emb in embed_sentences(self.embedder, texts)
+            for sentences, emb in embedded
         ]
 
     def same_null(self, other: SAMarkDetector) -> bool:
@@ -167,7 +174,11 @@ class SAMarkDetector:
     def _score_in_cells(self, embeddings: np.ndarray, sentences: list[str] | None) -> Detection:
         """Keyed cells: every sentence on its own cell's pivots, under the key and the null
         cell sets (samark.schemes.samark.cells), on embeddings already centred."""
-        assert self._cells is not None
+        assert self._cells is not None and self.null_cell_draws is not None
+        if self.null_cell_draws.streamed:
+            found = self._stream_in_cells([(sentences or [], embeddings)], centred=True)[0]
+            assert found is not None
+            return found
         nulls = null_cells(
             self._law, self.n_null, self.embedder.dim, self.cells, self.channels, self.null_seed
         )
@@ -177,29 +188,75 @@ class SAMarkDetector:
         own = signed[0] * text_signs(signed[:1])[0]
         return self._detection(own, evidence, values, sentences)
 
+    def _stream_in_cells(
+        self, embedded: Sequence[tuple[list[str], np.ndarray]], centred: bool = False
+    ) -> list[Detection | None]:
+        """Texts (sentences, embeddings) under the key's cells and the null cell draws in
+        one pass over the draws (those not held are regenerated once for all the texts)."""
+        assert self._cells is not None and self.null_cell_draws is not None
+        scorable = [i for i, (_, emb) in enumerate(embedded) if emb.shape[0]]
+        texts = [embedded[i][1] for i in scorable]
+        if self.centring is not None and not centred:
+            texts = [self.centring(emb) for emb in texts]
+        out: list[Detection | None] = [None] * len(embedded)
+        if not texts:
+            return out
+        scored = score_in_cells(
+            self._cells,
+            self.null_cell_draws,
+            texts,
+            kappa=self.kappa,
+            use_tanh=self.tanh_detection,
+            statistic=self.statistic,
+        )
+        for i, scores in zip(scorable, scored, strict=True):
+            out[i] = self.cell_detection(scores, 0, embedded[i][0] or None)
+        return out
+
+    def cell_detection(self, scores: CellScores, k: int, sentences: list[str] | None) -> Detection:
+        """Key ``k``'s detection from a pass over keyed cells (``cell_pass``)."""
+        own = scores.signed[k] * text_signs(scores.signed[k : k + 1])[0]
+        return self._detection(
+            own,
+            scores.evidence[k : k + 1],
+            scores.values[k : k + 1],
+            sentences,
+            p_value=scores.p_values()[k],
+            sentence_p=scores.sentence_p_values(k),
+        )
+
     def _detection(
         self,
         responses: np.ndarray,
         evidence: np.ndarray,
         values: np.ndarray,
         sentences: list[str] | None,
+        *,
+        p_value: float | None = None,
+        sentence_p: np.ndarray | None = None,
     ) -> Detection:
         """The detection from the key's cosines (n, c), the evidence under the key's
-        pivots and the null sets (row 0: the key's), and the statistic's values."""
+        pivots and the null sets (row 0: the key's), and the statistic's values; a pass
+        that keeps no null evidence (``cell_pass``) gives the key's rows only, its
+        ``p_value`` and its sentences' p-values ``sentence_p``."""
         z = float(paper_z(evidence[:1])[0]) if self.statistic != "z" else float(values[0])
         own = evidence[0]
         flags = inferred_flags(responses[None])[0]
         signed = responses * flags[None, :]
+        if p_value is None:
+            p_value = exchangeable_p_value(float(values[0]), values[1:])
+        if sentence_p is None:
+            sentence_p = sentence_p_values(evidence)
         return Detection(
             scheme=self.label,
-            p_value=exchangeable_p_value(float(values[0]), values[1:]),
+            p_value=p_value,
             alpha=self.alpha,
             z=z,
             statistic=self.statistic,
             score=float(values[0]),
             n_units=int(responses.shape[0]),
             sentences=tuple(sentences or ()),
-            sentence_p_values=tuple(float(p) for p in sentence_p_values(evidence)),
+            sentence_p_values=tuple(float(p) for p in sentence_p),
             details={
                 # share of (sentence, channel) cosines on the majority-voted flag side
                 "flag_side_share": float((signed > 0).mean()),
@@ -267,7 +324,7 @@ def _ring_evidence(
     if not all(first.same_null(d) for d in detectors[1:]):
         raise ValueError("the detectors of a ring must share their pivot law and settings")
     if first.cells:
-        raise ValueError("keyed cells have no ring pass (each key is scored on its own)")
+        raise ValueError("keyed cells score a ring with CellRingPass (ring_passes)")
     if embeddings.ndim != 2 or embeddings.shape[0] == 0:
         raise EmptyTextError("the text has no sentence to score")
     nulls = _cached_null_pivots(
@@ -282,3 +339,65 @@ def _ring_evidence(
     )
     evidence = alignment(responses, first.kappa, first.tanh_detection)
     return responses, evidence, statistic_values(evidence, first.statistic)
+
+
+class CellRingPass:
+    """:class:`RingPass` for keys with semantic cells: one text's scores under the K keys'
+    cells and their shared null cell draws (:mod:`samark.schemes.samark.cell_pass`)."""
+
+    def __init__(
+        self,
+        detectors: Sequence[SAMarkDetector],
+        scores: CellScores,
+        sentences: list[str] | None = None,
+    ) -> None:
+        self.detectors = detectors
+        self.sentences = sentences
+        self.scores = scores
+        self.own = scores.values
+        self.null = scores.null
+
+    def p_values(self) -> list[float]:
+        return self.scores.p_values()
+
+    def detection(self, k: int) -> Detection:
+        return self.detectors[k].cell_detection(self.scores, k, self.sentences)
+
+
+def ring_passes(
+    detectors: Sequence[SAMarkDetector],
+    embedded: Sequence[tuple[list[str] | None, np.ndarray]],
+) -> list[RingPass | CellRingPass | None]:
+    """Each text (its sentences and unit embeddings (n, dim); None for one without a
+    sentence) scored under a ring's keys and their shared null sets. With keyed cells, one
+    pass over the null cell draws for all the texts (those not held are regenerated once)."""
+    first = detectors[0]
+    scorable = [i for i, (_, emb) in enumerate(embedded) if emb.shape[0]]
+    out: list[RingPass | CellRingPass | None] = [None] * len(embedded)
+    if not first.cells:
+        for i in scorable:
+            out[i] = RingPass(detectors, embedded[i][1], embedded[i][0])
+        return out
+    if not all(first.same_null(d) for d in detectors[1:]):
+        raise ValueError("the detectors of a ring must share their pivot law and settings")
+    if not scorable:
+        return out
+    assert first.null_cell_draws is not None
+    frames = [d.key_cells for d in detectors if d.key_cells is not None]
+    keys = frames[0]
+    for more in frames[1:]:
+        keys = keys.join(more)
+    texts = [embedded[i][1] for i in scorable]
+    if first.centring is not None:
+        texts = [first.centring(emb) for emb in texts]
+    scored = score_in_cells(
+        keys,
+        first.null_cell_draws,
+        texts,
+        kappa=first.kappa,
+        use_tanh=first.tanh_detection,
+        statistic=first.statistic,
+    )
+    for i, scores in zip(scorable, scored, strict=True):
+        out[i] = CellRingPass(detectors, scores, embedded[i][0])
+    return out

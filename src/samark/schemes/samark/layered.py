@@ -60,7 +60,7 @@ from samark.schemes.base import (
     split_params,
 )
 from samark.schemes.samark.config import SAMarkConfig
-from samark.schemes.samark.detector import RingPass, embed_sentences
+from samark.schemes.samark.detector import embed_sentences, ring_passes
 from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
 from samark.token_layer import GreenListLayer, TokenLayerConfig
@@ -260,7 +260,8 @@ class SAMarkLayered(SAMark):
 
 class LayeredHolmRing:
     """A ring of layered keys: every key's semantic layer from one pass (one embedding,
-    one null pool), the text tokenised once, and Holm over the keys' layered p-values (a
+    one null pool; with keyed cells one pass over the null cell draws for all the texts),
+    the text tokenised once, and Holm over the keys' layered p-values (a
     token layer's p-value is analytic, so a large ring keeps far more power than the
     max-statistic over SAMark keys gives)."""
 
@@ -278,13 +279,11 @@ class LayeredHolmRing:
     def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
         detectors = [s.detector for s in self.schemes]
         out: list[RingScore | None] = []
-        for text, (sentences, emb) in zip(
-            texts, embed_sentences(detectors[0].embedder, texts), strict=True
-        ):
-            if not sentences:
+        passes = ring_passes(detectors, embed_sentences(detectors[0].embedder, texts))
+        for text, scored in zip(texts, passes, strict=True):
+            if scored is None:
                 out.append(None)
                 continue
-            scored = RingPass(detectors, emb, sentences)
             ids = self.schemes[0].token_ids(text)
             p = [
                 combine_p_values(

@@ -1,10 +1,12 @@
 """SAMark's keyring pass: every key of a ring scored on one embedding of the text.
 
 The keys' statistics and those of the detector's public null pivot sets come from one pass
-(:class:`~samark.schemes.samark.detector.RingPass`). When the keys share one pivot law and
+(:func:`~samark.schemes.samark.detector.ring_passes`). When the keys share one pivot law and
 the detection settings, the K + M statistics are exchangeable under H0, and the rank of
 the ring's largest among them is an exact p-value for the ring
-(:func:`~samark.schemes.samark.statistics.ring_max_p_value`): the **max-statistic**.
+(:func:`~samark.schemes.samark.statistics.ring_max_p_value`): the **max-statistic**. Keys
+with semantic cells too: their cells and the M public null cell draws are i.i.d. from one
+law, the draws streamed in chunks (:mod:`samark.schemes.samark.cell_pass`).
 The layered mark's ring (:mod:`samark.schemes.samark.layered`) uses the same pass for its
 semantic layer and Holm over the keys' layered p-values.
 
@@ -19,9 +21,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from samark.errors import SamarkError
+from samark.errors import EmptyTextError, SamarkError
 from samark.schemes.base import RingScore
-from samark.schemes.samark.detector import RingPass, SAMarkDetector, embed_sentences
+from samark.schemes.samark.detector import (
+    CellRingPass,
+    RingPass,
+    SAMarkDetector,
+    embed_sentences,
+    ring_passes,
+)
 from samark.schemes.samark.statistics import ring_max_p_value
 
 MAX_STATISTIC = "max-statistic"
@@ -36,10 +44,9 @@ def ring_null_count(keys: int, alpha: float, least: int = 999) -> int:
 
 
 def share_null(detectors: Sequence[SAMarkDetector]) -> bool:
-    """Whether the detectors share one pivot law and detection settings (the condition
-    of one pass over their shared null sets). Keyed cells have none: a ring's many null
-    cell sets would not fit in memory, so their keys are scored one by one (Holm)."""
-    return not detectors[0].cells and all(detectors[0].same_null(d) for d in detectors[1:])
+    """Whether the detectors share one pivot law and detection settings, keyed cells
+    included (the condition of one pass over their shared null sets)."""
+    return all(detectors[0].same_null(d) for d in detectors[1:])
 
 
 class MaxStatisticRing:
@@ -51,20 +58,29 @@ class MaxStatisticRing:
         self.detectors = list(detectors)
 
     def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
+        embedded = embed_sentences(self.detectors[0].embedder, texts)
         return [
-            self.score_embeddings(emb, sentences) if sentences else None
-            for sentences, emb in embed_sentences(self.detectors[0].embedder, texts)
+            None if scored is None else _max_statistic(scored)
+            for scored in ring_passes(self.detectors, embedded)
         ]
 
     def score_embeddings(self, embeddings: np.ndarray, sentences: list[str] | None) -> RingScore:
         """One text's unit sentence embeddings, shape (n, dim), against every key."""
         if embeddings.ndim != 2:
             raise SamarkError("embeddings must have shape (sentences, dim)")
-        scored = RingPass(self.detectors, embeddings, sentences)
-        best = int(np.argmax(scored.own))
-        return RingScore(
-            ring_max_p_value(scored.own, scored.null),
-            best,
-            scored.detection(best),
-            tuple(scored.p_values()),
-        )
+        if embeddings.shape[0] == 0:
+            raise EmptyTextError("the text has no sentence to score")
+        (scored,) = ring_passes(self.detectors, [(sentences, embeddings)])
+        assert scored is not None
+        return _max_statistic(scored)
+
+
+def _max_statistic(scored: RingPass | CellRingPass) -> RingScore:
+    """The ring's answer from one text's pass: the max-statistic, its key and p-values."""
+    best = int(np.argmax(scored.own))
+    return RingScore(
+        ring_max_p_value(scored.own, scored.null),
+        best,
+        scored.detection(best),
+        tuple(scored.p_values()),
+    )

@@ -1,0 +1,91 @@
+"""Texts scored under K keys' semantic cells and the detector's public null cell draws, in
+one pass over the draws (:class:`~samark.schemes.samark.cells.NullCellDraws`).
+
+A keyring with keyed cells needs ``ring_null_count`` draws (8,000 for 8 keys at alpha 1%),
+more than memory holds at 150 KB a draw: the draws beyond the held block are regenerated
+in deterministic chunks and each chunk's statistics are kept, never the chunk. Per text
+the pass keeps the K keys' signed cosines and statistics, the M null statistics and, for
+each key and sentence, how many null draws score that sentence at least as well (its
+sentence p-value): O(K n + M) numbers, whatever M is.
+
+Under H0 (a text that depends on no key of the ring) the keys' cells and the null draws
+are i.i.d. from one public law (anchors Haar on the sphere, each cell's pivots from the
+keys' pivot law, fair flags), so the K + M statistics are exchangeable: the same
+max-statistic and per-key p-values as static pivots' ring pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from samark.schemes.samark.cells import CellFrames, NullCellDraws, cell_evidence
+from samark.schemes.samark.statistics import Statistic, sentence_scores, statistic_values
+
+#: ties count against the key, as in every exchangeable p-value here
+_TIE = 1e-12
+
+
+@dataclass(frozen=True)
+class CellScores:
+    """One text under K keys' cells and M null draws."""
+
+    #: the keys' flag-signed cosines to each sentence's own cell's pivots (K, n, c)
+    signed: np.ndarray
+    #: the keys' evidence (K, n, c), aligned by each key's majority-voted text sign
+    evidence: np.ndarray
+    #: the keys' statistic (K,)
+    values: np.ndarray
+    #: the null draws' statistic (M,)
+    null: np.ndarray
+    #: per key and sentence, the null draws whose sentence score is at least the key's (K, n)
+    exceed: np.ndarray
+
+    def p_values(self) -> list[float]:
+        """Each key's own p-value, its statistic ranked among the null draws'."""
+        m = self.null.size
+        return [float((1 + np.count_nonzero(self.null >= v - _TIE)) / (m + 1)) for v in self.values]
+
+    def sentence_p_values(self, k: int) -> np.ndarray:
+        """Key ``k``'s per-sentence p-values (as ``statistics.sentence_p_values``)."""
+        return (1 + self.exceed[k]) / (self.null.size + 1)
+
+
+def score_in_cells(
+    keys: CellFrames,
+    draws: NullCellDraws,
+    texts: Sequence[np.ndarray],
+    *,
+    kappa: float,
+    use_tanh: bool,
+    statistic: Statistic,
+) -> list[CellScores]:
+    """Every text (unit sentence embeddings (n, d), centred already, n >= 1) under the K
+    keys of ``keys`` and every null draw of ``draws``, the draws generated once for all
+    the texts: one pass over them."""
+    if not texts or any(t.ndim != 2 or t.shape[0] == 0 for t in texts):
+        raise ValueError("every text needs at least one sentence embedding, shape (n, dim)")
+    bounds = np.cumsum([0, *(t.shape[0] for t in texts)])
+    stacked = np.concatenate(texts).astype(np.float32)
+    spans = list(itertools.pairwise(int(b) for b in bounds))
+    key_signed = keys.signed(stacked)  # (K, N, c)
+    own = []
+    for a, b in spans:
+        evidence = cell_evidence(key_signed[:, a:b], kappa, use_tanh)
+        own.append((evidence, statistic_values(evidence, statistic), sentence_scores(evidence)))
+    null_values: list[list[np.ndarray]] = [[] for _ in texts]
+    exceed = [np.zeros(s.shape, dtype=np.int64) for _, _, s in own]
+    for block in draws.blocks():
+        signed = block.signed(stacked)  # (B, N, c)
+        for i, (a, b) in enumerate(spans):
+            evidence = cell_evidence(signed[:, a:b], kappa, use_tanh)
+            null_values[i].append(statistic_values(evidence, statistic))
+            scores = sentence_scores(evidence)  # (B, n)
+            exceed[i] += np.count_nonzero(scores[None] >= own[i][2][:, None] - _TIE, axis=1)
+    return [
+        CellScores(key_signed[:, a:b], evidence, values, np.concatenate(null_values[i]), exceed[i])
+        for i, ((a, b), (evidence, values, _)) in enumerate(zip(spans, own, strict=True))
+    ]
