@@ -134,8 +134,6 @@ def detect(
     if centring is not None and ray is not None:
         raise fail("--centring is not available with --ray")
     check_cells(cells, scheme_name, samark_family)
-    if cells and (keyring is not None or ray is not None):
-        raise fail("--cells is not available with --keyring or --ray yet")
     fields = {**centring_fields(centring), **cells_field(cells)}
     if record_url is not None and (keyring is not None or ray is not None):
         raise fail("--record reads a record made with one --key (not with --keyring or --ray)")
@@ -180,6 +178,7 @@ def detect(
                 alpha,
                 key=None if keyring is not None else key,
                 keyring=keyring,
+                cells=cells,
             )
         )
     from samark.detection.ring_detector import RingDetector
@@ -342,9 +341,11 @@ def _detect_on_ray(
     *,
     key: Path | None = None,
     keyring: Path | None = None,
+    cells: int = 0,
 ) -> int:
     """The same detection on a local Ray instance with ``workers`` actors, with the key
-    file ``key`` or every key of ``keyring``; writes Parquet."""
+    file ``key`` or every key of ``keyring`` (``cells``: SAMark's keyed cells); writes
+    Parquet."""
     try:
         import ray
         import ray.data
@@ -379,6 +380,7 @@ def _detect_on_ray(
             statistic=statistic,
             alpha=alpha,
             workers=workers,
+            cells=cells,
         ).materialize()
         detected.write_parquet(str(out_dir))
         flags: list[bool] = []

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import KeyOption, err, fail, load_key
+from samark.cli.common import CellsOption, KeyOption, check_cells, err, fail, load_key
 from samark.cli.loading import (
     CentringOption,
     DeprecatedEngineOption,
@@ -117,12 +117,13 @@ def serve(
             "keyed hashes and embeddings only).",
         ),
     ] = False,
+    cells: CellsOption = 0,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 
     --scheme chooses the scheme and --engine where it writes (a server engine also answers
-    '"watermark": false' requests); --candidates, --statistic and --centring are SAMark's
-    family's. With --record, every served sentence is recorded before it is sent and an
+    '"watermark": false' requests); --candidates, --statistic, --centring and --cells are
+    SAMark's family's. With --record, every served sentence is recorded before it is sent and an
     admin's detection with details reports each sentence's provenance (docs/provenance.md).
     The server is samark.serving.create_app (docs/serving.md)."""
     engine = chosen_engine(engine, upstream=upstream)
@@ -130,6 +131,7 @@ def serve(
     if centring is not None and not can(scheme_name, "statistics"):
         raise fail("--centring is SAMark's; leave it out for " + scheme_name)
     centring_fields(centring)  # checked before any model loads
+    check_cells(cells, scheme_name, can(scheme_name, "statistics"))
     _check_options(candidates, sentences, max_sentences, concurrency, timeout, alpha, statistic)
     check_record_options(record_url, store_text, keyring)
     try:
@@ -167,6 +169,7 @@ def serve(
             statistic=statistic,
             alpha=alpha,
             centring=centring,
+            cells=cells,
             record=record_url,
             store_text=store_text,
         )

@@ -51,9 +51,10 @@ class ServerConfig:
     its current key, or ``label``, writes a request's ``payload`` with a ring of 2**b
     keys, and detects against every key). ``engine`` is an engine spec
     (``ENGINE[:MODEL]``: :mod:`samark.sampling.engines`; MODEL left out: ``generator``;
-    None: the scheme's own engine). ``candidates``, ``statistic`` and ``centring`` are
-    SAMark's family's (``SchemeInfo.candidates`` / ``statistics``); ``scheme_params``
-    passes any other parameter of the scheme.
+    None: the scheme's own engine). ``candidates``, ``statistic``, ``centring`` and
+    ``cells`` (keyed semantic cells, 0: static pivots; generation and detection alike, the
+    keyring's too) are SAMark's family's (``SchemeInfo.candidates`` / ``statistics``);
+    ``scheme_params`` passes any other parameter of the scheme.
     """
 
     access: ServeSettings
@@ -67,6 +68,7 @@ class ServerConfig:
     statistic: str | None = None
     alpha: float = 0.01
     centring: Path | str | None = None
+    cells: int = 0
     scheme_params: Mapping[str, Any] = field(default_factory=dict)
     #: the provenance record's URL (docs/provenance.md): every served sentence is
     #: recorded under the completion's id before it is sent, and ``/v1/detect`` with
@@ -104,6 +106,11 @@ class ServerConfig:
             able = f"one of {', '.join(info.statistics)}" if info.statistics else "not chosen"
             raise SamarkError(f"{self.scheme}'s detection statistic is {able}")
         engine_for(self.scheme, self.engine)  # an engine it cannot write through is named
+        if self.cells:
+            if not info.statistics:
+                raise SamarkError(f"keyed semantic cells are SAMark's; {self.scheme} takes none")
+            if self.cells < 2:
+                raise SamarkError(f"cells must be 0 (static pivots) or >= 2, got {self.cells}")
         if self.centring is not None:
             if not info.statistics:
                 raise SamarkError(f"a centring reference is SAMark's; {self.scheme} takes none")
@@ -210,8 +217,7 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
         params["max_new_sentences"] = config.access.default_sentences
     if info.statistics:
         params["statistic"] = config.statistic or SERVED_STATISTIC
-    if config.centring is not None:
-        params["centring"] = str(config.centring)
+    params.update(_detection_fields(config))
     if engine is not None:
         params["sampler"] = engine
     params.update(config.scheme_params)
@@ -229,6 +235,17 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
         return scheme
 
     return build
+
+
+def _detection_fields(config: ServerConfig) -> dict[str, Any]:
+    """SAMark's fields that the served scheme and the keyring's detector share: the
+    centring reference and the keyed cells (left out where the config leaves them)."""
+    fields: dict[str, Any] = {}
+    if config.centring is not None:
+        fields["centring"] = str(config.centring)
+    if config.cells:
+        fields["cells"] = config.cells
+    return fields
 
 
 def _engines(config: ServerConfig) -> list[CandidateSampler]:
@@ -311,11 +328,9 @@ def _keys(
         if entry.active:
             flags = ring.payload_flags(value) if ring.flag_bits else ()
             payloads[value] = (entry.label, build(ring.key(entry.label), flags))
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = _detection_fields(config)
     if info.statistics:
         params["statistic"] = config.statistic or SERVED_STATISTIC
-    if config.centring is not None:
-        params["centring"] = str(config.centring)
     try:
         shared = SharedResources(config.generator_model, embedder)
         detector = RingDetector.from_ring(
