@@ -34,7 +34,7 @@ class SAMarkConfig(SchemeConfig):
     # keyed semantic cells (samark.schemes.samark.cells): 0 is the paper's static pivots;
     # M >= 2 cuts meaning space into M keyed cells, each with its own pivots and flags, and
     # scores every sentence on its own cell's (one random sign a generation instead of
-    # c random flags). Not with payload_flags, steering, row pruning or keyring max-statistics
+    # c random flags). Not with payload_flags, steering or row pruning; keyrings take it
     cells: int = 0
     kappa: float = 30.0
     # the selection score's kappa, if not ``kappa`` (the paper uses one kappa for both): a
