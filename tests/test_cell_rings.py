@@ -119,6 +119,29 @@ def _human_texts(pool, count: int = 3) -> list[str]:
     return [" ".join(sentences[40 * t + 3 * i] for i in range(6)) for t in range(count)]
 
 
+def test_a_detector_past_its_hold_streams_the_same_draws(minilm, pool) -> None:
+    """A single key's detector whose draws do not fit its hold regenerates them, one pass
+    for a batch: the same detections as holding them all (detect and detect_many)."""
+    from samark.schemes.samark.detector import SAMarkDetector
+
+    key = WatermarkKey(bytes([110]) * 32, minilm.identity)
+    held = SAMarkDetector(key, minilm, cells=CELLS, statistic="scan", n_null=199)
+    streamed = SAMarkDetector(key, minilm, cells=CELLS, statistic="scan", n_null=199)
+    assert held.null_cell_draws is not None and streamed.null_cell_draws is not None
+    streamed.null_cell_draws = dataclasses.replace(streamed.null_cell_draws, hold=CELLS * 64)
+    assert streamed.null_cell_draws.streamed and not held.null_cell_draws.streamed
+    texts = [_marked_text(pool, key, minilm.dim), *_human_texts(pool, 2), ""]
+    for a, b in zip(held.detect_many(texts), streamed.detect_many(texts), strict=True):
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert (a.p_value, a.score, a.sentence_p_values) == (
+                b.p_value,
+                b.score,
+                b.sentence_p_values,
+            )
+    assert streamed.detect(texts[0]).p_value == held.detect(texts[0]).p_value < 0.01
+
+
 @pytest.fixture(scope="module")
 def cell_ring(tmp_path_factory, minilm) -> Keyring:
     ring = Keyring.create(tmp_path_factory.mktemp("cell-ring") / "ring", minilm.identity)

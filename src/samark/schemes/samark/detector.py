@@ -133,7 +133,8 @@ class SAMarkDetector:
         near-tie among the null sets can move a p-value by one step of 1/(n_null+1)."""
         embedded = embed_sentences(self.embedder, texts)
         if self.null_cell_draws is not None and self.null_cell_draws.streamed:
-            return self._stream_in_cells(embedded)  # the draws regenerated once, not per text
+            # one pass over the null cell draws for all the texts, not one per text
+            return [None if p is None else p.detection(0) for p in ring_passes([self], embedded)]
         return [
             self.score_embeddings(emb, sentences) if sentences else None
             for sentences, emb in embedded
@@ -158,6 +159,10 @@ class SAMarkDetector:
         """Score precomputed unit sentence embeddings, shape (n, dim)."""
         if embeddings.ndim != 2 or embeddings.shape[0] == 0:
             raise EmptyTextError("the text has no sentence to score")
+        if self.null_cell_draws is not None and self.null_cell_draws.streamed:
+            (scored,) = ring_passes([self], [(sentences, embeddings)])  # a ring of one key
+            assert scored is not None
+            return scored.detection(0)
         if self.centring is not None:
             embeddings = self.centring(embeddings)
         if self._cells is not None:
@@ -174,11 +179,7 @@ class SAMarkDetector:
     def _score_in_cells(self, embeddings: np.ndarray, sentences: list[str] | None) -> Detection:
         """Keyed cells: every sentence on its own cell's pivots, under the key and the null
         cell sets (samark.schemes.samark.cells), on embeddings already centred."""
-        assert self._cells is not None and self.null_cell_draws is not None
-        if self.null_cell_draws.streamed:
-            found = self._stream_in_cells([(sentences or [], embeddings)], centred=True)[0]
-            assert found is not None
-            return found
+        assert self._cells is not None
         nulls = null_cells(
             self._law, self.n_null, self.embedder.dim, self.cells, self.channels, self.null_seed
         )
@@ -187,31 +188,6 @@ class SAMarkDetector:
         values = statistic_values(evidence, self.statistic)
         own = signed[0] * text_signs(signed[:1])[0]
         return self._detection(own, evidence, values, sentences)
-
-    def _stream_in_cells(
-        self, embedded: Sequence[tuple[list[str], np.ndarray]], centred: bool = False
-    ) -> list[Detection | None]:
-        """Texts (sentences, embeddings) under the key's cells and the null cell draws in
-        one pass over the draws (those not held are regenerated once for all the texts)."""
-        assert self._cells is not None and self.null_cell_draws is not None
-        scorable = [i for i, (_, emb) in enumerate(embedded) if emb.shape[0]]
-        texts = [embedded[i][1] for i in scorable]
-        if self.centring is not None and not centred:
-            texts = [self.centring(emb) for emb in texts]
-        out: list[Detection | None] = [None] * len(embedded)
-        if not texts:
-            return out
-        scored = score_in_cells(
-            self._cells,
-            self.null_cell_draws,
-            texts,
-            kappa=self.kappa,
-            use_tanh=self.tanh_detection,
-            statistic=self.statistic,
-        )
-        for i, scores in zip(scorable, scored, strict=True):
-            out[i] = self.cell_detection(scores, 0, embedded[i][0] or None)
-        return out
 
     def cell_detection(self, scores: CellScores, k: int, sentences: list[str] | None) -> Detection:
         """Key ``k``'s detection from a pass over keyed cells (``cell_pass``)."""
