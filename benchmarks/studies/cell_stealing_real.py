@@ -20,8 +20,12 @@ where the keyed cells begin and end. That only shows in real geometry, so here:
   direction; ``kmeans-K`` clusters the marked and own sentences into K regions (spherical
   k-means) and learns a direction per region; ``knn-K`` learns, for each of its human
   sentences, the mean signed lean of its K nearest marked sentences against the mean of
-  its K nearest own unmarked ones. Each forged text is 6 human sentences drawn among the
-  24 its rule scores highest (the ``semantic-stealing`` attack's rule).
+  its K nearest own unmarked ones; ``moe-K``, the design-aware forger, fits the design's
+  own model class (K learned anchors gating K learned leans, the anchors chosen to
+  maximise the leans' cross-fitted strength: ``moe_scores``), and ``moe-oracle`` the
+  same rule at the key's true anchors (a check that the rule can use the cells when it
+  has them). Each forged text is 6 human sentences drawn among the 24 its rule scores
+  highest (the ``semantic-stealing`` attack's rule).
 - **Judge**: the key's detector, exact p-value over ``--nulls`` public cell sets.
 
 The marked material is limited by the recorded pools: 240 pools, so at n = 1,000 texts
@@ -77,18 +81,19 @@ def human_material(cache: Path) -> np.ndarray:
 
 def marked_texts(
     prompts: list[list[dict[str, Any]]], key: CellFrames, design: Design, n: int, seed: int
-) -> list[tuple[np.ndarray, float]]:
-    """``n`` marked texts of the key: (6 sentence embeddings, the text's sign)."""
+) -> list[tuple[np.ndarray, float, int]]:
+    """``n`` marked texts of the key: (6 sentence embeddings, the text's sign, its prompt)."""
     out = []
     rng = np.random.default_rng(seed)
     for _ in range(n):
-        steps = prompts[int(rng.integers(len(prompts)))]
+        prompt = int(rng.integers(len(prompts)))
+        steps = prompts[prompt]
         state = rng.bit_generator.state
         _, emb, _ = replay(steps, key, design, rng, SENTENCES, 32)
         # replay draws the sign first: read it back from the same stream
         sign = np.random.default_rng()
         sign.bit_generator.state = state
-        out.append((emb, float(sign.choice([-1.0, 1.0], size=1)[0])))
+        out.append((emb, float(sign.choice([-1.0, 1.0], size=1)[0]), prompt))
     return out
 
 
@@ -156,6 +161,75 @@ def knn_scores(
     return np.einsum("nd,nd->n", human, lean - base)
 
 
+def moe_scores(
+    marked: np.ndarray,
+    signs: np.ndarray,
+    prompts: np.ndarray,
+    human: np.ndarray,
+    experts: int,
+    seed: int,
+    steps: int = 300,
+    start: np.ndarray | None = None,
+) -> np.ndarray:
+    """The design-aware forger (Kerckhoffs): it knows that the key cuts meaning space into
+    cells by nearest keyed anchor and gives each cell its own lean, so it searches for the
+    anchors whose cells hold the most learnable lean. With soft cells g_m(x) =
+    softmax(beta A x)_m, a cell's lean is the gated mean of sign x sentence; the forger
+    maximises the lean's cross-fitted strength, sum_m n_m mu_m(part 1) . mu_m(part 2)
+    over two thirds of its marked texts, split by prompt (unbiased: the parts' noise is
+    independent, so only a lean both share counts; texts of one prompt share a candidate
+    pool, whose own sign-dependent picks would otherwise look like a lean), and stops
+    where the same strength between part 1 and the last third is largest (free anchors
+    overfit the two parts they are fit on), by gradient ascent over A and beta from
+    spherical k-means centres (or from ``start``). It then scores a sentence on its soft
+    cells' leans learned from all its texts: with the key's anchors and a hard gate this is
+    the oracle's rule."""
+    import torch
+
+    torch.manual_seed(seed)
+    x = torch.tensor(marked, dtype=torch.float32)
+    signed = x * torch.tensor(signs, dtype=torch.float32)[:, None]
+    part = [torch.tensor(prompts % 3 == i) for i in range(3)]
+    centres = spherical_kmeans(marked, experts, seed) if start is None else start
+    anchors = torch.nn.Parameter(torch.tensor(centres, dtype=torch.float32))
+    # a gate as sharp as the anchors' spread over the sentences: 4 of its standard
+    # deviations of x . a is a near-hard nearest-anchor choice (random anchors in 768
+    # dimensions meet a sentence at about +-0.04, k-means centres at 0.3-0.6)
+    spread = float((x @ anchors.detach().T).std())
+    log_beta = torch.nn.Parameter(torch.tensor(float(np.log(4.0 / spread))))
+    opt = torch.optim.Adam([anchors, log_beta], lr=0.003)
+
+    def leans(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        gate = torch.softmax(log_beta.exp() * (x[rows] @ anchors.T), dim=1)
+        count = gate.sum(dim=0)
+        return (gate.T @ signed[rows]) / count.clamp_min(1e-6)[:, None], count
+
+    def strength(one: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+        (lean_a, count_a), (lean_b, count_b) = leans(one), leans(other)
+        return ((count_a + count_b) / 2 * (lean_a * lean_b).sum(dim=1)).sum()
+
+    best, best_check = (anchors.detach().clone(), log_beta.detach().clone()), -float("inf")
+    for _ in range(steps if start is None else 0):
+        fit = strength(part[0], part[1])
+        opt.zero_grad()
+        (-fit).backward()
+        opt.step()
+        with torch.no_grad():
+            check = float(strength(part[0], part[2]))
+        if check > best_check:
+            best, best_check = (anchors.detach().clone(), log_beta.detach().clone()), check
+    with torch.no_grad():
+        if start is None:
+            anchors.copy_(best[0])
+            log_beta.copy_(best[1])
+        else:  # the key's anchors: the hard gate of the design itself
+            log_beta.fill_(float(np.log(1e4)))
+        lean, _ = leans(torch.ones(len(marked), dtype=torch.bool))
+        h = torch.tensor(human, dtype=torch.float32)
+        gate = torch.softmax(log_beta.exp() * (h @ anchors.T), dim=1)
+        return (gate * (h @ lean.T)).sum(dim=1).numpy().astype(np.float64)
+
+
 def forger_scores(
     attacker: str,
     key: CellFrames,
@@ -164,8 +238,9 @@ def forger_scores(
     human: np.ndarray,
     seed: int,
 ) -> np.ndarray:
-    emb = np.concatenate([e for e, _ in marked])
-    signs = np.concatenate([np.full(len(e), s) for e, s in marked])
+    emb = np.concatenate([e for e, _, _ in marked])
+    signs = np.concatenate([np.full(len(e), s) for e, s, _ in marked])
+    prompt = np.concatenate([np.full(len(e), p) for e, _, p in marked])
     if attacker == "oracle":
         cells = key.anchors.shape[1]
         cell = lambda x: key.cell_of(x.astype(np.float32))[0]  # noqa: E731
@@ -174,6 +249,11 @@ def forger_scores(
         zero = lambda x: np.zeros(len(x), dtype=int)  # noqa: E731
         return region_scores(zero(emb), zero(own), zero(human), emb, signs, own, human, 1)
     kind, size = attacker.split("-")
+    if kind == "moe" and size == "oracle":
+        anchors = key.anchors[0].astype(np.float64)
+        return moe_scores(emb, signs, prompt, human, len(anchors), seed, start=anchors)
+    if kind == "moe":
+        return moe_scores(emb, signs, prompt, human, int(size), seed)
     if kind == "kmeans":
         centres = spherical_kmeans(np.concatenate([emb, own]), int(size), seed)
         label = lambda x: np.argmax(x @ centres.T, axis=1)  # noqa: E731
@@ -271,7 +351,7 @@ def main() -> None:
             marked = marked_texts(prompts, key, design, max(args.ns), seed=1000 + k)
             own = unmarked_texts(prompts, max(args.ns), seed=2000 + k)
             detected = np.mean(
-                [p_value(frames, e, design) < 0.01 for e, _ in marked[: args.forgeries]]
+                [p_value(frames, e, design) < 0.01 for e, _, _ in marked[: args.forgeries]]
             )
             # the forgeries' null: texts drawn the same way, among 24 human sentences of no
             # particular score
