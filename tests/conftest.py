@@ -53,6 +53,7 @@ FILE_SECONDS = {
     "test_sampling.py": 40,
     "test_fuzz.py": 30,
     "test_keyring.py": 25,
+    "test_cell_rings.py": 25,
     "test_budget.py": 20,
 }
 
