@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from samark.cli import app
 from samark.detection.ring_detector import HOLM, MAX_STATISTIC, RingDetector, ring_null_count
+from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring
 from samark.schemes.samark.cell_pass import score_in_cells
@@ -240,5 +241,5 @@ def test_a_served_ring_with_cells_marks_and_detects(
     )
     assert found["p_value"] == pytest.approx(expected.p_value)
     assert found["is_watermarked"] and found["key_label"] == "k1" == made["samark"]["key_label"]
-    with pytest.raises(Exception, match="cells"):
+    with pytest.raises(SamarkError, match="keyed semantic cells are SAMark's"):
         ServerConfig(key="k", scheme="kgw", cells=CELLS, access=access)
