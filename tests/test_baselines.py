@@ -133,12 +133,18 @@ def test_upv_detects_its_own_text_and_not_another_keys(mpnet_key, smollm2) -> No
     texts had a green share of about 0.6 and p ~ 0.004 together (the paper run measures
     that row). The mechanism is tested with delta 3 (at delta 4 the model often runs on
     past the token budget without ending a sentence, and writes nothing): detected with its
-    key, not with another key, and the unwatermarked model's text is not detected."""
+    key, not with another key, and the unwatermarked model's text is not detected. The
+    marking key's network is the recipe's (300 epochs: the one the false-positive test
+    above trains, kept per process); the other key's has 30 epochs: any network but this
+    key's must read the text as chance (p ~ 0.8 at 30 epochs as at 300), and a second
+    300-epoch training was a minute of this test on the loaded 2-core machine."""
     from samark.keys import WatermarkKey
 
     scheme = create_scheme("upv", key=mpnet_key, delta=3.0)
     other = create_scheme(
-        "upv", key=WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
+        "upv",
+        key=WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder),
+        epochs=30,
     )
     gens = scheme.generate_batch(PROMPTS, max_new_sentences=4, seed=0)
     for g in gens:
