@@ -21,7 +21,7 @@ from scipy import stats
 SCHEMES = ("samark", "samark-layered")
 
 
-def run(rings: int, keys: int, texts: int, cells: int, out: Path) -> None:
+def run(rings: int, keys: int, texts: int, cells: int, out: Path, first: int = 0) -> None:
     import torch
 
     torch.set_num_threads(1)
@@ -39,7 +39,7 @@ def run(rings: int, keys: int, texts: int, cells: int, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     with embedder.remembering(), out.open("a") as f:
         embed_sentences(embedder, batch)  # once for every ring
-        for r in range(rings):
+        for r in range(first, first + rings):
             ring = [
                 (RingEntry(f"k{i}", key.key_id, "2026-11-27T00:00:00+00:00"), key)
                 for i, key in ((i, new_key(embedder)) for i in range(keys))
@@ -85,13 +85,14 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=4)
     parser.add_argument("--texts", type=int, default=80)
     parser.add_argument("--cells", type=int, default=16)
+    parser.add_argument("--first-ring", type=int, default=0, help="the first ring's number")
     parser.add_argument("-o", "--output", default="experiments/runs/cell-ring-fpr/fpr.jsonl")
     parser.add_argument("--table")
     args = parser.parse_args()
     if args.table:
         table(Path(args.table))
     else:
-        run(args.rings, args.keys, args.texts, args.cells, Path(args.output))
+        run(args.rings, args.keys, args.texts, args.cells, Path(args.output), args.first_ring)
 
 
 if __name__ == "__main__":
