@@ -2,7 +2,7 @@
 one pass over the draws (:class:`~samark.schemes.samark.cells.NullCellDraws`).
 
 A keyring with keyed cells needs ``ring_null_count`` draws (8,000 for 8 keys at alpha 1%),
-more than memory holds at 150 KB a draw: the draws beyond the held block are regenerated
+more than memory holds at 144 KiB a draw (16 cells): the draws beyond the held block are regenerated
 in deterministic chunks and each chunk's statistics are kept, never the chunk. Per text
 the pass keeps the K keys' signed cosines and statistics, the M null statistics and, for
 each key and sentence, how many null draws score that sentence at least as well (its
