@@ -87,7 +87,11 @@ def test_pmark_halves_towards_the_key_bits_and_replays_them(mpnet, mpnet_key) ->
     so a survivor agrees with every bit against its own pool; detection re-samples."""
     from samark.schemes.pmark import PMark
 
-    scheme = create_scheme("pmark", key=mpnet_key, embedder=mpnet, candidates=16)
+    # 8 candidates of at most 40 tokens (halved once per channel, a survivor is kept where a
+    # side is empty): generation and the detector's re-sampling at half the budget and more
+    scheme = create_scheme(
+        "pmark", key=mpnet_key, embedder=mpnet, candidates=8, max_sentence_tokens=40
+    )
     assert isinstance(scheme, PMark)
     assert np.array_equal(scheme.bits(3), scheme.bits(3))
     other = WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder)
