@@ -24,8 +24,9 @@ where the keyed cells begin and end. That only shows in real geometry, so here:
   own model class (K learned anchors gating K learned leans, the anchors chosen to
   maximise the leans' cross-fitted strength: ``moe_scores``), and ``moe-oracle`` the
   same rule at the key's true anchors (a check that the rule can use the cells when it
-  has them). Each forged text is 6 human sentences drawn among the 24 its rule scores
-  highest (the ``semantic-stealing`` attack's rule).
+  has them); ``ATTACKER:null`` is that forger given random signs (the chance level of
+  its way of picking sentences). Each forged text is 6 human sentences drawn among the
+  24 its rule scores highest (the ``semantic-stealing`` attack's rule).
 - **Judge**: the key's detector, exact p-value over ``--nulls`` public cell sets.
 
 The marked material is limited by the recorded pools: 240 pools, so at n = 1,000 texts
@@ -233,11 +234,19 @@ def moe_scores(
 def forger_scores(
     attacker: str,
     key: CellFrames,
-    marked: list[tuple[np.ndarray, float]],
+    marked: list[tuple[np.ndarray, float, int]],
     own: np.ndarray,
     human: np.ndarray,
     seed: int,
 ) -> np.ndarray:
+    """A forger's score of each human sentence. ``ATTACKER:null`` is the same forger fed
+    a random sign a text instead of the true ones: it learns nothing of the key but picks
+    its sentences the same way (as coherent, as far from the topic mean), so its rate is
+    the chance level that attacker's own rate must beat."""
+    if attacker.endswith(":null"):
+        rng = np.random.default_rng(seed + 99)
+        marked = [(e, float(rng.choice([-1.0, 1.0])), p) for e, _, p in marked]
+        attacker = attacker.removesuffix(":null")
     emb = np.concatenate([e for e, _, _ in marked])
     signs = np.concatenate([np.full(len(e), s) for e, s, _ in marked])
     prompt = np.concatenate([np.full(len(e), p) for e, _, p in marked])
