@@ -463,7 +463,7 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
     """`samark serve --keyring` (``create_app`` of a ring's ``ServerConfig``): each
     payload's scheme has the served scheme's config, generator (the layered mark's
     tokenizer), engine and embedder, under its own key; the ring detects with the same
-    generator."""
+    generator and the same scheme_params."""
     pytest.importorskip("fastapi", reason="serving needs samark[server]")
     from samark.models import DEFAULT_GENERATOR, resolve_generator
     from samark.serving import ServerConfig, ServeSettings, create_app
@@ -484,7 +484,14 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
         worker = create_app(config).state.worker
         return worker.scheme, worker.keys
 
-    served_scheme, keys = served(ring.path, "samark-layered", candidates=8)
+    # scheme_params reach the ring's detector too (a kappa of its own: detection differs)
+    params = {"kappa": 25.0, "null_seed": 3}
+    served_scheme, keys = served(ring.path, "samark-layered", candidates=8, scheme_params=params)
+    assert served_scheme.config.kappa == 25.0 and served_scheme.config.null_seed == 3
+    assert all(
+        (s.config.kappa, s.config.null_seed) == (25.0, 3) and "/k25.0/" in s.detector_id()
+        for s in keys.ring.schemes
+    )
     assert served_scheme.generator_name != DEFAULT_GENERATOR
     assert served_scheme.config.candidates == 8 and served_scheme.config.alpha == 0.05
     assert sorted(keys.payloads) == [0, 1] and keys.label == "k1"
@@ -510,4 +517,5 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
     # any scheme: each payload's scheme keeps the served scheme's config
     kgw, keys = served(ring.path, "kgw", scheme_params={"gamma": 0.3})
     assert kgw.config.gamma == 0.3 and sorted(keys.payloads) == [0, 1]
+    assert all(s.config.gamma == 0.3 for s in keys.ring.schemes)  # the ring detects so too
     assert all(s.config == kgw.config for _, s in keys.payloads.values())

@@ -54,7 +54,8 @@ class ServerConfig:
     None: the scheme's own engine). ``candidates``, ``statistic``, ``centring`` and
     ``cells`` (keyed semantic cells, 0: static pivots; generation and detection alike, the
     keyring's too) are SAMark's family's (``SchemeInfo.candidates`` / ``statistics``);
-    ``scheme_params`` passes any other parameter of the scheme.
+    ``scheme_params`` passes any other parameter of the scheme (to the served scheme, each
+    payload's and the keyring's detector alike).
     """
 
     access: ServeSettings
@@ -215,12 +216,9 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
     if info.candidates:
         params["candidates"] = config.candidates
         params["max_new_sentences"] = config.access.default_sentences
-    if info.statistics:
-        params["statistic"] = config.statistic or SERVED_STATISTIC
-    params.update(_detection_fields(config))
     if engine is not None:
         params["sampler"] = engine
-    params.update(config.scheme_params)
+    params.update(_scheme_fields(config))
     shared: list[Watermark] = []
 
     def build(key: WatermarkKey, flags: tuple[int, ...]) -> Watermark:
@@ -237,14 +235,21 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
     return build
 
 
-def _detection_fields(config: ServerConfig) -> dict[str, Any]:
-    """SAMark's fields that the served scheme and the keyring's detector share: the
-    centring reference and the keyed cells (left out where the config leaves them)."""
+def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
+    """The scheme's parameters that the served scheme, each payload's and the keyring's
+    detector share, so that a ring detects as the served scheme would: SAMark's
+    statistic, centring reference and keyed cells (left out where the config leaves
+    them), then ``scheme_params`` (which win)."""
+    from samark.schemes.base import scheme_info
+
     fields: dict[str, Any] = {}
+    if scheme_info(config.scheme).statistics:
+        fields["statistic"] = config.statistic or SERVED_STATISTIC
     if config.centring is not None:
         fields["centring"] = str(config.centring)
     if config.cells:
         fields["cells"] = config.cells
+    fields.update(config.scheme_params)
     return fields
 
 
@@ -328,14 +333,11 @@ def _keys(
         if entry.active:
             flags = ring.payload_flags(value) if ring.flag_bits else ()
             payloads[value] = (entry.label, build(ring.key(entry.label), flags))
-    params: dict[str, Any] = _detection_fields(config)
-    if info.statistics:
-        params["statistic"] = config.statistic or SERVED_STATISTIC
+    params = _scheme_fields(config)  # scheme_params too: they may change detection
+    alpha = params.pop("alpha", config.alpha)  # the served scheme's level, as it has it
     try:
         shared = SharedResources(config.generator_model, embedder)
-        detector = RingDetector.from_ring(
-            ring, config.scheme, shared=shared, alpha=config.alpha, **params
-        )
+        detector = RingDetector.from_ring(ring, config.scheme, shared=shared, alpha=alpha, **params)
     except (TypeError, ValueError) as exc:
         raise SamarkError(str(exc)) from None
     log.info(
