@@ -188,6 +188,17 @@ def test_a_ring_with_cells_names_the_key_and_passes_human_text(
         assert r.detection.sentence_p_values == single.sentence_p_values
 
 
+def test_a_flag_payload_ring_with_cells_is_refused_by_its_cause(tmp_path, minilm) -> None:
+    """Cells carry no flag payload (a cell's flags are the key's): the refusal says so, not
+    that samark has no flag pattern."""
+    ring = Keyring.create(tmp_path / "flagged", minilm.identity, flag_bits=1)
+    for i in range(2):
+        ring.add(WatermarkKey(bytes([140 + i]) * 32, minilm.identity), f"k{i}")
+    with pytest.raises(SamarkError, match="with keyed semantic cells has none") as refused:
+        RingDetector.from_ring(ring, "samark", statistic="scan", cells=4)
+    assert "detect it with samark" not in str(refused.value)
+
+
 def test_cli_detects_with_cells_against_a_keyring(tmp_path, minilm, pool) -> None:
     runner = CliRunner()
     ring = tmp_path / "ring"

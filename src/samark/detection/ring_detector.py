@@ -357,6 +357,12 @@ def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
     from samark.schemes.base import scheme_info, scheme_names
 
     for scheme in schemes:
+        if not scheme.flag_channels and scheme_info(scheme.name).payload_flags:
+            raise SamarkError(  # SAMark's family with keyed cells: their flags are the key's
+                f"this ring writes {flag_bits} payload bits in the flag pattern; {scheme.name} "
+                "with keyed semantic cells has none (a cell's flags are the key's): detect "
+                "this ring without cells"
+            )
         if not scheme.flag_channels:
             able = [n for n in scheme_names() if scheme_info(n).payload_flags]
             raise SamarkError(
