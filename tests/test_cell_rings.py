@@ -78,6 +78,30 @@ def test_streamed_null_draws_score_as_the_held_ones() -> None:
             np.testing.assert_allclose(y.sentence_p_values(k), sentence_p_values(evidence))
 
 
+def test_a_large_call_is_scored_in_groups_of_sentences_alike(monkeypatch) -> None:
+    """Texts grouped up to a few sentences against each block of draws (a text longer than
+    the bound alone): the same scores as all the sentences at once."""
+    from samark.schemes.samark import cell_pass
+
+    rng = np.random.default_rng(4)
+    dim = 24
+    keys = null_cells(LAW, 2, dim, 4, 2, seed=78)
+    texts = [*_topic_texts(rng, 3, 5, dim), *_topic_texts(rng, 1, 9, dim)]
+    draws = NullCellDraws(LAW, 99, dim, 4, 2, seed=3)
+    whole = score_in_cells(keys, draws, texts, kappa=30.0, use_tanh=True, statistic="scan")
+    monkeypatch.setattr(cell_pass, "_ROWS", 7)
+    assert [m for _, _, m in cell_pass._groups([(0, 5), (5, 10), (10, 12), (12, 21)], 7)] == [
+        [0],
+        [1, 2],
+        [3],
+    ]
+    grouped = score_in_cells(keys, draws, texts, kappa=30.0, use_tanh=True, statistic="scan")
+    for x, y in zip(whole, grouped, strict=True):
+        np.testing.assert_array_equal(x.null, y.null)
+        np.testing.assert_array_equal(x.exceed, y.exceed)
+        assert x.p_values() == y.p_values()
+
+
 def test_ring_max_statistic_with_cells_is_exact_over_keys() -> None:
     """H0: repetitive texts that depend on no key, a fresh ring of 3 keys (drawn from the
     keys' law) each time against 99 shared null draws: the ring's p-value is uniform or

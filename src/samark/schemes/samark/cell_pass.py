@@ -1,7 +1,7 @@
 """Texts scored under K keys' semantic cells and the detector's public null cell draws, in
 one pass over the draws (:class:`~samark.schemes.samark.cells.NullCellDraws`).
 
-A keyring with keyed cells needs ``ring_null_count`` draws (8,000 for 8 keys at alpha 1%),
+A keyring with keyed cells needs ``ring_null_count`` draws (7,999 for 8 keys at alpha 1%),
 more than memory holds at 144 KiB a draw (16 cells): the draws beyond the held block are regenerated
 in deterministic chunks and each chunk's statistics are kept, never the chunk. Per text
 the pass keeps the K keys' signed cosines and statistics, the M null statistics and, for
@@ -27,6 +27,11 @@ from samark.schemes.samark.statistics import Statistic, sentence_scores, statist
 
 #: ties count against the key, as in every exchangeable p-value here
 _TIE = 1e-12
+
+#: sentences scored against one block of null draws at once (texts are grouped up to this
+#: many; a longer text alone): with the block's size it bounds the cosines of one step,
+#: 1,024 x 256 draws x 16 cells x 2 channels = 32 MiB of float32, whatever a call's size
+_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -78,14 +83,30 @@ def score_in_cells(
         own.append((evidence, statistic_values(evidence, statistic), sentence_scores(evidence)))
     null_values: list[list[np.ndarray]] = [[] for _ in texts]
     exceed = [np.zeros(s.shape, dtype=np.int64) for _, _, s in own]
+    groups = _groups(spans, _ROWS)
     for block in draws.blocks():
-        signed = block.signed(stacked)  # (B, N, c)
-        for i, (a, b) in enumerate(spans):
-            evidence = cell_evidence(signed[:, a:b], kappa, use_tanh)
-            null_values[i].append(statistic_values(evidence, statistic))
-            scores = sentence_scores(evidence)  # (B, n)
-            exceed[i] += np.count_nonzero(scores[None] >= own[i][2][:, None] - _TIE, axis=1)
+        for lo, hi, members in groups:
+            signed = block.signed(stacked[lo:hi])  # (B, rows, c)
+            for i in members:
+                a, b = spans[i]
+                evidence = cell_evidence(signed[:, a - lo : b - lo], kappa, use_tanh)
+                null_values[i].append(statistic_values(evidence, statistic))
+                scores = sentence_scores(evidence)  # (B, n)
+                exceed[i] += np.count_nonzero(scores[None] >= own[i][2][:, None] - _TIE, axis=1)
     return [
         CellScores(key_signed[:, a:b], evidence, values, np.concatenate(null_values[i]), exceed[i])
         for i, ((a, b), (evidence, values, _)) in enumerate(zip(spans, own, strict=True))
     ]
+
+
+def _groups(spans: list[tuple[int, int]], rows: int) -> list[tuple[int, int, list[int]]]:
+    """Consecutive texts (their sentence ``spans``) grouped up to ``rows`` sentences, a
+    longer text alone: each group's first and end sentence and its texts."""
+    groups: list[tuple[int, int, list[int]]] = []
+    for i, (a, b) in enumerate(spans):
+        if groups and b - groups[-1][0] <= rows:
+            lo, _, members = groups[-1]
+            groups[-1] = (lo, b, [*members, i])
+        else:
+            groups.append((a, b, [i]))
+    return groups

@@ -155,7 +155,7 @@ def _null_chunk(
 
 #: the most null cell sets (draws x cells) a detector holds in memory, 0.55 GiB of float32
 #: anchors and pivots at c = 2 and 768-d (999 draws of 64 cells; 16 cells: 3,968 draws). A
-#: keyring needs more draws (``ring_null_count``: 8,000 for 8 keys at alpha 1%): the draws
+#: keyring needs more draws (``ring_null_count``: 7,999 for 8 keys at alpha 1%): the draws
 #: beyond are regenerated, chunk by chunk, each time texts are scored (the same draws)
 HELD_NULL_CELLS = 64_000
 
