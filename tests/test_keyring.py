@@ -484,12 +484,14 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
         worker = create_app(config).state.worker
         return worker.scheme, worker.keys
 
-    # scheme_params reach the ring's detector too (a kappa of its own: detection differs)
-    params = {"kappa": 25.0, "null_seed": 3}
+    # scheme_params reach the ring's detector too (a kappa of its own: detection differs),
+    # but never fewer null sets than the ring needs
+    params = {"kappa": 25.0, "null_seed": 3, "n_null": 19}
     served_scheme, keys = served(ring.path, "samark-layered", candidates=8, scheme_params=params)
-    assert served_scheme.config.kappa == 25.0 and served_scheme.config.null_seed == 3
+    assert served_scheme.config.kappa == 25.0 and served_scheme.config.n_null == 19
     assert all(
-        (s.config.kappa, s.config.null_seed) == (25.0, 3) and "/k25.0/" in s.detector_id()
+        (s.config.kappa, s.config.null_seed, s.config.n_null) == (25.0, 3, 999)
+        and "/k25.0/" in s.detector_id()
         for s in keys.ring.schemes
     )
     assert served_scheme.generator_name != DEFAULT_GENERATOR

@@ -335,6 +335,10 @@ def _keys(
             payloads[value] = (entry.label, build(ring.key(entry.label), flags))
     params = _scheme_fields(config)  # scheme_params too: they may change detection
     alpha = params.pop("alpha", config.alpha)  # the served scheme's level, as it has it
+    if info.statistics and "n_null" in params:  # never fewer null sets than the ring needs
+        from samark.schemes.samark.ring_scoring import ring_null_count
+
+        params["n_null"] = max(int(params["n_null"]), ring_null_count(len(ring), alpha))
     try:
         shared = SharedResources(config.generator_model, embedder)
         detector = RingDetector.from_ring(ring, config.scheme, shared=shared, alpha=alpha, **params)
