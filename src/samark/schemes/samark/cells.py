@@ -24,7 +24,7 @@ fair coins), and the detector scores the text under ``n_null`` public draws of t
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,10 +73,15 @@ class CellFrames:
         return (own * self.flags[rows, cells]).astype(np.float64)
 
     def join(self, other: CellFrames) -> CellFrames:
+        return CellFrames.stack([self, other])
+
+    @staticmethod
+    def stack(frames: Sequence[CellFrames]) -> CellFrames:
+        """Every frame's keys in one, in order (one copy, however many frames)."""
         return CellFrames(
-            np.concatenate([self.anchors, other.anchors]),
-            np.concatenate([self.pivots, other.pivots]),
-            np.concatenate([self.flags, other.flags]),
+            np.concatenate([f.anchors for f in frames]),
+            np.concatenate([f.pivots for f in frames]),
+            np.concatenate([f.flags for f in frames]),
         )
 
 

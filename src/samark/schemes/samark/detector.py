@@ -359,10 +359,7 @@ def ring_passes(
     if not scorable:
         return out
     assert first.null_cell_draws is not None
-    frames = [d.key_cells for d in detectors if d.key_cells is not None]
-    keys = frames[0]
-    for more in frames[1:]:
-        keys = keys.join(more)
+    keys = CellFrames.stack([d.key_cells for d in detectors if d.key_cells is not None])
     texts = [embedded[i][1] for i in scorable]
     if first.centring is not None:
         texts = [first.centring(emb) for emb in texts]
