@@ -113,15 +113,22 @@ UNSEEN_DOMAIN = pytest.mark.xfail(
 CORPORA = ["cnn_dailymail", "wikipedia_leads", "jane_austen", "debian_handbook"]
 
 
-def _cases(statistics: list[str], unseen_fails: set[str]) -> list[Any]:
+def _cases(
+    statistics: list[str], unseen_fails: set[str], news_only: tuple[str, ...] = ()
+) -> list[Any]:
     """(corpus, statistic) pairs; those of the handbook with a statistic in
-    ``unseen_fails`` are strict expected failures."""
+    ``unseen_fails`` are strict expected failures. A statistic in ``news_only`` is checked on
+    the news corpus alone: per-key leaning is a property of the corpus and the key's pivots,
+    which every statistic shares, so one corpus shows that statistic's exactness and the
+    others are crossed with the default statistics only (each case is 5 keys x 200-300
+    texts, 10-15 s on the 2-core machine)."""
     return [
         pytest.param(c, s, marks=UNSEEN_DOMAIN)
         if c == "debian_handbook" and s in unseen_fails
         else (c, s)
         for c in CORPORA
         for s in statistics
+        if s not in news_only or c == "cnn_dailymail"
     ]
 
 
@@ -141,12 +148,17 @@ def _keys(mpnet, domains: tuple[str, ...] | None = None):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("corpus", "statistic"), _cases(["alignment", "z", "scan"], {"scan"}))
+@pytest.mark.parametrize(
+    ("corpus", "statistic"), _cases(["alignment", "z", "scan"], {"scan"}, news_only=("alignment",))
+)
 def test_fpr_holds_per_key(mpnet, human_embeddings, corpus: str, statistic: str) -> None:
-    _check_per_key(_keys(mpnet), mpnet, _corpus(human_embeddings, corpus), statistic)
+    # with z, the same detections' sentence p-values are checked too (they do not depend
+    # on the text's statistic): localisation on human text, per key
+    embeddings = _corpus(human_embeddings, corpus)
+    _check_per_key(_keys(mpnet), mpnet, embeddings, statistic, sentences=statistic == "z")
 
 
-@pytest.mark.parametrize("statistic", ["z", "scan"])
+@pytest.mark.parametrize("statistic", ["z"])  # every statistic fails alike (above)
 @LEGACY_ON_FICTION
 def test_fpr_holds_per_key_on_fiction_for_keys_without_its_direction(
     mpnet, human_embeddings, statistic: str
@@ -156,7 +168,9 @@ def test_fpr_holds_per_key_on_fiction_for_keys_without_its_direction(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("corpus", "statistic"), _cases(["z", "scan"], {"z", "scan"}))
+@pytest.mark.parametrize(
+    ("corpus", "statistic"), _cases(["z", "scan"], {"z", "scan"}, news_only=("scan",))
+)
 def test_fpr_holds_per_key_in_a_pivot_space(
     mpnet, human_embeddings, corpus: str, statistic: str
 ) -> None:
@@ -172,35 +186,36 @@ def test_fpr_holds_per_key_in_a_pivot_space(
 
 
 def _check_per_key(
-    keys: list[WatermarkKey], mpnet, embeddings: list[np.ndarray], statistic: str
+    keys: list[WatermarkKey],
+    mpnet,
+    embeddings: list[np.ndarray],
+    statistic: str,
+    *,
+    sentences: bool = False,
 ) -> None:
+    """Per key, the count of human texts at p < 0.01 within the one-sided 99.9% binomial
+    bound and p-values not below uniform; pooled over keys, exact. With ``sentences``, the
+    same per-key checks on one sentence p-value a text (a sentence gets p < 0.05 about 5%
+    of the time; sentences of one text are correlated, so the bound counts texts)."""
     n = len(embeddings)
     bound = stats.binom.ppf(0.999, n, 0.01)  # one-sided 99.9% binomial bound on the count
     pooled = []
+    rng = np.random.default_rng(0)
     for key in keys:
         det = SAMarkDetector(key, mpnet, statistic=statistic)  # type: ignore[arg-type]
-        p = np.array([det.score_embeddings(e).p_value for e in embeddings])
+        detections = [det.score_embeddings(e) for e in embeddings]
+        p = np.array([d.p_value for d in detections])
         assert np.sum(p < 0.01) <= bound, f"{key}: {np.sum(p < 0.01)} of {n} below 0.01"
         assert stats.kstest(p, "uniform", alternative="greater").pvalue > 1e-3
         pooled.extend(p)
+        if sentences:
+            one = np.array([rng.choice(d.sentence_p_values) for d in detections])
+            assert np.sum(one < 0.05) <= stats.binom.ppf(0.999, n, 0.05), key
+            assert stats.kstest(one, "uniform", alternative="greater").pvalue > 1e-3
     pooled_arr = np.array(pooled)
     assert stats.kstest(pooled_arr, "uniform").pvalue > 1e-3
     assert np.mean(pooled_arr < 0.01) <= 0.01 + 3 * np.sqrt(0.01 * 0.99 / pooled_arr.size)
     assert np.mean(pooled_arr < 0.05) <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / pooled_arr.size)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("corpus", CORPORA)
-def test_sentence_p_values_hold_per_key(mpnet, human_embeddings, corpus: str) -> None:
-    # Localisation on human text: a sentence gets p < 0.05 about 5% of the time, per key.
-    # Sentences of one text are correlated, so the bound uses texts (one sentence each).
-    embeddings = _corpus(human_embeddings, corpus)
-    rng = np.random.default_rng(0)
-    for key in _keys(mpnet):
-        det = SAMarkDetector(key, mpnet)
-        p = np.array([rng.choice(det.score_embeddings(e).sentence_p_values) for e in embeddings])
-        assert np.sum(p < 0.05) <= stats.binom.ppf(0.999, p.size, 0.05), key
-        assert stats.kstest(p, "uniform", alternative="greater").pvalue > 1e-3
 
 
 def test_paper_z_is_not_calibrated(mpnet, human_embeddings) -> None:
