@@ -147,7 +147,8 @@ def test_layered_scheme_detects_its_own_text_with_both_layers(mpnet, mpnet_key, 
     from samark.keys import WatermarkKey
     from samark.schemes import create_scheme
 
-    scheme = create_scheme("samark-layered", key=mpnet_key, embedder=mpnet, candidates=12)
+    # 6 candidates a sentence: the token layer alone gives p_token < 1e-3 over 4 sentences
+    scheme = create_scheme("samark-layered", key=mpnet_key, embedder=mpnet, candidates=6)
     assert scheme.config.statistic == "scan"
     prompt = "Scientists have found a new species of frog in the rainforests of Peru."
     g = scheme.generate(prompt, max_new_sentences=4, seed=2)
