@@ -203,15 +203,15 @@ def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
     layer = GreenListLayer(b"k" * 32, smollm2.model.config.vocab_size)
     pruner = _ShortestFirst()
     requests = [
-        SampleRequest(PREFIX, 5, SamplingParams(max_sentence_tokens=24), seed=3),
+        SampleRequest(PREFIX, 4, SamplingParams(max_sentence_tokens=16), seed=3),
         SampleRequest(
             "Scientists found a new species of frog in Peru. The team",
-            4,
-            SamplingParams(temperature=0.9, top_p=0.9, max_sentence_tokens=32),
+            3,
+            SamplingParams(temperature=0.9, top_p=0.9, max_sentence_tokens=20),
             seed=4,
             token_layer=layer,
         ),
-        SampleRequest(PREFIX, 6, SamplingParams(max_sentence_tokens=16), seed=5, prune=pruner),
+        SampleRequest(PREFIX, 5, SamplingParams(max_sentence_tokens=12), seed=5, prune=pruner),
     ]
     together = smollm2.sample_many(requests)
     for request, batch in zip(requests, together, strict=True):
@@ -235,7 +235,7 @@ def test_sample_many_draws_what_each_request_draws_alone(smollm2) -> None:
 def test_written_texts_in_one_batch_are_those_written_alone(smollm2) -> None:
     """Texts written together (the token rows' batches): each with its own prefix, budget,
     seed and processor (SynthID's keeps state across steps, so each text owns one) is the
-    text it gets alone; one asked for 2 sentences stops once the third begins, one with
+    text it gets alone; one asked for 1 sentence stops once the second begins, one with
     a budget only writes to its budget."""
     from transformers import SynthIDTextWatermarkingConfig
 
@@ -247,15 +247,15 @@ def test_written_texts_in_one_batch_are_those_written_alone(smollm2) -> None:
     def requests() -> list[WriteRequest]:
         vocab = smollm2.model.config.vocab_size
         return [
-            WriteRequest(PREFIX, 80, seed=1, sentences=2),
+            WriteRequest(PREFIX, 48, seed=1, sentences=1),
             WriteRequest(
                 "Scientists found a new species of frog in Peru. The team",
-                64,
+                40,
                 temperature=0.9,
                 top_p=0.9,
                 seed=2,
                 watermark=synthid.construct_processor(vocab, "cpu"),
-                sentences=2,
+                sentences=1,
             ),
             WriteRequest(PREFIX, 20, seed=3),
         ]
@@ -267,7 +267,7 @@ def test_written_texts_in_one_batch_are_those_written_alone(smollm2) -> None:
         assert a.finish_reason == b.finish_reason
     assert together[2].finish_reason == "length" and len(together[2].tokens) == 20
     assert together[0].finish_reason == "sentences"
-    for w in together[:2]:
-        if w.finish_reason == "sentences":  # a third sentence had begun, not more
+    for w, budget in zip(together[:2], (48, 40), strict=True):
+        if w.finish_reason == "sentences":  # a second sentence had begun, not more
             parts = split_sentences(smollm2.decode(list(w.tokens)))
-            assert len(parts) == 3 and len(w.tokens) < 80
+            assert len(parts) == 2 and len(w.tokens) < budget
