@@ -194,18 +194,17 @@ def test_round_trip_guard_catches_the_translator_truncating(paragraphs) -> None:
 
 @pytest.mark.slow
 def test_local_paraphrase_keeps_meaning_and_changes_the_text(paragraphs, minilm) -> None:
+    texts = paragraphs[:10]  # each paragraph's sentence-wise translation is what costs
     a = create_attack("doc-p-local")
-    out = a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0))
-    fid = measure(minilm, paragraphs, out)
+    out = a.apply_batch(texts, seeds=_seeds(texts, 0))
+    fid = measure(minilm, texts, out)
     # the stated spec: meaning kept, few sentences merged or split, wording changed
     assert _median(f.aligned_similarity for f in fid) >= MEANING_PRESERVING
     assert _median(f.aligned_precision for f in fid) >= 0.85  # nothing invented
     assert all(0.6 <= f.sentence_ratio <= 1.34 for f in fid)
     assert _median(f.ngram4_copy for f in fid) < 0.7
-    assert (
-        a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 0)) == out
-    )  # deterministic under a seed
-    assert a.apply_batch(paragraphs, seeds=_seeds(paragraphs, 1)) != out
+    assert a.apply_batch(texts, seeds=_seeds(texts, 0)) == out  # deterministic under a seed
+    assert a.apply_batch(texts[:3], seeds=_seeds(texts, 1)[:3]) != out[:3]
 
 
 def test_local_paraphrase_operations_do_the_asked_amount(paragraphs) -> None:
@@ -239,7 +238,7 @@ def test_local_paraphrase_operations_do_the_asked_amount(paragraphs) -> None:
 
 @pytest.mark.slow
 def test_paraphrase_with_the_local_instruct_model(smollm2) -> None:
-    a = create_attack("doc-p", prompt="II", max_tokens=48)
+    a = create_attack("doc-p", prompt="II", max_tokens=24)
     out = a.apply_batch([TEXT, HUMAN], seeds=[5, 6])
     assert all(o.strip() for o in out)
     assert out[0] != TEXT
