@@ -1,6 +1,7 @@
 """``samark serve`` on loopback: the official ``openai`` client against the real app
-(uvicorn), with the SmolLM2 generator in-process or behind a real upstream server
-(``transformers serve``), and the faults an operator will meet."""
+(uvicorn), with the SmolLM2 generator in-process, and the faults an operator will meet.
+Serving behind a real upstream server (``transformers serve``) is in test_server.py, which
+starts that server once."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from samark import SAMark, SAMarkConfig
 from samark.errors import SamarkError
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler
-from samark.serving import ServeSettings, Upstream, scheme_app, tokenizer_chat_renderer
+from samark.serving import ServeSettings, scheme_app, tokenizer_chat_renderer
 
 USER = "user-token-0123456789abcdef"
 ADMIN = "admin-token-0123456789abcdef"
@@ -328,39 +329,6 @@ def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
             assert _get(base, "/healthz")[0] == 200
             assert _post(base, "/v1/detect", {"text": HUMAN})[0] == 200
     silent.close()
-
-
-@pytest.mark.slow
-def test_through_a_real_upstream_watermarked_and_passed_through(
-    transformers_server, mpnet, mpnet_key, smollm2, served_app
-) -> None:
-    url, model = transformers_server
-    sampler = OpenAICompletionsSampler(url, model)
-    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
-    settings = ServeSettings(tokens=frozenset({USER}), default_sentences=1)
-    upstream = Upstream(openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0), model)
-    app = scheme_app(
-        scheme,
-        settings,
-        render_chat=tokenizer_chat_renderer(smollm2.tokenizer),
-        count_tokens=smollm2.count_tokens,
-        upstream=upstream,
-    )
-    with served_app(app) as base:
-        client = _client(base)
-        marked = client.completions.create(
-            model="samark", prompt="Scientists found a new frog species in Peru.", seed=3
-        )
-        assert marked.choices[0].text.strip()
-        plain = client.chat.completions.create(
-            model="samark",
-            messages=[{"role": "user", "content": "Say hello."}],
-            max_tokens=8,
-            extra_body={"watermark": False},
-        )
-        assert plain.choices[0].message.content  # the upstream's own answer
-        assert plain.model.startswith(model)  # the upstream named it, not samark
-        SEEN.extend([marked.model_dump_json(), plain.model_dump_json()])
 
 
 @pytest.mark.slow

@@ -53,6 +53,58 @@ def test_samark_generates_and_detects_through_the_server(
     assert scheme.detect(gen.text).n_units == 1
 
 
+@pytest.mark.slow
+def test_served_through_a_real_upstream_watermarked_and_passed_through(
+    transformers_server, mpnet, mpnet_key, smollm2, served_app
+) -> None:
+    """``samark serve``'s app with SAMark's candidates from the upstream server, and a
+    request without the mark passed through to the upstream's own answer."""
+    import base64
+
+    import openai
+
+    from samark import SAMark, SAMarkConfig
+    from samark.serving import ServeSettings, Upstream, scheme_app, tokenizer_chat_renderer
+
+    url, model = transformers_server
+    sampler = OpenAICompletionsSampler(url, model)
+    scheme = SAMark(
+        mpnet_key,
+        config=SAMarkConfig(candidates=4, max_sentence_tokens=40),
+        embedder=mpnet,
+        sampler=sampler,
+    )
+    token = "user-token-0123456789abcdef"
+    settings = ServeSettings(tokens=frozenset({token}), default_sentences=1)
+    upstream = Upstream(openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0), model)
+    app = scheme_app(
+        scheme,
+        settings,
+        render_chat=tokenizer_chat_renderer(smollm2.tokenizer),
+        count_tokens=smollm2.count_tokens,
+        upstream=upstream,
+    )
+    with served_app(app) as base:
+        client = openai.OpenAI(base_url=f"{base}/v1", api_key=token, max_retries=0, timeout=300)
+        marked = client.completions.create(
+            model="samark", prompt="Scientists found a new frog species in Peru.", seed=3
+        )
+        assert marked.choices[0].text.strip()
+        assert marked.model_extra["samark"]["key_id"] == mpnet_key.key_id
+        plain = client.chat.completions.create(
+            model="samark",
+            messages=[{"role": "user", "content": "Say hello."}],
+            max_tokens=8,
+            extra_body={"watermark": False},
+        )
+        assert plain.choices[0].message.content  # the upstream's own answer
+        assert plain.model.startswith(model)  # the upstream named it, not samark
+    secret = mpnet_key._secret
+    for body in (marked.model_dump_json(), plain.model_dump_json()):
+        for form in (base64.b64encode(secret).decode(), secret.hex()):
+            assert form not in body
+
+
 def test_server_refusal_is_a_clear_error(transformers_server) -> None:
     url, _ = transformers_server
     sampler = OpenAICompletionsSampler(url, "no/such-model", max_retries=0, timeout=60)
