@@ -33,13 +33,13 @@ sentences = 2
 human_negatives = 5
 [[schemes]]
 name = "unwatermarked"
-params = { tokens_per_sentence = 24 }
+params = { tokens_per_sentence = 16 }
 [[schemes]]
 name = "kgw"
-params = { tokens_per_sentence = 24 }
+params = { tokens_per_sentence = 16 }
 [[schemes]]
 name = "samark"
-params = { candidates = 4, n_null = 99, max_sentence_tokens = 32 }
+params = { candidates = 4, n_null = 99, max_sentence_tokens = 24 }
 [[attacks]]
 name = "shuffle"
 [metrics]
@@ -410,7 +410,7 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
         label = "samark scan"
         texts_from = "samark"
         human_negatives = 3
-        params = { candidates = 4, n_null = 99, max_sentence_tokens = 32, statistic = "scan" }
+        params = { candidates = 4, n_null = 99, max_sentence_tokens = 24, statistic = "scan" }
     """)
     )
     scan = _run(["eval", "run", str(toml), "-o", str(run_dir)], tmp_path)
@@ -505,10 +505,10 @@ def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     exp = Experiment.parse(
         TINY.replace("human_negatives = 5", "human_negatives = 3")
         .replace("bootstrap = 50", "bootstrap = 50\nfprs = [0.05]\nalpha = 0.05")
-        .replace('[[schemes]]\nname = "unwatermarked"\nparams = { tokens_per_sentence = 24 }\n', "")
+        .replace('[[schemes]]\nname = "unwatermarked"\nparams = { tokens_per_sentence = 16 }\n', "")
         .replace(
             '[[schemes]]\nname = "samark"\n'
-            "params = { candidates = 4, n_null = 99, max_sentence_tokens = 32 }\n",
+            "params = { candidates = 4, n_null = 99, max_sentence_tokens = 24 }\n",
             "",
         )
     )
