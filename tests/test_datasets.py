@@ -80,3 +80,23 @@ def test_cnn_dailymail_ships_with_the_package(tmp_path, monkeypatch) -> None:
     assert path.parent == Path(datasets.__file__).resolve().parent / "resources" / "data"
     docs = load_dataset("cnn_dailymail")
     assert len(docs) == 200 and all(len(d.text) > 200 for d in docs)
+
+
+@pytest.mark.parametrize(
+    ("name", "cache_name"),
+    [("fortunes", "fortunes"), ("licenses", "base-files"), ("reuters", "r-cran-tm")],
+)
+def test_a_debian_corpus_is_unpacked_once(name: str, cache_name: str) -> None:
+    """A second load reads the unpacked package: no new ``apt-get download`` (a probe
+    path the package does not hold once sent every load back to the network)."""
+    from samark.models import cache_dir
+
+    if shutil.which("apt-get") is None:
+        pytest.skip(f"the {name} corpus comes from a Debian package")
+    first = load_dataset(name)
+    root = cache_dir() / cache_name
+    if not root.exists():
+        pytest.skip(f"{name} is read from the system's own installed package")
+    unpacked = root.stat().st_ino  # unpacking replaces the folder: a new inode
+    assert load_dataset(name) == first
+    assert root.stat().st_ino == unpacked

@@ -27,7 +27,9 @@ def fortunes(min_sentences: int = 3) -> list[Document]:
     document per fortune of at least ``min_sentences`` sentences -- quotations, jokes,
     anecdotes and short dialogues. Attribution lines (``-- Author``) are dropped."""
     relative = "usr/share/games/fortunes"
-    root = package_root("fortunes", f"{relative}/fortunes", "fortunes")
+    # a file of the ``fortunes`` package itself (``fortunes/fortunes`` is fortunes-min's,
+    # so probing it sent every call back to ``apt-get download``)
+    root = package_root("fortunes", f"{relative}/art", "fortunes")
     docs: list[Document] = []
     for path in sorted((root / relative).iterdir()):
         if path.suffix or path.is_dir() or path.is_symlink():
