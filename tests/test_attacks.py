@@ -47,10 +47,12 @@ def test_registry_lists_every_attack() -> None:
 
 @pytest.fixture(scope="module")
 def paragraphs() -> list[str]:
-    """20 human paragraphs of 6 sentences (CNN/DailyMail windows)."""
+    """12 human paragraphs of 6 sentences (CNN/DailyMail windows): the fidelity
+    measurement embeds each whole paragraph and its sentences, which is what the tests
+    over all of them cost; the attacks' rates over 1,000 texts are the paper run's."""
     from samark.datasets import human_windows, load_dataset
 
-    return [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=20)]
+    return [d.text for d in human_windows(load_dataset("cnn_dailymail"), sentences=6, count=12)]
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +127,7 @@ def test_back_translation_is_sentence_wise_and_never_truncates(
         # "... as of 5 p.m. (5 a.m." + "ET) Saturday.")
         assert f.sentences_after >= f.sentences_before - 1
         assert len(words(after)) >= 0.8 * len(words(before))  # and none cut short
-    assert sum(f.sentences_after == 6 for f in fid) >= 18
+    assert sum(f.sentences_after == 6 for f in fid) >= len(fid) - 2
     assert _median(f.aligned_similarity for f in fid) >= 0.88
     assert min(f.aligned_similarity for f in fid) >= MEANING_PRESERVING
     # a real rewording: about half of the 4-grams change
