@@ -31,36 +31,36 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 #: the two workers in this order, the next file to the first worker nearly done; a long file
 #: handed out last leaves one worker idle while the other finishes it, and a file not
 #: listed counts as 0 and comes last: list every file above about 10 s. Measured
-#: 2026-11-27 as CPU seconds of the file alone (one thread, ``-n 0``), times 1.2 for two
-#: workers sharing the machine, plus the processes a file starts (``transformers serve``,
-#: Ray, Chromium, PostgreSQL, the killed experiment).
+#: 2026-11-27 as the sum of each file's test durations in a full run (``-n 2``, the
+#: processes a file starts included: ``transformers serve``, Ray, Chromium, PostgreSQL,
+#: the killed experiment).
 FILE_SECONDS = {
-    "test_baselines.py": 310,
-    "test_generation.py": 210,
-    "test_cli.py": 160,
-    "test_calibration.py": 150,
-    "test_attacks.py": 140,
-    "test_semstamp.py": 120,
-    "test_serve.py": 115,
-    "test_sampling.py": 95,
-    "test_evaluation.py": 85,
-    "test_page.py": 80,
-    "test_conformance.py": 70,
-    "test_layered.py": 60,
-    "test_record_detection.py": 50,
-    "test_server.py": 50,
-    "test_cells.py": 40,
-    "test_serve_record.py": 40,
-    "test_budget.py": 40,
+    "test_baselines.py": 280,
+    "test_generation.py": 175,
+    "test_calibration.py": 175,
+    "test_cli.py": 145,
+    "test_attacks.py": 135,
+    "test_evaluation.py": 115,
+    "test_semstamp.py": 115,
+    "test_serve.py": 85,
+    "test_sampling.py": 80,
+    "test_record_detection.py": 65,
+    "test_conformance.py": 55,
+    "test_layered.py": 45,
+    "test_server.py": 42,
+    "test_page.py": 40,
     "test_fuzz.py": 38,
-    "test_provenance.py": 30,
-    "test_keyring.py": 25,
-    "test_batching.py": 25,
+    "test_budget.py": 31,
+    "test_cells.py": 29,
+    "test_serve_record.py": 28,
+    "test_cell_rings.py": 22,
     "test_forgery_attacks.py": 20,
-    "test_centring.py": 18,
-    "test_create_app.py": 15,
-    "test_engines.py": 10,
-    "test_datasets.py": 10,
+    "test_centring.py": 19,
+    "test_batching.py": 16,
+    "test_provenance.py": 16,
+    "test_keyring.py": 16,
+    "test_datasets.py": 8,
+    "test_create_app.py": 8,
 }
 
 
