@@ -20,7 +20,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # pytest -n K: K processes share the cores; one torch thread each, or they oversubscribe
+    # pytest -n K: K processes share the cores; one torch thread each, or they oversubscribe.
+    # The processes a test starts (the killed experiment, Ray's workers, ``transformers
+    # serve``) inherit one thread too: each shares the cores with the other worker's tests
+    os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["MKL_NUM_THREADS"] = "1"
     import torch
 
     torch.set_num_threads(1)
