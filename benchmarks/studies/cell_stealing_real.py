@@ -98,6 +98,15 @@ def marked_texts(
     return out
 
 
+def next_key_marked(
+    prompts: list[list[dict[str, Any]]], keys: CellFrames, design: Design, k: int, n: int
+) -> list[tuple[np.ndarray, float, int]]:
+    """``n`` marked texts of the key after ``k`` in the draw (``:otherkey``'s decoy)."""
+    j = (k + 1) % keys.count
+    other = CellFrames(keys.anchors[j : j + 1], keys.pivots[j : j + 1], keys.flags[j : j + 1])
+    return marked_texts(prompts, other, design, n, seed=1000 + j)
+
+
 def unmarked_texts(prompts: list[list[dict[str, Any]]], n: int, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     rows = []
@@ -231,6 +240,77 @@ def moe_scores(
         return (gate * (h @ lean.T)).sum(dim=1).numpy().astype(np.float64)
 
 
+def infer_signs(
+    attacker: str,
+    key: CellFrames,
+    marked: list[tuple[np.ndarray, float, int]],
+    own: np.ndarray,
+    seed: int,
+    rounds: int = 10,
+) -> tuple[np.ndarray, float]:
+    """The forger that is NOT told the per-text signs (Kerckhoffs: it knows the design, not
+    the key, and a sign is drawn afresh for every generation and never published): it
+    infers them, as a latent variable, from the texts. It starts from the spectral guess (the
+    leading eigenvector of the marked text means' covariance minus its own texts', where a
+    hidden +-lean shows up as extra variance whatever its sign) and refines by EM with its
+    own region model: learn a direction a region from one half of the prompts' texts under
+    the current signs, set each text of the other half to the sign its sentences' scores
+    sum to (cross-fitted, so a text's own sentences never vote for its own sign), and
+    swap. Regions: the key's cells for ``oracle``, one for ``blind``, spherical k-means
+    (K = 64 where the forger has no regions of its own) otherwise.
+
+    Returns the inferred signs (one a text) and their agreement with the true ones,
+    |mean(inferred x true)| (1: every sign right up to the one global flip the detector's
+    vote does not care about; 0: no better than coin tosses)."""
+    emb = [e for e, _, _ in marked]
+    truth = np.array([s for _, s, _ in marked])
+    fold = np.array([p % 2 for _, _, p in marked])
+    dim = emb[0].shape[1]
+    texts = np.stack([e.mean(axis=0) for e in emb])
+    own_texts = own[: len(own) // SENTENCES * SENTENCES].reshape(-1, SENTENCES, dim).mean(axis=1)
+    centre = own_texts.mean(axis=0)
+    a, b = texts - centre, own_texts - centre
+    extra = a.T @ a / len(a) - b.T @ b / len(b)
+    _, vectors = np.linalg.eigh(extra)
+    signs = np.sign(a @ vectors[:, -1])
+    signs[signs == 0] = 1.0
+    base = attacker.split(":")[0]
+    all_sent = np.concatenate(emb)
+    if base == "oracle":
+        count = key.anchors.shape[1]
+        label = lambda x: key.cell_of(x.astype(np.float32))[0]  # noqa: E731
+    elif base == "blind":
+        count = 1
+        label = lambda x: np.zeros(len(x), dtype=int)  # noqa: E731
+    else:
+        kind, size = base.split("-")
+        count = int(size) if kind == "kmeans" else 64
+        centres = spherical_kmeans(np.concatenate([all_sent, own]), count, seed)
+        label = lambda x: np.argmax(x @ centres.T, axis=1)  # noqa: E731
+    regions = [label(e) for e in emb]
+    own_regions = label(own)
+    own_means = np.stack(
+        [
+            own[own_regions == r].mean(axis=0) if np.any(own_regions == r) else own.mean(axis=0)
+            for r in range(count)
+        ]
+    )
+    for _ in range(rounds):
+        new = signs.copy()
+        for half in (0, 1):
+            learn = np.flatnonzero(fold != half)
+            sums = np.zeros((count, dim))
+            for t in learn:
+                np.add.at(sums, regions[t], signs[t] * (emb[t] - own_means[regions[t]]))
+            for t in np.flatnonzero(fold == half):
+                score = np.einsum("nd,nd->", emb[t] - own_means[regions[t]], sums[regions[t]])
+                new[t] = 1.0 if score >= 0 else -1.0
+        if np.array_equal(new, signs):
+            break
+        signs = new
+    return signs, float(abs(np.mean(signs * truth)))
+
+
 def forger_scores(
     attacker: str,
     key: CellFrames,
@@ -238,15 +318,36 @@ def forger_scores(
     own: np.ndarray,
     human: np.ndarray,
     seed: int,
+    decoy: np.ndarray | None = None,
+    other_key: list[tuple[np.ndarray, float, int]] | None = None,
 ) -> np.ndarray:
     """A forger's score of each human sentence. ``ATTACKER:null`` is the same forger fed
     a random sign a text instead of the true ones: it learns nothing of the key but picks
     its sentences the same way (as coherent, as far from the topic mean), so its rate is
-    the chance level that attacker's own rate must beat."""
+    the chance level that attacker's own rate must beat. ``ATTACKER:unmarked`` is the same
+    forger fed ``decoy``, unmarked texts of the generator, in place of the marked ones, and
+    ``ATTACKER:otherkey`` fed another key's marked texts (``other_key``: the same selection,
+    filters and softmax, under a key that is not the judge's): the chance levels of a forger
+    whose own fit (``:em``) finds directions of its own. What those forge is the judging
+    key's lean towards human text so picked, not stolen."""
+    if attacker.endswith(":otherkey"):  # another key's marked texts: its selection, not this key
+        assert other_key is not None
+        marked = other_key[: len(marked)]
+        attacker = attacker.removesuffix(":otherkey")
+    if attacker.endswith(":unmarked"):
+        assert decoy is not None
+        texts = decoy[: len(decoy) // SENTENCES * SENTENCES].reshape(-1, SENTENCES, decoy.shape[1])
+        marked = [(t, 1.0, i) for i, t in enumerate(texts[: len(marked)])]
+        attacker = attacker.removesuffix(":unmarked")
     if attacker.endswith(":null"):
         rng = np.random.default_rng(seed + 99)
         marked = [(e, float(rng.choice([-1.0, 1.0])), p) for e, _, p in marked]
         attacker = attacker.removesuffix(":null")
+    if attacker.endswith(":em"):
+        inferred, agreement = infer_signs(attacker, key, marked, own, seed)
+        print(f"  {attacker}: inferred signs agree with the true ones {agreement:.3f}", flush=True)
+        marked = [(e, float(s), p) for (e, _, p), s in zip(marked, inferred, strict=True)]
+        attacker = attacker.removesuffix(":em")
     emb = np.concatenate([e for e, _, _ in marked])
     signs = np.concatenate([np.full(len(e), s) for e, s, _ in marked])
     prompt = np.concatenate([np.full(len(e), p) for e, _, p in marked])
@@ -330,6 +431,14 @@ def main() -> None:
         default=["oracle", "blind", "kmeans-16", "kmeans-64", "kmeans-256", "knn-25", "knn-100"],
     )
     parser.add_argument("--forgeries", type=int, default=40)
+    parser.add_argument(
+        "--replicate",
+        type=int,
+        default=0,
+        help="another draw of each forger's own randomness (its k-means start, the forgeries' "
+        "sentences) on the same marked texts: a forger's rate on one key is one set of 24 "
+        "sentences, so replicates tell a leak from a lucky set",
+    )
     parser.add_argument("--nulls", type=int, default=999)
     parser.add_argument("--out")
     parser.add_argument("--table", help="print the table of a records file and stop")
@@ -359,6 +468,8 @@ def main() -> None:
             frames = key.join(nulls)
             marked = marked_texts(prompts, key, design, max(args.ns), seed=1000 + k)
             own = unmarked_texts(prompts, max(args.ns), seed=2000 + k)
+            decoy = unmarked_texts(prompts, max(args.ns), seed=3000 + k)
+
             detected = np.mean(
                 [p_value(frames, e, design) < 0.01 for e, _, _ in marked[: args.forgeries]]
             )
@@ -375,14 +486,33 @@ def main() -> None:
             for n in args.ns:
                 for attacker in args.attackers:
                     scores = forger_scores(
-                        attacker, key, marked[:n], own[: n * SENTENCES], human, seed=k
+                        attacker,
+                        key,
+                        marked[:n],
+                        own[: n * SENTENCES],
+                        human,
+                        seed=k + 1000 * args.replicate,
+                        decoy=decoy[: n * SENTENCES],
+                        other_key=(
+                            next_key_marked(prompts, keys, design, k, n)
+                            if ":otherkey" in attacker
+                            else None
+                        ),
                     )
-                    ps = forge(frames, design, scores, human, args.forgeries, seed=k * 7 + n)
+                    ps = forge(
+                        frames,
+                        design,
+                        scores,
+                        human,
+                        args.forgeries,
+                        seed=k * 7 + n + 1000 * args.replicate,
+                    )
                     row = {
                         "cells": cells,
                         "key": k,
                         "n": n,
                         "attacker": attacker,
+                        "replicate": args.replicate,
                         "forged": float(np.mean(np.array(ps) < 0.01)),
                         "own_detected": float(detected),
                         "p": ps,
