@@ -45,6 +45,8 @@ from scipy import stats
 
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.schemes.samark.cell_pass import score_in_cells
+from samark.schemes.samark.cells import CellFrames, NullCellDraws, key_cells
 from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 from samark.schemes.samark.topic_centring import NeighbourCentring, reference_texts
@@ -82,6 +84,13 @@ def main() -> None:
         "--rules", nargs="+", default=["none", "neighbours-16", "corpus mean", "own mean"]
     )
     ap.add_argument("--no-layered", action="store_true", help="skip the token layer")
+    ap.add_argument(
+        "--cells",
+        type=int,
+        default=0,
+        help="score on M keyed semantic cells (samark.schemes.samark.cells) instead of "
+        "static pivots: each key's own cells against the detector's public null cell draws",
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--replot", action="store_true", help="only redraw --out's plot from its JSON")
     args = ap.parse_args()
@@ -113,13 +122,23 @@ def main() -> None:
             keys[0].samark.null_pivots(args.nulls, emb.dim, 2, 0),
         ]
     )
+    if args.cells:
+        cell_keys = CellFrames.stack([key_cells(k, emb.dim, args.cells, 2) for k in keys])
+        law = keys[0].samark.pivot_law(emb.dim)
+        cell_nulls = NullCellDraws(law, args.nulls, emb.dim, args.cells, 2, 0)
     token_p = None if args.no_layered else token_layer_p_values(keys, texts)
 
     results: dict[str, dict[str, dict[str, object]]] = {}
     for rule in args.rules:
         t0 = time.perf_counter()
         p = {
-            name: score(vectors[name], frames, args.keys, centring(rule, ref, vectors[name]))
+            name: (
+                score_cells(
+                    vectors[name], cell_keys, cell_nulls, centring(rule, ref, vectors[name])
+                )
+                if args.cells
+                else score(vectors[name], frames, args.keys, centring(rule, ref, vectors[name]))
+            )
             for name in texts
         }
         if token_p is not None:  # the layered p-value: the scan's and the token layer's
@@ -140,6 +159,7 @@ def main() -> None:
         args.out.mkdir(parents=True, exist_ok=True)
         meta = {
             "keys": args.keys,
+            "cells": args.cells,
             "nulls": args.nulls,
             "corpora": {n: {"texts": len(t), "role": TEST_CORPORA[n][3]} for n, t in texts.items()},
             "reference_texts": len(ref),
@@ -192,6 +212,23 @@ def score(
             out[s][:, i] = (1 + (null[None, :] >= own[:, None] - 1e-12).sum(axis=1)) / (
                 null.size + 1
             )
+    return out
+
+
+def score_cells(
+    corpus: list[np.ndarray],
+    keys: CellFrames,
+    nulls: NullCellDraws,
+    centre: Callable[[int, np.ndarray], np.ndarray],
+) -> dict[str, np.ndarray]:
+    """As :func:`score` on keyed cells: every key's own cells, ranked among the detector's
+    public null cell draws (one pass over the draws per statistic, ``cell_pass``)."""
+    texts = [centre(i, e) for i, e in enumerate(corpus)]
+    texts = [t / np.linalg.norm(t, axis=1, keepdims=True) for t in texts]
+    out = {}
+    for s in ("z", "scan"):
+        scored = score_in_cells(keys, nulls, texts, kappa=30.0, use_tanh=True, statistic=s)
+        out[s] = np.array([c.p_values() for c in scored]).T
     return out
 
 
