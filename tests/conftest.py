@@ -22,7 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest -n K: K processes share the cores; one torch thread each, or they oversubscribe.
     # The processes a test starts (the killed experiment, Ray's workers, ``transformers
-    # serve``) inherit one thread too: each shares the cores with the other worker's tests
+    # serve``) inherit one thread too: each shares the cores with the other worker's tests.
+    # NumPy's BLAS reads it when it loads, here, before any test imports numpy: with two
+    # threads a worker's matrix products spun on both cores (calibration: 175 s -> 71 s)
     os.environ["OMP_NUM_THREADS"] = "1"
     os.environ["MKL_NUM_THREADS"] = "1"
     import torch
@@ -39,32 +41,32 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 #: processes a file starts included: ``transformers serve``, Ray, Chromium, PostgreSQL,
 #: the killed experiment).
 FILE_SECONDS = {
-    "test_baselines.py": 280,
-    "test_generation.py": 175,
-    "test_calibration.py": 175,
-    "test_cli.py": 145,
-    "test_attacks.py": 135,
-    "test_evaluation.py": 115,
-    "test_semstamp.py": 115,
-    "test_serve.py": 85,
-    "test_sampling.py": 80,
-    "test_record_detection.py": 65,
-    "test_conformance.py": 55,
-    "test_layered.py": 45,
-    "test_server.py": 42,
-    "test_page.py": 40,
-    "test_fuzz.py": 38,
-    "test_budget.py": 31,
-    "test_cells.py": 29,
-    "test_serve_record.py": 28,
+    "test_baselines.py": 215,
+    "test_generation.py": 142,
+    "test_semstamp.py": 106,
+    "test_cli.py": 102,
+    "test_attacks.py": 83,
+    "test_serve.py": 77,
+    "test_sampling.py": 72,
+    "test_calibration.py": 71,
+    "test_conformance.py": 49,
+    "test_evaluation.py": 48,
+    "test_layered.py": 40,
+    "test_server.py": 35,
+    "test_record_detection.py": 33,
+    "test_fuzz.py": 30,
+    "test_page.py": 26,
+    "test_budget.py": 26,
+    "test_cells.py": 23,
+    "test_serve_record.py": 22,
     "test_cell_rings.py": 22,
-    "test_forgery_attacks.py": 20,
-    "test_centring.py": 19,
-    "test_batching.py": 16,
-    "test_provenance.py": 16,
-    "test_keyring.py": 16,
+    "test_batching.py": 17,
+    "test_keyring.py": 14,
+    "test_forgery_attacks.py": 14,
+    "test_provenance.py": 13,
+    "test_centring.py": 10,
     "test_datasets.py": 8,
-    "test_create_app.py": 8,
+    "test_create_app.py": 7,
 }
 
 
