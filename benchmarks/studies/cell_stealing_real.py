@@ -423,6 +423,13 @@ def main() -> None:
     parser.add_argument("records")
     parser.add_argument("--keys", type=int, default=2)
     parser.add_argument("--first-key", type=int, default=0, help="skip the keys before it")
+    parser.add_argument(
+        "--stop-key",
+        type=int,
+        default=None,
+        help="stop before this key (the keys are drawn --keys at a time: a key's cells "
+        "depend on --keys, so keep --keys to compare with another run)",
+    )
     parser.add_argument("--cells", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--ns", type=int, nargs="+", default=[100, 300, 1000])
     parser.add_argument(
@@ -462,7 +469,7 @@ def main() -> None:
         design = Design(f"cells {cells}", cells=cells)
         keys = frames_of(design, args.keys, seed=71)
         nulls = frames_of(design, args.nulls, seed=8)
-        for k in range(args.first_key, args.keys):
+        for k in range(args.first_key, args.stop_key or args.keys):
             start = time.perf_counter()
             key = CellFrames(keys.anchors[k : k + 1], keys.pivots[k : k + 1], keys.flags[k : k + 1])
             frames = key.join(nulls)
