@@ -47,6 +47,7 @@ import itertools
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +104,7 @@ def next_key_marked(
 ) -> list[tuple[np.ndarray, float, int]]:
     """``n`` marked texts of the key after ``k`` in the draw (``:otherkey``'s decoy)."""
     j = (k + 1) % keys.count
-    other = CellFrames(keys.anchors[j : j + 1], keys.pivots[j : j + 1], keys.flags[j : j + 1])
-    return marked_texts(prompts, other, design, n, seed=1000 + j)
+    return marked_texts(prompts, keys[j : j + 1], design, n, seed=1000 + j)
 
 
 def unmarked_texts(prompts: list[list[dict[str, Any]]], n: int, seed: int) -> np.ndarray:
@@ -133,6 +133,39 @@ def spherical_kmeans(x: np.ndarray, k: int, seed: int, iters: int = 30) -> np.nd
     return c
 
 
+def as_texts(rows: np.ndarray) -> np.ndarray:
+    """Sentence rows cut into texts of ``SENTENCES`` (texts, SENTENCES, dim); a last
+    incomplete text is dropped."""
+    return rows[: len(rows) // SENTENCES * SENTENCES].reshape(-1, SENTENCES, rows.shape[1])
+
+
+def region_means(own: np.ndarray, regions_own: np.ndarray, count: int) -> np.ndarray:
+    """The mean of the forger's own unmarked sentences in each region (count, dim); all of
+    them where a region holds none."""
+    return np.stack(
+        [
+            own[regions_own == r].mean(axis=0) if np.any(regions_own == r) else own.mean(axis=0)
+            for r in range(count)
+        ]
+    )
+
+
+def regions_of(
+    attacker: str, key: CellFrames, marked: np.ndarray, own: np.ndarray, seed: int
+) -> tuple[int, Callable[[np.ndarray], np.ndarray]]:
+    """A region forger's regions, (count, sentence embeddings -> region): the key's cells
+    for ``oracle``, one for ``blind``, spherical k-means of the marked and own sentences
+    for ``kmeans-K`` (K = 64 for a forger with no regions of its own)."""
+    if attacker == "oracle":
+        return key.cells, lambda x: key.cell_of(x.astype(np.float32))[0]
+    if attacker == "blind":
+        return 1, lambda x: np.zeros(len(x), dtype=int)
+    kind, size = attacker.split("-")
+    count = int(size) if kind == "kmeans" else 64
+    centres = spherical_kmeans(np.concatenate([marked, own]), count, seed)
+    return count, lambda x: np.argmax(x @ centres.T, axis=1)
+
+
 def region_scores(
     regions_marked: np.ndarray,
     regions_own: np.ndarray,
@@ -146,12 +179,12 @@ def region_scores(
     """Each human sentence's score on its region's learned direction: the mean over the
     region's marked sentences of sign x (sentence - the region's own unmarked mean)."""
     scores = np.full(len(human), -np.inf)
+    bases = region_means(own, regions_own, count)
     for r in range(count):
-        in_marked, in_own = regions_marked == r, regions_own == r
+        in_marked = regions_marked == r
         if not in_marked.any():
             continue
-        base = own[in_own].mean(axis=0) if in_own.any() else own.mean(axis=0)
-        direction = (signs[in_marked, None] * (marked[in_marked] - base)).mean(axis=0)
+        direction = (signs[in_marked, None] * (marked[in_marked] - bases[r])).mean(axis=0)
         sel = regions_human == r
         scores[sel] = human[sel] @ direction
     return scores
@@ -267,34 +300,16 @@ def infer_signs(
     fold = np.array([p % 2 for _, _, p in marked])
     dim = emb[0].shape[1]
     texts = np.stack([e.mean(axis=0) for e in emb])
-    own_texts = own[: len(own) // SENTENCES * SENTENCES].reshape(-1, SENTENCES, dim).mean(axis=1)
+    own_texts = as_texts(own).mean(axis=1)
     centre = own_texts.mean(axis=0)
     a, b = texts - centre, own_texts - centre
     extra = a.T @ a / len(a) - b.T @ b / len(b)
     _, vectors = np.linalg.eigh(extra)
     signs = np.sign(a @ vectors[:, -1])
     signs[signs == 0] = 1.0
-    base = attacker.split(":")[0]
-    all_sent = np.concatenate(emb)
-    if base == "oracle":
-        count = key.anchors.shape[1]
-        label = lambda x: key.cell_of(x.astype(np.float32))[0]  # noqa: E731
-    elif base == "blind":
-        count = 1
-        label = lambda x: np.zeros(len(x), dtype=int)  # noqa: E731
-    else:
-        kind, size = base.split("-")
-        count = int(size) if kind == "kmeans" else 64
-        centres = spherical_kmeans(np.concatenate([all_sent, own]), count, seed)
-        label = lambda x: np.argmax(x @ centres.T, axis=1)  # noqa: E731
+    count, label = regions_of(attacker.split(":")[0], key, np.concatenate(emb), own, seed)
     regions = [label(e) for e in emb]
-    own_regions = label(own)
-    own_means = np.stack(
-        [
-            own[own_regions == r].mean(axis=0) if np.any(own_regions == r) else own.mean(axis=0)
-            for r in range(count)
-        ]
-    )
+    own_means = region_means(own, label(own), count)
     for _ in range(rounds):
         new = signs.copy()
         for half in (0, 1):
@@ -336,8 +351,7 @@ def forger_scores(
         attacker = attacker.removesuffix(":otherkey")
     if attacker.endswith(":unmarked"):
         assert decoy is not None
-        texts = decoy[: len(decoy) // SENTENCES * SENTENCES].reshape(-1, SENTENCES, decoy.shape[1])
-        marked = [(t, 1.0, i) for i, t in enumerate(texts[: len(marked)])]
+        marked = [(t, 1.0, i) for i, t in enumerate(as_texts(decoy)[: len(marked)])]
         attacker = attacker.removesuffix(":unmarked")
     if attacker.endswith(":null"):
         rng = np.random.default_rng(seed + 99)
@@ -351,25 +365,15 @@ def forger_scores(
     emb = np.concatenate([e for e, _, _ in marked])
     signs = np.concatenate([np.full(len(e), s) for e, s, _ in marked])
     prompt = np.concatenate([np.full(len(e), p) for e, _, p in marked])
-    if attacker == "oracle":
-        cells = key.anchors.shape[1]
-        cell = lambda x: key.cell_of(x.astype(np.float32))[0]  # noqa: E731
-        return region_scores(cell(emb), cell(own), cell(human), emb, signs, own, human, cells)
-    if attacker == "blind":
-        zero = lambda x: np.zeros(len(x), dtype=int)  # noqa: E731
-        return region_scores(zero(emb), zero(own), zero(human), emb, signs, own, human, 1)
+    if attacker in ("oracle", "blind") or attacker.startswith("kmeans-"):
+        count, label = regions_of(attacker, key, emb, own, seed)
+        return region_scores(label(emb), label(own), label(human), emb, signs, own, human, count)
     kind, size = attacker.split("-")
     if kind == "moe" and size == "oracle":
         anchors = key.anchors[0].astype(np.float64)
         return moe_scores(emb, signs, prompt, human, len(anchors), seed, start=anchors)
     if kind == "moe":
         return moe_scores(emb, signs, prompt, human, int(size), seed)
-    if kind == "kmeans":
-        centres = spherical_kmeans(np.concatenate([emb, own]), int(size), seed)
-        label = lambda x: np.argmax(x @ centres.T, axis=1)  # noqa: E731
-        return region_scores(
-            label(emb), label(own), label(human), emb, signs, own, human, int(size)
-        )
     return knn_scores(emb, signs, own, human, int(size))
 
 
@@ -471,11 +475,16 @@ def main() -> None:
         nulls = frames_of(design, args.nulls, seed=8)
         for k in range(args.first_key, args.stop_key or args.keys):
             start = time.perf_counter()
-            key = CellFrames(keys.anchors[k : k + 1], keys.pivots[k : k + 1], keys.flags[k : k + 1])
+            key = keys[k : k + 1]
             frames = key.join(nulls)
             marked = marked_texts(prompts, key, design, max(args.ns), seed=1000 + k)
             own = unmarked_texts(prompts, max(args.ns), seed=2000 + k)
             decoy = unmarked_texts(prompts, max(args.ns), seed=3000 + k)
+            other = (  # replayed once a key; each n takes its first texts, as marked does
+                next_key_marked(prompts, keys, design, k, max(args.ns))
+                if any(a.endswith(":otherkey") for a in args.attackers)
+                else None
+            )
 
             detected = np.mean(
                 [p_value(frames, e, design) < 0.01 for e, _, _ in marked[: args.forgeries]]
@@ -500,11 +509,7 @@ def main() -> None:
                         human,
                         seed=k + 1000 * args.replicate,
                         decoy=decoy[: n * SENTENCES],
-                        other_key=(
-                            next_key_marked(prompts, keys, design, k, n)
-                            if ":otherkey" in attacker
-                            else None
-                        ),
+                        other_key=None if other is None else other[:n],
                     )
                     ps = forge(
                         frames,

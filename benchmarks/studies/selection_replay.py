@@ -236,7 +236,7 @@ def main() -> None:
         nulls = frames_of(design, args.nulls, seed=8)
         rows = []
         for k in range(args.keys):
-            key = CellFrames(keys.anchors[k : k + 1], keys.pivots[k : k + 1], keys.flags[k : k + 1])
+            key = keys[k : k + 1]
             scored = key.join(nulls)
             for p, steps in enumerate(prompts):
                 rng = np.random.default_rng([k, p, 44])

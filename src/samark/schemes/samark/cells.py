@@ -72,6 +72,10 @@ class CellFrames:
         own = cos.transpose(1, 0, 2, 3)[rows, np.arange(n)[None, :], cells]  # (K, n, c)
         return (own * self.flags[rows, cells]).astype(np.float64)
 
+    def __getitem__(self, keys: slice) -> CellFrames:
+        """The keys ``keys`` (a slice) of the frame, as a frame (views, no copy)."""
+        return CellFrames(self.anchors[keys], self.pivots[keys], self.flags[keys])
+
     def join(self, other: CellFrames) -> CellFrames:
         return CellFrames.stack([self, other])
 
@@ -204,10 +208,7 @@ class NullCellDraws:
         if self.held:
             block = self.held_block()
             for start in range(0, self.held, _SLICE):
-                stop = start + _SLICE
-                yield CellFrames(
-                    block.anchors[start:stop], block.pivots[start:stop], block.flags[start:stop]
-                )
+                yield block[start : start + _SLICE]
         for start in range(self.held, self.count, _CHUNK):
             size = min(_CHUNK, self.count - start)
             yield _null_chunk(self.law, start, size, self.dim, self.cells, self.channels, self.seed)
