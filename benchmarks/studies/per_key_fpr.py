@@ -222,9 +222,9 @@ def score_cells(
     centre: Callable[[int, np.ndarray], np.ndarray],
 ) -> dict[str, np.ndarray]:
     """As :func:`score` on keyed cells: every key's own cells, ranked among the detector's
-    public null cell draws (one pass over the draws per statistic, ``cell_pass``)."""
+    public null cell draws (one pass over the draws per statistic, ``cell_pass``), on the
+    centred embeddings as the detector scores them (not renormalised)."""
     texts = [centre(i, e) for i, e in enumerate(corpus)]
-    texts = [t / np.linalg.norm(t, axis=1, keepdims=True) for t in texts]
     out = {}
     for s in ("z", "scan"):
         scored = score_in_cells(keys, nulls, texts, kappa=30.0, use_tanh=True, statistic=s)
