@@ -152,6 +152,18 @@ def served_app(free_port) -> Callable[[Any], AbstractContextManager[str]]:
 
 
 @pytest.fixture(scope="session")
+def key_forms() -> Callable[[bytes], set[str]]:
+    """The forms a key's secret could leak in (base64, hex, raw bytes as text): a test
+    checks that none of them is in what a server answered or logged."""
+    import base64
+
+    def forms(secret: bytes) -> set[str]:
+        return {base64.b64encode(secret).decode(), secret.hex(), secret.decode("latin-1")}
+
+    return forms
+
+
+@pytest.fixture(scope="session")
 def post_json() -> Callable[[str, str, dict[str, Any], str], tuple[int, Any]]:
     """POST a JSON body to a served app with a bearer token: (status, the decoded JSON
     answer), an error's answer included."""
