@@ -206,3 +206,35 @@ def test_cli_detect_with_cells(tmp_path) -> None:
         app, ["detect", text, "--key", str(key), "--cells", "16", "--scheme", "kgw"]
     )
     assert kgw.exit_code == 2 and "SAMark" in kgw.output
+
+
+def test_the_layered_mark_takes_its_keys_cells_and_samark_stays_static(mpnet) -> None:
+    """samark-layered's default is the key's cells (16 for a new key, none for a key
+    written before: its texts keep detecting as they were written); the paper's samark
+    ignores them; an explicit value wins; what cells cannot do is refused naming the key's
+    cells and the way out."""
+    from samark.embed import new_key
+    from samark.schemes import create_scheme
+
+    new, old = new_key(mpnet), new_key(mpnet, cells=0)
+    layered = create_scheme("samark-layered", key=new, embedder=mpnet)
+    assert layered.cells == 16 and layered.detector.key_cells is not None
+    assert "/cells16/" in layered.detector_id()
+    before = create_scheme("samark-layered", key=old, embedder=mpnet)
+    assert before.cells == 0 and before.detector.key_cells is None
+    assert "cells" not in before.detector_id()
+    paper = create_scheme("samark", key=new, embedder=mpnet)
+    assert paper.cells == 0 and paper.detector.key_cells is None
+    assert create_scheme("samark-layered", key=new, embedder=mpnet, cells=0).cells == 0
+    assert create_scheme("samark", key=old, embedder=mpnet, cells=64).cells == 64
+    with pytest.raises(ValueError, match=r"16 keyed cells \(the key's\).*cells=0"):
+        create_scheme("samark-layered", key=new, embedder=mpnet, payload_flags=(1,))
+    flagged = create_scheme("samark-layered", key=old, embedder=mpnet, payload_flags=(1,))
+    assert flagged.flag_channels == 2
+    text = (
+        "The council met on Monday to discuss the budget. Several members asked for more "
+        "money for schools. The mayor said the city could not afford new taxes this year."
+    )
+    # the two layouts score the same text differently: a detector must use the text's own
+    scores = [s.detect(text).details["semantic_score"] for s in (layered, before)]
+    assert scores[0] != scores[1]

@@ -47,6 +47,20 @@ def test_keygen_writes_private_file_and_shows_no_secret(key_file, runner, tmp_pa
     assert refused.exit_code == 2 and "refusing to overwrite" in refused.output
 
 
+def test_keygen_names_the_layered_marks_cells(key_file, runner, tmp_path) -> None:
+    """A new key names 16 keyed cells for its layered mark (version 3); --cells 0 writes a
+    static key as samark always wrote them; a value no layout has exits 2, writing nothing."""
+    record = json.loads(key_file.read_text())
+    assert (record["version"], record["cells"]) == (3, 16)
+    static = runner.invoke(app, ["keygen", str(tmp_path / "s.key"), "--cells", "0"])
+    assert static.exit_code == 0 and "static pivots" in static.stderr, static.output
+    record = json.loads((tmp_path / "s.key").read_text())
+    assert record["version"] == 1 and "cells" not in record
+    bad = runner.invoke(app, ["keygen", str(tmp_path / "b.key"), "--cells", "1"])
+    assert bad.exit_code == 2 and "--cells" in bad.output
+    assert not (tmp_path / "b.key").exists()
+
+
 def test_detect_text_argument(key_file, runner) -> None:
     result = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file)])
     assert result.exit_code in (0, 1)

@@ -428,6 +428,29 @@ def test_keyring_commands(tmp_path, pool, minilm) -> None:
     assert out.exit_code == 2 and "--keyring" in out.output
 
 
+def test_a_rings_keys_share_their_cells(tmp_path) -> None:
+    """A new ring's keys name 16 keyed cells, a ring with flag bits static pivots (its
+    payload is in the flag pattern, which cells do not have); a key added later takes the
+    ring's; asking for both exits 2 and makes no ring."""
+    runner = CliRunner()
+    plain, flagged = tmp_path / "plain", tmp_path / "flagged"
+    for ring, extra in ((plain, []), (flagged, ["--flag-bits", "1"])):
+        made = runner.invoke(
+            app, ["keyring", "new", str(ring), "--embedder", "all-minilm-l6-v2", *extra]
+        )
+        assert made.exit_code == 0, made.output
+        added = runner.invoke(app, ["keyring", "add", str(ring), "--label", "later"])
+        assert added.exit_code == 0, added.output
+    for ring, cells in ((plain, 16), (flagged, 0)):
+        opened = Keyring.load(ring)
+        assert [opened.key(label).samark.cells for label in opened.labels()] == [cells, cells]
+    both = runner.invoke(
+        app, ["keyring", "new", str(tmp_path / "both"), "--flag-bits", "1", "--cells", "16"]
+    )
+    assert both.exit_code == 2 and "--cells 0" in both.output
+    assert not (tmp_path / "both").exists()
+
+
 @pytest.mark.slow
 def test_generate_with_a_payload_names_its_key(tmp_path) -> None:
     runner = CliRunner()

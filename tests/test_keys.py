@@ -209,3 +209,65 @@ def test_committed_key_files_keep_their_pivots(name: str, tmp_path) -> None:
     assert hashlib.sha256(law.directions).hexdigest() == law_sha
     # written again, the file is the same bytes
     assert key.save(tmp_path / name).read_bytes() == path.read_bytes()
+
+
+def test_a_key_names_its_layered_cells_in_version_3(tmp_path) -> None:
+    """A key that names keyed cells for its layered mark is written as version 3 (a samark
+    that reads only 1-2 would detect its texts on static pivots, so must refuse it), with
+    the same id as its static form (the layout is not part of the secret); the committed
+    file keeps its cells' anchors, pivots and flags bit for bit."""
+    from samark.schemes.samark.cells import key_cells
+
+    path = Path(__file__).parent / "data" / "keys" / "cells.key"
+    key = WatermarkKey.load(path)
+    assert key.samark.cells == 16
+    assert '"version": 3' in path.read_text()
+    static = WatermarkKey.load(path.with_name("avoiding.key"))
+    assert static.samark.cells == 0 and key.key_id == static.key_id == "88e26cf09026c1c3"
+    frames = key_cells(key, 64, 16, 2)
+    digests = {
+        name: hashlib.sha256(getattr(frames, name).astype("<f4").tobytes()).hexdigest()[:16]
+        for name in ("anchors", "pivots", "flags")
+    }
+    assert digests == {
+        "anchors": "870f137378266752",
+        "pivots": "982cc0adb9305958",
+        "flags": "67718242087c62eb",
+    }
+    assert key.save(tmp_path / "k.key").read_bytes() == path.read_bytes()
+    # the static form of the same secret is written as it always was
+    written = static.save(tmp_path / "s.key").read_bytes()
+    assert written == path.with_name("avoiding.key").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda r: r.pop("cells"), "version and cells disagree"),  # version 3 without cells
+        (lambda r: r.update(version=1), "version and cells disagree"),  # cells in version 1
+        (lambda r: r.update(cells=1), "damaged"),
+        (lambda r: r.update(cells="16"), "damaged"),
+    ],
+)
+def test_a_damaged_cells_key_fails_clearly(tmp_path, edit, message: str) -> None:
+    import json
+
+    record = json.loads((Path(__file__).parent / "data" / "keys" / "cells.key").read_text())
+    edit(record)
+    path = tmp_path / "bad.key"
+    path.write_text(json.dumps(record))
+    with pytest.raises(KeyFileError, match=message) as info:
+        WatermarkKey.load(path)
+    assert record["secret"] not in str(info.value)
+
+
+def test_new_keys_name_the_default_cells(mpnet) -> None:
+    from samark.embed import new_key
+    from samark.schemes.samark.key_material import DEFAULT_CELLS
+
+    assert DEFAULT_CELLS == 16
+    assert new_key(mpnet).samark.cells == DEFAULT_CELLS
+    assert new_key(mpnet, cells=0).samark.cells == 0
+    assert WatermarkKey.generate(EMB).samark.cells == 0  # the low-level draw: static
+    with pytest.raises(ValueError, match="at least 2"):
+        PivotDraw(cells=1)

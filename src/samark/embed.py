@@ -132,15 +132,21 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
     return Embedder(name_or_path)
 
 
-def new_key(embedder: Embedder, domains: Sequence[str] | None = None) -> WatermarkKey:
+def new_key(
+    embedder: Embedder, domains: Sequence[str] | None = None, cells: int | None = None
+) -> WatermarkKey:
     """A fresh secret key for ``embedder`` whose pivots avoid the mean directions of
-    ``domains`` (default ``AVOIDED_DOMAINS``)."""
+    ``domains`` (default ``AVOIDED_DOMAINS``), naming ``cells`` keyed semantic cells for its
+    layered mark (default ``DEFAULT_CELLS``, 16; 0: the paper's static pivots)."""
     # SAMark's package imports this module (its detector embeds), so its key part is
     # imported here rather than when this module loads
-    from samark.schemes.samark.key_material import PivotDraw
+    from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw
 
     return WatermarkKey.generate(
-        embedder.identity, PivotDraw.avoiding(embedder.reference_directions(domains))
+        embedder.identity,
+        PivotDraw.avoiding(
+            embedder.reference_directions(domains), DEFAULT_CELLS if cells is None else cells
+        ),
     )
 
 

@@ -190,26 +190,32 @@ def sentence_progress(
     return on_sentence
 
 
-#: ``--cells``: SAMark's keyed semantic cells (0: the paper's static pivots); detection needs
-#: the value the text was written with
+#: ``--cells``: SAMark's keyed semantic cells (0: the paper's static pivots; left out: the
+#: scheme's default, the key's own for samark-layered); detection needs the value the text
+#: was written with
 CellsOption = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--cells",
-        help="Keyed semantic cells of SAMark's family (0: static pivots); detect with the "
-        "value you generated with (docs/parameters.md, 'Keyed semantic cells').",
+        help="Keyed semantic cells of SAMark's family (0: static pivots; left out: 0 for "
+        "samark, the key's own for samark-layered, 16 for a key from `samark keygen`); "
+        "detect with the value you generated with (docs/parameters.md, 'Keyed semantic "
+        "cells').",
     ),
 ]
 
 
-def cells_field(cells: int) -> dict[str, Any]:
-    """The scheme field of a --cells value (none for static pivots: the scheme's default)."""
-    return {"cells": cells} if cells else {}
+def cells_field(cells: int | None) -> dict[str, Any]:
+    """The scheme field of a --cells value (none where it was left out: the scheme's
+    default)."""
+    return {} if cells is None else {"cells": cells}
 
 
-def check_cells(cells: int, scheme_name: str, samark_family: bool) -> None:
+def check_cells(cells: int | None, scheme_name: str, samark_family: bool) -> None:
     """Fail (exit 2) on a --cells value no scheme can use."""
-    if cells and not samark_family:
+    if cells is None:
+        return
+    if not samark_family:
         raise fail(f"--cells is SAMark's; leave it out for {scheme_name}")
     if cells < 0 or cells == 1:
         raise fail("--cells must be 0 (static pivots) or at least 2")

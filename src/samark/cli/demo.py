@@ -31,6 +31,7 @@ from samark.cli.common import (
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.schemes.samark.key_material import DEFAULT_CELLS
 
 if TYPE_CHECKING:
     from samark.embed import Embedder
@@ -41,8 +42,8 @@ DEMO_CANDIDATES = 32
 
 
 DEMO_SENTENCES = 6
-#: keyed semantic cells (0: the paper's static pivots)
-DEMO_CELLS = 0
+#: keyed semantic cells (0: the paper's static pivots): samark-layered's default for a new key
+DEMO_CELLS = DEFAULT_CELLS
 
 
 @app.command()
@@ -61,8 +62,8 @@ def demo(
     cells: Annotated[
         int,
         typer.Option(
-            help="Keyed semantic cells (0: the paper's static pivots; docs/layered.md, "
-            "'Keyed semantic cells')."
+            help="Keyed semantic cells (samark-layered's default for a new key; 0: the "
+            "paper's static pivots; docs/layered.md, 'Keyed semantic cells')."
         ),
     ] = DEMO_CELLS,
     threads: Annotated[
@@ -91,11 +92,13 @@ def demo(
     start = time.monotonic()
     data = demo_data()
     keyed = "a throwaway key" if seed is None else f"a demo key derived from seed {seed}"
+    layout = f" in each sentence's own keyed cell, {cells} cells" if cells else ", static pivots"
     err.print(
         f"demo: {DEFAULT_GENERATOR} writes {counted(sentences, 'sentence')} with "
         f"samark-layered: {counted(candidates, 'candidate')} each, sampled under a keyed "
         f"green-list token layer, and SAMark picks one whose meaning (embedder "
-        f"{DEFAULT_EMBEDDER}, c = 2 channels) leans the key's way; {keyed}, never written. "
+        f"{DEFAULT_EMBEDDER}, c = 2 channels{layout}) leans the key's way; {keyed}, never "
+        f"written. "
         f"The paper: N = 64, 12-sentence texts, 8B-24B generators (docs/parameters.md). "
         f"{counted(torch.get_num_threads(), 'torch thread')}.",
         highlight=False,
@@ -106,10 +109,9 @@ def demo(
         embedder = load_embedder(DEFAULT_EMBEDDER)
         scheme: Any = create_scheme(
             "samark-layered",
-            key=demo_key(embedder, seed),
+            key=demo_key(embedder, seed, cells),
             embedder=embedder,
             candidates=candidates,
-            cells=cells,
         )
         err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False)
         scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
@@ -187,7 +189,7 @@ def demo_texts(
     return [*texts, ("sentences shuffled", " ".join(shuffled)), ("human", human)]
 
 
-def demo_key(embedder: Embedder, seed: int | None) -> WatermarkKey:
+def demo_key(embedder: Embedder, seed: int | None, cells: int = DEFAULT_CELLS) -> WatermarkKey:
     """The demo's key: a new random one, or with ``seed`` one derived from it (the same
     seed, the same key: the run is reproducible; a derived key is public, not a secret).
     Its pivots avoid the same reference directions as ``samark keygen``'s."""
@@ -196,10 +198,10 @@ def demo_key(embedder: Embedder, seed: int | None) -> WatermarkKey:
     from samark.schemes.samark.key_material import PivotDraw
 
     if seed is None:
-        return new_key(embedder)
+        return new_key(embedder, cells=cells)
     secret = hashlib.sha256(f"samark/demo-key/{seed}".encode()).digest()
     return WatermarkKey(
-        secret, embedder.identity, PivotDraw.avoiding(embedder.reference_directions())
+        secret, embedder.identity, PivotDraw.avoiding(embedder.reference_directions(), cells)
     )
 
 

@@ -110,7 +110,7 @@ def detect(
             max=1.0,
         ),
     ] = None,
-    cells: CellsOption = 0,
+    cells: CellsOption = None,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
@@ -341,7 +341,7 @@ def _detect_on_ray(
     *,
     key: Path | None = None,
     keyring: Path | None = None,
-    cells: int = 0,
+    cells: int | None = None,
 ) -> int:
     """The same detection on a local Ray instance with ``workers`` actors, with the key
     file ``key`` or every key of ``keyring`` (``cells``: SAMark's keyed cells); writes

@@ -53,13 +53,14 @@ def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
     return corpora
 
 
-def _key_maker(embedder: Any, corpora: list[list[str]]) -> Callable[[], Any]:
-    """Draws a new key for ``embedder``; with screening ``corpora``, one that passes
-    ``check-key`` at p < 0.01 on each (redrawn otherwise). Returns (key, refused)."""
+def _key_maker(embedder: Any, corpora: list[list[str]], cells: int) -> Callable[[], Any]:
+    """Draws a new key for ``embedder`` naming ``cells`` keyed cells; with screening
+    ``corpora``, one that passes ``check-key`` at p < 0.01 on each (redrawn otherwise).
+    Returns (key, refused)."""
     from samark.embed import new_key
 
     if not corpora:
-        return lambda: (new_key(embedder), 0)
+        return lambda: (new_key(embedder, cells=cells), 0)
     from samark.cli.loading import COMMAND_STATISTIC
     from samark.detection.key_check import check_key, screen_key
     from samark.schemes import create_scheme
@@ -69,7 +70,24 @@ def _key_maker(embedder: Any, corpora: list[list[str]]) -> Callable[[], Any]:
         return [check_key(scheme, human) for human in corpora]
 
     err.print(f"screening each new key on {sum(map(len, corpora))} human texts ...")
-    return lambda: screen_key(lambda: new_key(embedder), audit)
+    return lambda: screen_key(lambda: new_key(embedder, cells=cells), audit)
+
+
+def _ring_cells(cells: int | None, flag_bits: int) -> int:
+    """The keyed cells of a new ring's keys: 16 (``DEFAULT_CELLS``), or static pivots where
+    the ring writes payload bits in the flag pattern (a cell's flags are the key's)."""
+    from samark.schemes.samark.key_material import DEFAULT_CELLS
+
+    if cells is None:
+        return 0 if flag_bits else DEFAULT_CELLS
+    if cells < 0 or cells == 1:
+        raise fail("--cells must be 0 (static pivots) or at least 2")
+    if cells and flag_bits:
+        raise fail(
+            "--flag-bits writes the payload in SAMark's flag pattern, which keyed cells do not "
+            "have (a cell's flags are the key's): use --cells 0, or no --flag-bits"
+        )
+    return cells
 
 
 @keyring_app.command("new")
@@ -94,6 +112,13 @@ def keyring_new(
             "the channels - 1: 1 by default); free in detection power (docs/operators.md)."
         ),
     ] = 0,
+    cells: Annotated[
+        int | None,
+        typer.Option(
+            help="Keyed semantic cells every key names for its layered mark (default 16; 0: "
+            "static pivots, the default with --flag-bits)."
+        ),
+    ] = None,
 ) -> None:
     """Create a keyring folder (mode 0700) and make its first keys (mode 0600).
 
@@ -111,12 +136,13 @@ def keyring_new(
         check_flag_bits(flag_bits)  # before any key is drawn
     except SamarkError as exc:
         raise fail(str(exc)) from None
+    ring_cells = _ring_cells(cells, flag_bits)
     check_embedder_name(embedder)
     corpora = _screen_texts(screen, screen_texts)  # all before any model loads
     try:
         emb = load_embedder(embedder)
         with emb.remembering():  # the screening texts are embedded once for every key
-            make = _key_maker(emb, corpora)
+            make = _key_maker(emb, corpora, ring_cells)
             drawn = [make() for _ in range(keys)]  # all keys before the folder exists
         made = Keyring.create(ring, emb.identity, flag_bits=flag_bits)
         for i, (key, _) in enumerate(drawn):
@@ -163,12 +189,20 @@ def keyring_add(
             corpora = _screen_texts(screen, screen_texts)
             emb = load_embedder(opened.embedder.name)
             with emb.remembering():
-                added, refused = _key_maker(emb, corpora)()
+                added, refused = _key_maker(emb, corpora, _cells_of(opened))()
         entry = opened.add(added, label)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
     screened = f"; the screen refused {counted(refused, 'key')}" if screen else ""
     err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1}){screened}")
+
+
+def _cells_of(ring: Any) -> int:
+    """A new key's cells in ``ring``: its keys' (a ring scores its keys in one pass only
+    when they share them), else a new ring's."""
+    for entry in ring.entries:
+        return int(ring.key(entry.label).samark.cells)
+    return _ring_cells(None, ring.flag_bits)
 
 
 @keyring_app.command("list")

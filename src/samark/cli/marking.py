@@ -40,6 +40,7 @@ from samark.cli.loading import (
 from samark.cli.record import RecordOption, check_record_options, open_record, record_served
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.schemes.samark.key_material import DEFAULT_CELLS
 
 
 @app.command()
@@ -51,19 +52,31 @@ def keygen(
         str, typer.Option(help="Embedder preset or local sentence-transformers folder.")
     ] = DEFAULT_EMBEDDER,
     force: Annotated[bool, typer.Option(help="Overwrite an existing key file.")] = False,
+    cells: Annotated[
+        int,
+        typer.Option(
+            help="Keyed semantic cells of the key's layered mark (samark-layered; 0: the "
+            "paper's static pivots). The paper's samark scheme ignores them."
+        ),
+    ] = DEFAULT_CELLS,
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
     check_new_file(output, "key file", force=force)
     check_embedder_name(embedder)
+    check_cells(cells, "samark-layered", True)
     from samark.embed import load_embedder, new_key
 
     try:
         emb = load_embedder(embedder)
-        key = new_key(emb)
+        key = new_key(emb, cells=cells)
         key.save(output, overwrite=force)
     except SamarkError as exc:
         raise fail(str(exc)) from None
-    err.print(f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600)")
+    layout = f"{cells} keyed semantic cells" if cells else "static pivots"
+    err.print(
+        f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600; its layered "
+        f"mark uses {layout})"
+    )
     if key.samark.avoid.size == 0:
         err.print(
             "[yellow]note:[/] no reference directions ship for this embedder, so the key's "
@@ -111,7 +124,7 @@ def generate(
             "embeddings only).",
         ),
     ] = False,
-    cells: CellsOption = 0,
+    cells: CellsOption = None,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 

@@ -117,7 +117,7 @@ def serve(
             "keyed hashes and embeddings only).",
         ),
     ] = False,
-    cells: CellsOption = 0,
+    cells: CellsOption = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 

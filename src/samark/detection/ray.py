@@ -83,13 +83,14 @@ def detect_dataset(
     workers: int = 2,
     batch_size: int = 64,
     threads_per_worker: int = 1,
-    cells: int = 0,
+    cells: int | None = None,
 ) -> Any:
     """``ds`` with ``p_value``, ``is_watermarked``, ``n_units``, ``statistic`` and
     ``error`` columns, computed by ``workers`` actors (lazy, like every Ray Dataset).
     ``scheme`` is any registered scheme; ``statistic`` (SAMark's family only) defaults to
     the scheme's own, and ``cells`` (SAMark's family only: keyed semantic cells, 0 static
-    pivots) the scheme's setting. With ``keyring`` (a ring folder) instead of ``key_path``,
+    pivots; None: the scheme's default, the key's own for samark-layered) the scheme's
+    setting. With ``keyring`` (a ring folder) instead of ``key_path``,
     every key of the ring detects, with family-wise error control, and ``key_label``, ``key_id`` and
     ``payload`` columns name the key that marked each flagged text."""
     if workers < 1 or batch_size < 1:
@@ -99,7 +100,7 @@ def detect_dataset(
     params: dict[str, Any] = {"alpha": alpha}
     if statistic is not None:
         params["statistic"] = statistic
-    if cells:
+    if cells is not None:
         params["cells"] = cells
     return ds.map_batches(
         _ActorDetector,

@@ -238,7 +238,7 @@ class Run:
         from samark.schemes.samark.pivot_spaces import load_pivot_space
 
         space = load_pivot_space(spec.pivot_space, fingerprint=self.embedder.identity.fingerprint)
-        return self.key.with_samark(PivotDraw.in_space(space))
+        return self.key.with_samark(PivotDraw.in_space(space, self.key.samark.cells))
 
     def scheme(self, spec: SchemeSpec) -> Watermark:
         if spec.label not in self._schemes:

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 KEY_FORMAT = "samark-key"
 #: the key file versions this samark reads (SAMark's part says which one a key is written
-#: as: 2 for pivots in a pivot space)
-KEY_VERSIONS = (1, 2)
+#: as: 2 for pivots in a pivot space, 3 for a key that names its layered mark's cells)
+KEY_VERSIONS = (1, 2, 3)
 SECRET_BYTES = 32
 _ID_DOMAIN = b"samark/key-id/v1"
 
@@ -167,10 +167,12 @@ class WatermarkKey:
         if version not in KEY_VERSIONS:
             raise KeyFileError(
                 f"{path} has key format version {version!r}; "
-                f"this samark reads versions {' and '.join(map(str, KEY_VERSIONS))}"
+                f"this samark reads versions {', '.join(map(str, KEY_VERSIONS))}"
             )
-        if (version == 2) != ("space" in record):
+        if version in (1, 2) and (version == 2) != ("space" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and space disagree)")
+        if (version == 3) != ("cells" in record):
+            raise KeyFileError(f"{path} is a damaged samark key file (version and cells disagree)")
         try:
             secret = base64.b64decode(record["secret"], validate=True)
             emb = record["embedder"]

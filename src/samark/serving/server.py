@@ -52,10 +52,11 @@ class ServerConfig:
     keys, and detects against every key). ``engine`` is an engine spec
     (``ENGINE[:MODEL]``: :mod:`samark.sampling.engines`; MODEL left out: ``generator``;
     None: the scheme's own engine). ``candidates``, ``statistic``, ``centring`` and
-    ``cells`` (keyed semantic cells, 0: static pivots; generation and detection alike, the
-    keyring's too) are SAMark's family's (``SchemeInfo.candidates`` / ``statistics``);
-    ``scheme_params`` passes any other parameter of the scheme (to the served scheme, each
-    payload's and the keyring's detector alike).
+    ``cells`` (keyed semantic cells, 0: static pivots; None: the scheme's default, the
+    key's own for samark-layered; generation and detection alike, the keyring's too) are
+    SAMark's family's (``SchemeInfo.candidates`` / ``statistics``); ``scheme_params`` passes
+    any other parameter of the scheme (to the served scheme, each payload's and the
+    keyring's detector alike).
     """
 
     access: ServeSettings
@@ -69,7 +70,7 @@ class ServerConfig:
     statistic: str | None = None
     alpha: float = 0.01
     centring: Path | str | None = None
-    cells: int = 0
+    cells: int | None = None
     scheme_params: Mapping[str, Any] = field(default_factory=dict)
     #: the provenance record's URL (docs/provenance.md): every served sentence is
     #: recorded under the completion's id before it is sent, and ``/v1/detect`` with
@@ -107,10 +108,10 @@ class ServerConfig:
             able = f"one of {', '.join(info.statistics)}" if info.statistics else "not chosen"
             raise SamarkError(f"{self.scheme}'s detection statistic is {able}")
         engine_for(self.scheme, self.engine)  # an engine it cannot write through is named
-        if self.cells:
+        if self.cells is not None:
             if not info.statistics:
                 raise SamarkError(f"keyed semantic cells are SAMark's; {self.scheme} takes none")
-            if self.cells < 2:
+            if self.cells < 0 or self.cells == 1:
                 raise SamarkError(f"cells must be 0 (static pivots) or >= 2, got {self.cells}")
         if self.centring is not None:
             if not info.statistics:
@@ -247,7 +248,7 @@ def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
         fields["statistic"] = config.statistic or SERVED_STATISTIC
     if config.centring is not None:
         fields["centring"] = str(config.centring)
-    if config.cells:
+    if config.cells is not None:
         fields["cells"] = config.cells
     fields.update(config.scheme_params)
     return fields

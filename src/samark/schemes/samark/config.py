@@ -34,8 +34,11 @@ class SAMarkConfig(SchemeConfig):
     # keyed semantic cells (samark.schemes.samark.cells): 0 is the paper's static pivots;
     # M >= 2 cuts meaning space into M keyed cells, each with its own pivots and flags, and
     # scores every sentence on its own cell's (one random sign a generation instead of
-    # c random flags). Not with payload_flags, steering or row pruning; keyrings take it
-    cells: int = 0
+    # c random flags). Not with payload_flags, steering or row pruning; keyrings take it.
+    # None: the scheme's default, 0 for the paper's ``samark`` and the key's own cells
+    # (``key.samark.cells``: 16 for a key made by ``samark keygen``, 0 for a key written
+    # before) for ``samark-layered``
+    cells: int | None = None
     kappa: float = 30.0
     # the selection score's kappa, if not ``kappa`` (the paper uses one kappa for both): a
     # smaller one keeps tanh(kappa r_j cos_j) from saturating, so the pick keeps preferring
@@ -112,8 +115,9 @@ class SAMarkConfig(SchemeConfig):
     def __post_init__(self) -> None:
         check(self.channels >= 1, "channels must be >= 1")
         check(
-            isinstance(self.cells, int) and (self.cells == 0 or self.cells >= 2),
-            "cells must be 0 (static pivots) or at least 2",
+            self.cells is None
+            or (type(self.cells) is int and (self.cells == 0 or self.cells >= 2)),
+            "cells must be 0 (static pivots) or at least 2 (or None: the scheme's default)",
         )
         check(self.kappa > 0, "kappa must be > 0")
         check(
@@ -149,11 +153,7 @@ class SAMarkConfig(SchemeConfig):
             len(self.payload_flags) < self.channels,
             f"payload_flags sets at most channels - 1 ({self.channels - 1}) flags",
         )
-        if self.cells:
-            check(not self.payload_flags, "payload_flags needs static pivots (cells = 0)")
-            check(self.steer == 0, "steer needs static pivots (cells = 0)")
-            check(self.prune_at == 0, "prune_at needs static pivots (cells = 0)")
-            check(self.margin_reference == "zero", "margin_reference 'pool' needs cells = 0")
+        self.check_cells(self.cells or 0)
         check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         check(self.n_null >= 19, "n_null must be >= 19")
         check(0 < self.alpha < 1, "alpha must be in (0, 1)")
@@ -162,6 +162,19 @@ class SAMarkConfig(SchemeConfig):
             "centring must be the path of a centring reference file (or None)",
         )
         _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
+
+    def check_cells(self, cells: int) -> None:
+        """Refuse what keyed cells cannot do, with ``cells`` the scheme's resolved value
+        (the key's, where ``cells`` is None)."""
+        if cells:
+            how = f"{cells} keyed cells" + (" (the key's)" if self.cells is None else "")
+            check(not self.payload_flags, f"payload_flags needs static pivots, not {how}: cells=0")
+            check(self.steer == 0, f"steer needs static pivots, not {how}: cells=0")
+            check(self.prune_at == 0, f"prune_at needs static pivots, not {how}: cells=0")
+            check(
+                self.margin_reference == "zero",
+                f"margin_reference 'pool' needs static pivots, not {how}: cells=0",
+            )
 
     @property
     def selection_kappa(self) -> float:

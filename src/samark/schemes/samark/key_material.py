@@ -3,9 +3,11 @@
 Every scheme's key is a :class:`samark.keys.WatermarkKey` (secret bytes, public id,
 embedder). SAMark adds public geometry: the directions its pivots avoid (the embedder's
 domain mean directions) or a shipped pivot space they are drawn in. :class:`PivotDraw` is
-that public part, stored in the key file beside the secret; ``key.samark`` is a
-:class:`SAMarkKeyMaterial`, the draw bound to the key's secret: the key's pivots, their
-public law and the detector's null pivots from that law.
+that public part, stored in the key file beside the secret, with the number of keyed
+semantic cells the key's layered mark uses (``cells``: :mod:`samark.schemes.samark.cells`;
+0, static pivots, for a key written before cells were the layered default);
+``key.samark`` is a :class:`SAMarkKeyMaterial`, the draw bound to the key's secret: the
+key's pivots, their public law and the detector's null pivots from that law.
 """
 
 from __future__ import annotations
@@ -24,17 +26,29 @@ from samark.schemes.samark.pivots import PivotLaw, derive_pivots, derive_pivots_
 #: only version 1 would ignore the space and derive other pivots, so it must refuse it)
 FILE_VERSION = 1
 FILE_VERSION_SPACE = 2
+#: the version of a key that names its layered mark's keyed cells (a samark that reads only
+#: versions 1-2 would detect that key's texts on static pivots and miss them, so it must
+#: refuse it); such a key may also draw in a pivot space
+FILE_VERSION_CELLS = 3
+#: the keyed semantic cells of a new key's layered mark (``samark keygen``, ``new_key``):
+#: chosen by measurement (docs/results/2026-11-27-semantic-cells)
+DEFAULT_CELLS = 16
 
 
 @dataclass(frozen=True, eq=False)
 class PivotDraw:
     """Where a key's pivots are drawn (public): Haar-random away from ``avoid`` (rows; may
-    have none) or, with ``space``, Haar-random in that pivot space."""
+    have none) or, with ``space``, Haar-random in that pivot space; and ``cells``, the keyed
+    semantic cells its layered mark (``samark-layered``) uses unless told otherwise (0:
+    the paper's static pivots). The paper's ``samark`` scheme ignores ``cells``."""
 
     avoid: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     space: PivotSpace | None = None
+    cells: int = 0
 
     def __post_init__(self) -> None:
+        if type(self.cells) is not int or self.cells < 0 or self.cells == 1:
+            raise ValueError(f"cells must be 0 (static pivots) or at least 2, got {self.cells!r}")
         avoid = np.asarray(self.avoid, dtype=np.float64)
         if avoid.size == 0:
             avoid = np.zeros((0, 0))
@@ -48,17 +62,24 @@ class PivotDraw:
             )
 
     @classmethod
-    def avoiding(cls, avoid: np.ndarray | None) -> PivotDraw:
+    def avoiding(cls, avoid: np.ndarray | None, cells: int = 0) -> PivotDraw:
         """Pivots orthogonal to the rows of ``avoid`` (``None``: anywhere)."""
-        return cls(np.zeros((0, 0)) if avoid is None else avoid)
+        return cls(np.zeros((0, 0)) if avoid is None else avoid, cells=cells)
 
     @classmethod
-    def in_space(cls, space: PivotSpace) -> PivotDraw:
-        return cls(space=space)
+    def in_space(cls, space: PivotSpace, cells: int = 0) -> PivotDraw:
+        return cls(space=space, cells=cells)
+
+    def with_cells(self, cells: int) -> PivotDraw:
+        """The same draw naming ``cells`` keyed cells for the layered mark."""
+        return PivotDraw(self.avoid, self.space, cells)
 
     @property
     def file_version(self) -> int:
-        """The key file version a key with this draw is written as."""
+        """The key file version a key with this draw is written as (the oldest that says
+        all of it, so that older keys are written as they always were)."""
+        if self.cells:
+            return FILE_VERSION_CELLS
         return FILE_VERSION if self.space is None else FILE_VERSION_SPACE
 
     @property
@@ -68,7 +89,8 @@ class PivotDraw:
         return b"" if self.space is None else f"/space/{self.space.sha256}".encode()
 
     def to_record(self) -> dict[str, Any]:
-        """The key file's fields for the draw (``avoid`` always, ``space`` if any)."""
+        """The key file's fields for the draw (``avoid`` always, ``space`` and ``cells``
+        if any)."""
         record: dict[str, Any] = {
             "avoid": {
                 "rows": int(self.avoid.shape[0]),
@@ -78,6 +100,8 @@ class PivotDraw:
         }
         if self.space is not None:
             record["space"] = self.space.to_record()
+        if self.cells:
+            record["cells"] = self.cells
         return record
 
     @classmethod
@@ -95,7 +119,8 @@ class PivotDraw:
             space = load_pivot_space(
                 str(space_rec["name"]), fingerprint=fingerprint, sha256=str(space_rec["sha256"])
             )
-        return cls(flat.reshape(rows, dim) if rows else np.zeros((0, 0)), space)
+        avoid = flat.reshape(rows, dim) if rows else np.zeros((0, 0))
+        return cls(avoid, space, record.get("cells", 0))
 
 
 class SAMarkKeyMaterial:
@@ -118,9 +143,14 @@ class SAMarkKeyMaterial:
         """The public subspace the pivots are drawn in (then no avoided directions)."""
         return self.draw.space
 
+    @property
+    def cells(self) -> int:
+        """The keyed semantic cells the key's layered mark uses by default (0: static)."""
+        return self.draw.cells
+
     def __repr__(self) -> str:
         where = f"space={self.space.name!r}" if self.space else f"avoid={self.avoid.shape[0]}"
-        return f"SAMarkKeyMaterial({where})"
+        return f"SAMarkKeyMaterial({where}, cells={self.cells})"
 
     def __reduce__(self) -> None:  # type: ignore[override]
         raise TypeError("a key's SAMark material is not picklable; pass the key file path")

@@ -177,6 +177,12 @@ class SAMarkLayered(SAMark):
             built = built.replace(statistic="scan")
         return cls(key, config=built, token=token, **rest)
 
+    @classmethod
+    def default_cells(cls, key: WatermarkKey) -> int:
+        """The keyed cells of a config that leaves them out: the key's own (16 for a key
+        ``samark keygen`` made, 0 for one written before cells were the default)."""
+        return key.samark.cells
+
     def __repr__(self) -> str:
         return (
             f"SAMarkLayered(key={self.key!r}, embedder={self.embedder.name!r}, "

@@ -45,6 +45,10 @@ class SAMark(SentenceLevelWatermark):
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         c = config or SAMarkConfig()
+        if c.cells is None:
+            cells = self.default_cells(key)
+            c.check_cells(cells)
+            c = c.replace(cells=cells)
         super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         self.config: SAMarkConfig = c
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
@@ -60,11 +64,22 @@ class SAMark(SentenceLevelWatermark):
             n_null=c.n_null,
             null_seed=c.null_seed,
             alpha=c.alpha,
-            cells=c.cells,
+            cells=c.cells or 0,
             centring=None
             if c.centring is None
             else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
         )
+
+    @classmethod
+    def default_cells(cls, key: WatermarkKey) -> int:
+        """The keyed cells of a config that leaves them out: the paper's static pivots."""
+        return 0
+
+    @property
+    def cells(self) -> int:
+        """The keyed semantic cells in use (0: static pivots), resolved from the key where
+        the config left them out."""
+        return self.config.cells or 0
 
     def __repr__(self) -> str:
         return f"SAMark(key={self.key!r}, embedder={self.embedder.name!r})"
@@ -90,7 +105,7 @@ class SAMark(SentenceLevelWatermark):
     def flag_channels(self) -> int:
         """Channels whose flags are drawn per generation (a flag payload's room): none with
         keyed cells, whose flags are the key's."""
-        return 0 if self.config.cells else self.config.channels
+        return 0 if self.cells else self.config.channels
 
     @classmethod
     def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
@@ -112,7 +127,7 @@ class SAMark(SentenceLevelWatermark):
         return (
             f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
-            + (f"/cells{c.cells}" if c.cells else "")
+            + (f"/cells{self.cells}" if self.cells else "")
             + (
                 ""
                 if self.detector.centring is None
@@ -254,7 +269,7 @@ class SAMark(SentenceLevelWatermark):
             "saturated": choice.n_saturated,
             "matched_terms": choice.matched_terms,
         }
-        if c.record_signal and not c.cells:
+        if c.record_signal and not self.cells:
             step.update(step_signal(pool, pick.index, previous, self._pivots, state.flags))
         return step
 
