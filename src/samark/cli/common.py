@@ -217,8 +217,12 @@ def check_cells(cells: int | None, scheme_name: str, samark_family: bool) -> Non
         return
     if not samark_family:
         raise fail(f"--cells is SAMark's; leave it out for {scheme_name}")
-    if cells < 0 or cells == 1:
-        raise fail("--cells must be 0 (static pivots) or at least 2")
+    from samark.schemes.samark.key_material import check_cells as valid
+
+    try:
+        valid(cells)
+    except ValueError as exc:
+        raise fail(f"--{exc}") from None
 
 
 #: ``--text``: the argument is the text itself, even where it looks like a file name

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from samark.cli.common import check_embedder_name, counted, err, fail, load_key, out
+from samark.cli.common import (
+    check_cells,
+    check_embedder_name,
+    counted,
+    err,
+    fail,
+    load_key,
+    out,
+)
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER
 
@@ -80,8 +88,7 @@ def _ring_cells(cells: int | None, flag_bits: int) -> int:
 
     if cells is None:
         return 0 if flag_bits else DEFAULT_CELLS
-    if cells < 0 or cells == 1:
-        raise fail("--cells must be 0 (static pivots) or at least 2")
+    check_cells(cells, "samark-layered", True)
     if cells and flag_bits:
         raise fail(
             "--flag-bits writes the payload in SAMark's flag pattern, which keyed cells do not "

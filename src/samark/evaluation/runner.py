@@ -165,7 +165,8 @@ class Run:
             elif self.read_only:
                 raise SamarkError(f"{self.dir} has no key.json yet (nothing was generated)")
             else:
-                self._key = new_key(self.embedder, self.experiment.avoided_domains)
+                # no keyed cells, as the public key: a row asks for them in its params
+                self._key = new_key(self.embedder, self.experiment.avoided_domains, cells=0)
                 self._key.save(path)
         return self._key
 
@@ -350,7 +351,10 @@ class Run:
 
 def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
     """The key of an experiment with ``key = "public"``: a function of its name and seed
-    alone, so every machine that resumes the run holds the same key. Not a secret."""
+    alone, so every machine that resumes the run holds the same key. Not a secret. It
+    names no keyed cells (as keys written before they were samark-layered's default), so
+    every run's records keep their meaning; a row asks for cells in its params (a secret
+    run key names none either)."""
     blob = f"samark/public-experiment-key/{experiment.name}/{experiment.seed}".encode()
     return WatermarkKey(
         hashlib.sha256(blob).digest(),

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
+from samark.schemes.samark.key_material import check_cells
 from samark.serving.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -111,8 +112,10 @@ class ServerConfig:
         if self.cells is not None:
             if not info.statistics:
                 raise SamarkError(f"keyed semantic cells are SAMark's; {self.scheme} takes none")
-            if self.cells < 0 or self.cells == 1:
-                raise SamarkError(f"cells must be 0 (static pivots) or >= 2, got {self.cells}")
+            try:
+                check_cells(self.cells)
+            except ValueError as exc:
+                raise SamarkError(str(exc)) from None
         if self.centring is not None:
             if not info.statistics:
                 raise SamarkError(f"a centring reference is SAMark's; {self.scheme} takes none")

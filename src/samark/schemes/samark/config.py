@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from samark.sampling.base import SamplingParams
 from samark.schemes.base import SchemeConfig, check
+from samark.schemes.samark.key_material import check_cells
 from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference
 from samark.schemes.samark.statistics import STATISTICS, Statistic
 
@@ -114,11 +115,8 @@ class SAMarkConfig(SchemeConfig):
 
     def __post_init__(self) -> None:
         check(self.channels >= 1, "channels must be >= 1")
-        check(
-            self.cells is None
-            or (type(self.cells) is int and (self.cells == 0 or self.cells >= 2)),
-            "cells must be 0 (static pivots) or at least 2 (or None: the scheme's default)",
-        )
+        if self.cells is not None:
+            check_cells(self.cells)
         check(self.kappa > 0, "kappa must be > 0")
         check(
             self.generation_kappa is None or self.generation_kappa > 0,

@@ -25,6 +25,7 @@ from samark.schemes.samark.cells import (
     null_cells,
     text_signs,
 )
+from samark.schemes.samark.key_material import check_cells
 from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     STATISTICS,
@@ -70,8 +71,7 @@ class SAMarkDetector:
         cells: int = 0,
     ) -> None:
         key.check_embedder(embedder.identity)
-        if cells == 1 or cells < 0:
-            raise ValueError("cells must be 0 (static pivots) or at least 2")
+        check_cells(cells)
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"

@@ -35,6 +35,14 @@ FILE_VERSION_CELLS = 3
 DEFAULT_CELLS = 16
 
 
+def check_cells(cells: object) -> int:
+    """``cells`` if it is a count of keyed cells (0: static pivots, or at least 2: one cell
+    is static pivots by another name); ValueError otherwise."""
+    if type(cells) is not int or cells < 0 or cells == 1:
+        raise ValueError(f"cells must be 0 (static pivots) or at least 2, got {cells!r}")
+    return cells
+
+
 @dataclass(frozen=True, eq=False)
 class PivotDraw:
     """Where a key's pivots are drawn (public): Haar-random away from ``avoid`` (rows; may
@@ -47,8 +55,7 @@ class PivotDraw:
     cells: int = 0
 
     def __post_init__(self) -> None:
-        if type(self.cells) is not int or self.cells < 0 or self.cells == 1:
-            raise ValueError(f"cells must be 0 (static pivots) or at least 2, got {self.cells!r}")
+        check_cells(self.cells)
         avoid = np.asarray(self.avoid, dtype=np.float64)
         if avoid.size == 0:
             avoid = np.zeros((0, 0))

@@ -45,10 +45,9 @@ class SAMark(SentenceLevelWatermark):
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         c = config or SAMarkConfig()
-        if c.cells is None:
-            cells = self.default_cells(key)
-            c.check_cells(cells)
-            c = c.replace(cells=cells)
+        # the config as given (cells None: the scheme's default, resolved here per key)
+        self._cells = self.default_cells(key) if c.cells is None else c.cells
+        c.check_cells(self._cells)
         super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         self.config: SAMarkConfig = c
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
@@ -64,7 +63,7 @@ class SAMark(SentenceLevelWatermark):
             n_null=c.n_null,
             null_seed=c.null_seed,
             alpha=c.alpha,
-            cells=c.cells or 0,
+            cells=self._cells,
             centring=None
             if c.centring is None
             else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
@@ -79,7 +78,7 @@ class SAMark(SentenceLevelWatermark):
     def cells(self) -> int:
         """The keyed semantic cells in use (0: static pivots), resolved from the key where
         the config left them out."""
-        return self.config.cells or 0
+        return self._cells
 
     def __repr__(self) -> str:
         return f"SAMark(key={self.key!r}, embedder={self.embedder.name!r})"
