@@ -368,7 +368,10 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     elsewhere = _run(["eval", "report", str(run_dir), "-o", str(tmp_path / "rep")], tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr[-2000:]
     assert (tmp_path / "rep" / "report.md").read_text() == report
-    secret = json.loads((run_dir / "key.json").read_text())["secret"]
+    run_key = json.loads((run_dir / "key.json").read_text())
+    secret = run_key["secret"]
+    # a run's key names no keyed cells (samark keygen's do): rows ask for them in params
+    assert run_key["version"] == 1 and "cells" not in run_key
     for f in run_dir.rglob("*"):
         if f.is_file() and f.name != "key.json" and f.suffix in (".jsonl", ".md", ".csv", ".toml"):
             assert secret not in f.read_text(), f"the key leaked into {f.name}"

@@ -108,6 +108,7 @@ def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
             # the rows come back from several blocks and must be put together by id
             *("detect", str(source), "--key", str(key_file), "--ray", "1", "--out", str(out)),
             *("--statistic", "z"),  # the in-process detector's (commands default to scan)
+            *("--chunk", "2"),  # Ray batches of 2 records: more batches, put together by id
         ],
     )
     assert result.exit_code == 2, result.output  # every row written; two not scored

@@ -454,6 +454,13 @@ def main() -> None:
     parser.add_argument("--out")
     parser.add_argument("--table", help="print the table of a records file and stop")
     parser.add_argument(
+        "--spread",
+        nargs="+",
+        help="records files: print each forger's rate over its (key, replicate) draws at the "
+        "largest n, beside the same forger fed another key's texts (its chance level), "
+        "and stop",
+    )
+    parser.add_argument(
         "--neighbours",
         action="store_true",
         help="print how often neighbouring human sentences share a cell, and stop",
@@ -461,6 +468,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.table:
         table(Path(args.table))
+        return
+    if args.spread:
+        spread([Path(p) for p in args.spread])
         return
     prompts = load_pools(Path(args.records))
     out = Path(args.out) if args.out else None
@@ -557,6 +567,30 @@ def table(path: Path) -> None:
                 v = [100 * r["forged"] for r in sel if r["n"] == n]
                 vals.append(f"{np.mean(v):.1f} ({min(v):.0f}-{max(v):.0f})" if v else "")
             print(f"| {cells} cells | {attacker} ({keys} keys) | " + " | ".join(vals) + " |")
+
+
+def spread(paths: list[Path], bar: float = 0.025) -> None:
+    """Each forger's forged share over its draws (a draw: one key, one replicate of the
+    forger's own randomness) at the largest n: a forger's draw is one set of 24 human
+    sentences, so single draws are lumpy, and a forger that learned nothing of the key (fed
+    another key's texts: ``:otherkey``) shows how lumpy by chance."""
+    rows = [json.loads(line) for path in paths for line in path.open()]
+    n = max(r["n"] for r in rows)
+    draws: dict[str, dict[tuple[int, int], float]] = {}
+    for r in rows:
+        if r["n"] == n:
+            draws.setdefault(r["attacker"], {})[(r["key"], r.get("replicate", 0))] = r["forged"]
+    print(f"n = {n:,}; percent of forgeries detected at p < 0.01, over (key, replicate) draws")
+    print(f"| forger | draws | keys | mean | median | max | draws over {100 * bar:g}% |")
+    print("|---|---|---|---|---|---|---|")
+    for attacker in sorted(draws, key=lambda a: (a.split(":")[0], a)):
+        values = np.array(list(draws[attacker].values())) * 100
+        keys = len({k for k, _ in draws[attacker]})
+        print(
+            f"| {attacker} | {len(values)} | {keys} | {values.mean():.1f} | "
+            f"{np.median(values):.1f} | {values.max():.1f} | "
+            f"{int(np.sum(values > 100 * bar))} |"
+        )
 
 
 if __name__ == "__main__":

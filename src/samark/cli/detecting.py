@@ -51,6 +51,10 @@ if TYPE_CHECKING:
     from samark.detection.ring_detector import RingDetector
     from samark.schemes.base import Watermark
 
+#: records of a file detected together (``--chunk``), and a Ray batch's (``--ray``)
+CHUNK = 32
+RAY_BATCH = 64
+
 
 @app.command()
 def detect(
@@ -77,8 +81,12 @@ def detect(
         ),
     ] = None,
     chunk: Annotated[
-        int, typer.Option(help="Records of a file embedded together (memory vs speed).")
-    ] = 32,
+        int | None,
+        typer.Option(
+            help="Records of a file detected together: one embedding call, one pass over "
+            "keyed cells' null draws (memory vs speed; default 32, with --ray 64 a batch)."
+        ),
+    ] = None,
     ray: Annotated[
         int | None,
         typer.Option(
@@ -120,7 +128,7 @@ def detect(
     is an error, unless --text says it is the text. With --record, each sentence's
     provenance too: served, a paraphrase of a served sentence, or not served
     (docs/provenance.md)."""
-    if chunk < 1 or (ray is not None and ray < 1):
+    if (chunk is not None and chunk < 1) or (ray is not None and ray < 1):
         raise fail("--chunk and --ray must be >= 1")
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
@@ -179,6 +187,7 @@ def detect(
                 key=None if keyring is not None else key,
                 keyring=keyring,
                 cells=cells,
+                batch=chunk or RAY_BATCH,
             )
         )
     from samark.detection.ring_detector import RingDetector
@@ -192,7 +201,9 @@ def detect(
         else None
     )
     if records is not None:
-        raise typer.Exit(_detect_file(detector, *records, field, details, chunk, provenance))
+        raise typer.Exit(
+            _detect_file(detector, *records, field, details, chunk or CHUNK, provenance)
+        )
     assert given is not None
     _detect_text(detector, given.text, details, provenance)
 
@@ -342,10 +353,11 @@ def _detect_on_ray(
     key: Path | None = None,
     keyring: Path | None = None,
     cells: int | None = None,
+    batch: int = 64,
 ) -> int:
     """The same detection on a local Ray instance with ``workers`` actors, with the key
-    file ``key`` or every key of ``keyring`` (``cells``: SAMark's keyed cells); writes
-    Parquet."""
+    file ``key`` or every key of ``keyring`` (``cells``: SAMark's keyed cells; ``batch``:
+    the records each actor detects together); writes Parquet."""
     try:
         import ray
         import ray.data
@@ -380,14 +392,15 @@ def _detect_on_ray(
             statistic=statistic,
             alpha=alpha,
             workers=workers,
+            batch_size=batch,
             cells=cells,
         ).materialize()
         detected.write_parquet(str(out_dir))
         flags: list[bool] = []
         failed = 0
-        for batch in detected.select_columns(["is_watermarked", "error"]).iter_batches():
-            flags += [bool(x) for x in batch["is_watermarked"] if x is not None]
-            failed += sum(1 for e in batch["error"] if isinstance(e, str))
+        for rows in detected.select_columns(["is_watermarked", "error"]).iter_batches():
+            flags += [bool(x) for x in rows["is_watermarked"] if x is not None]
+            failed += sum(1 for e in rows["error"] if isinstance(e, str))
         count = detected.count()
     finally:
         ray.shutdown()
