@@ -31,7 +31,7 @@ from samark.evaluation.runner import Run
 from samark.evaluation.stages.length import prefix
 from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
 from samark.schemes.samark.layered import combine_p_values
-from samark.schemes.samark.statistics import statistic_values
+from samark.schemes.samark.statistics import exchangeable_p_value, statistic_values
 from samark.segment import split_sentences
 
 ATTACKS = ("none", "Doc-P (local)", "Doc-T (pt, sentence-wise)")
@@ -62,7 +62,7 @@ def semantic_p(
 ) -> float:
     signed = np.concatenate([soft_signed(key, emb, beta, top), soft_signed(nulls, emb, beta, top)])
     values = statistic_values(cell_evidence(signed, kappa), "scan")
-    return float((1 + np.count_nonzero(values[1:] >= values[0] - 1e-12)) / values.size)
+    return exchangeable_p_value(float(values[0]), values[1:])
 
 
 def main() -> None:
@@ -105,9 +105,8 @@ def main() -> None:
     emb = run.embedder.encode(flat).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     print(f"embedded {len(flat)} sentences ({time.perf_counter() - start:.0f} s)", flush=True)
-    nulls = null_cells(
-        det._law, det.n_null, run.embedder.dim, det.cells, det.channels, det.null_seed
-    )
+    law = scheme.key.samark.pivot_law(run.embedder.dim)  # the detector's null law
+    nulls = null_cells(law, det.n_null, run.embedder.dim, det.cells, det.channels, det.null_seed)
     bounds = np.cumsum([0, *map(len, sentences)])
     out = Path(args.out) if args.out else None
     for beta in args.betas:

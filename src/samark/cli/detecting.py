@@ -353,7 +353,7 @@ def _detect_on_ray(
     key: Path | None = None,
     keyring: Path | None = None,
     cells: int | None = None,
-    batch: int = 64,
+    batch: int = RAY_BATCH,
 ) -> int:
     """The same detection on a local Ray instance with ``workers`` actors, with the key
     file ``key`` or every key of ``keyring`` (``cells``: SAMark's keyed cells; ``batch``:

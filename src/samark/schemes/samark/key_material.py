@@ -77,10 +77,6 @@ class PivotDraw:
     def in_space(cls, space: PivotSpace, cells: int = 0) -> PivotDraw:
         return cls(space=space, cells=cells)
 
-    def with_cells(self, cells: int) -> PivotDraw:
-        """The same draw naming ``cells`` keyed cells for the layered mark."""
-        return PivotDraw(self.avoid, self.space, cells)
-
     @property
     def file_version(self) -> int:
         """The key file version a key with this draw is written as (the oldest that says

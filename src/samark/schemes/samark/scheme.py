@@ -46,8 +46,8 @@ class SAMark(SentenceLevelWatermark):
     ) -> None:
         c = config or SAMarkConfig()
         # the config as given (cells None: the scheme's default, resolved here per key)
-        self._cells = self.default_cells(key) if c.cells is None else c.cells
-        c.check_cells(self._cells)
+        cells = self.default_cells(key) if c.cells is None else c.cells
+        c.check_cells(cells)
         super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         self.config: SAMarkConfig = c
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
@@ -63,7 +63,7 @@ class SAMark(SentenceLevelWatermark):
             n_null=c.n_null,
             null_seed=c.null_seed,
             alpha=c.alpha,
-            cells=self._cells,
+            cells=cells,
             centring=None
             if c.centring is None
             else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
@@ -78,7 +78,7 @@ class SAMark(SentenceLevelWatermark):
     def cells(self) -> int:
         """The keyed semantic cells in use (0: static pivots), resolved from the key where
         the config left them out."""
-        return self._cells
+        return self.detector.cells
 
     def __repr__(self) -> str:
         return f"SAMark(key={self.key!r}, embedder={self.embedder.name!r})"
