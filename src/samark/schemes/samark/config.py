@@ -151,7 +151,7 @@ class SAMarkConfig(SchemeConfig):
             len(self.payload_flags) < self.channels,
             f"payload_flags sets at most channels - 1 ({self.channels - 1}) flags",
         )
-        self.check_cells(self.cells or 0)
+        self.refuse_what_cells_cannot_do(self.cells or 0)
         check(self.statistic in STATISTICS, f"statistic must be one of {STATISTICS}")
         check(self.n_null >= 19, "n_null must be >= 19")
         check(0 < self.alpha < 1, "alpha must be in (0, 1)")
@@ -161,7 +161,7 @@ class SAMarkConfig(SchemeConfig):
         )
         _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
 
-    def check_cells(self, cells: int) -> None:
+    def refuse_what_cells_cannot_do(self, cells: int) -> None:
         """Refuse what keyed cells cannot do, with ``cells`` the scheme's resolved value
         (the key's, where ``cells`` is None)."""
         if cells:

@@ -47,7 +47,7 @@ class SAMark(SentenceLevelWatermark):
         c = config or SAMarkConfig()
         # the config as given (cells None: the scheme's default, resolved here per key)
         cells = self.default_cells(key) if c.cells is None else c.cells
-        c.check_cells(cells)
+        c.refuse_what_cells_cannot_do(cells)
         super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
         self.config: SAMarkConfig = c
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
