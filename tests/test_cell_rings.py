@@ -246,10 +246,11 @@ def test_cli_detects_with_cells_against_a_keyring(tmp_path, minilm, pool) -> Non
 
 
 def test_a_served_ring_with_cells_marks_and_detects(
-    tmp_path, minilm, smollm2, served_app, post_json
+    tmp_path, minilm, smollm2, served_app, post_json, monkeypatch
 ) -> None:
     """``ServerConfig(cells=16)`` over a keyring: the served text is the cells' (the
-    served scheme's detector scores on them), and /v1/detect answers as the ring with cells."""
+    served scheme's detector scores on them), and /v1/detect answers as the ring with cells,
+    a batch scored in groups (here of 2) as each text alone."""
     pytest.importorskip("fastapi", reason="serving needs samark[server]")
     from samark.serving import ServerConfig, ServeSettings, create_app
 
@@ -270,7 +271,12 @@ def test_a_served_ring_with_cells_marks_and_detects(
         assert status == 200, made
         text = made["choices"][0]["text"]
         status, found = post_json(base, "/v1/detect", {"text": text}, token)
+        monkeypatch.setattr("samark.serving.worker.DETECT_GROUP", 2)
+        status_batch, batch = post_json(base, "/v1/detect", {"texts": [text, " ", text]}, token)
     assert status == 200 and found["ring_keys"] == 2
+    # the groups [text, " "] and [text]: each answer as alone, the empty one in the ring's words
+    assert status_batch == 200 and batch["data"][0] == found == batch["data"][2]
+    assert batch["data"][1] == {"error": "the text has nothing to score"}
     expected = RingDetector.from_ring(ring, "samark-layered", statistic="scan", cells=CELLS).detect(
         text
     )

@@ -199,7 +199,8 @@ def test_detect_route_roles_and_batches(local) -> None:
     # a batch keeps its order and reports a bad item in place
     status, batch = _post(local, "/v1/detect", {"texts": [HUMAN, "   ", HUMAN]})
     assert status == 200 and [("error" in r) for r in batch["data"]] == [False, True, False]
-    assert batch["data"][0]["p_value"] == one["p_value"]
+    assert batch["data"][0] == one == batch["data"][2]
+    assert batch["data"][1] == {"error": "the text has no sentence to score"}
     status, empty = _post(local, "/v1/detect", {"text": ""})
     assert status == 400 and empty["error"]["message"]
     _, metrics = _get(local, "/metrics")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from samark.detection.ring_detector import RingDetector
+from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.provenance import ProvenanceRecord, new_request_id, normalise
 from samark.sampling.batching import BatchingSampler
@@ -32,6 +33,11 @@ from samark.serving.settings import ServeSettings
 
 log = logging.getLogger("samark.serve")
 T = TypeVar("T")
+
+#: the texts of one ``/v1/detect`` request scored together: one embedding call, and one
+#: pass over the null draws (a keyring with keyed cells regenerates most of its draws on
+#: every pass). A request that runs out of time stops between groups
+DETECT_GROUP = 32
 
 
 @dataclass(frozen=True)
@@ -269,16 +275,20 @@ class Worker:
         ring = self.keys.ring
 
         def work() -> list[dict[str, Any]]:
-            out = []
-            for text in texts:
+            out: list[dict[str, Any]] = []
+            for start in range(0, len(texts), DETECT_GROUP):
                 if cancelled.is_set():
                     break
+                group = texts[start : start + DETECT_GROUP]
                 if ring is not None:
-                    out.append(_detect_ring(ring, text, details))
+                    answers = _detect_ring(ring, group, details)
                 else:
-                    out.append(_detect_one(self.scheme, text, details))
-                if details and self.record is not None and "error" not in out[-1]:
-                    out[-1]["provenance"] = self._provenance(text)
+                    answers = _detect_with(self.scheme, group, details)
+                if details and self.record is not None:
+                    for text, answer in zip(group, answers, strict=True):
+                        if "error" not in answer:
+                            answer["provenance"] = self._provenance(text)
+                out.extend(answers)
             return out
 
         results = await self._limited(self._detection_pool, work, cancelled)
@@ -367,39 +377,57 @@ def key_id(scheme: Watermark) -> str:
     return scheme.key_id
 
 
-def _detect_one(scheme: Watermark, text: str, details: bool) -> dict[str, Any]:
+def _detect_with(scheme: Watermark, texts: list[str], details: bool) -> list[dict[str, Any]]:
+    """Each text's answer under the served key, the texts scored together."""
+    answers: list[dict[str, Any]] = []
+    for text, d in zip(texts, scheme.detect_many(texts), strict=True):
+        if d is None:
+            answers.append(_nothing_to_score(scheme, text))
+            continue
+        out: dict[str, Any] = {
+            "scheme": d.scheme,
+            "p_value": d.p_value,
+            "is_watermarked": d.is_watermarked,
+            "alpha": d.alpha,
+            "statistic": d.statistic,
+            "n_units": d.n_units,
+            "unit": d.unit,
+            "key_id": key_id(scheme),
+        }
+        if details:
+            out.update(_sentences(d))
+        answers.append(out)
+    return answers
+
+
+def _detect_ring(ring: RingDetector, texts: list[str], details: bool) -> list[dict[str, Any]]:
+    """Each text's answer from a keyring, the texts scored together: the family-wise
+    p-value, and the key (label, id, its own p) and payload when the text is flagged."""
+    answers: list[dict[str, Any]] = []
+    for text, r in zip(texts, ring.detect_many(texts), strict=True):
+        if r is None:
+            answers.append(_nothing_to_score(ring, text))
+            continue
+        out = {k: v for k, v in r.to_dict().items() if k not in ("payload_bits", "flag_bits")}
+        if details:
+            out.update(_sentences(r.detection))
+        answers.append(out)
+    return answers
+
+
+def _nothing_to_score(detector: Watermark | RingDetector, text: str) -> dict[str, Any]:
+    """The error of a text with nothing to score, in the detector's own words (it says
+    why, e.g. how many sentences the scheme needs; it fails before any scoring)."""
     try:
-        d = scheme.detect(text)
+        detector.detect(text)
     except EmptyTextError as exc:
         return {"error": str(exc)}
-    out: dict[str, Any] = {
-        "scheme": d.scheme,
-        "p_value": d.p_value,
-        "is_watermarked": d.is_watermarked,
-        "alpha": d.alpha,
-        "statistic": d.statistic,
-        "n_units": d.n_units,
-        "unit": d.unit,
-        "key_id": key_id(scheme),
+    return {"error": "the text has nothing to score"}
+
+
+def _sentences(d: Detection) -> dict[str, Any]:
+    return {
+        "sentences": list(d.sentences),
+        "sentence_p_values": list(d.sentence_p_values),
+        "marked_sentences": list(d.marked_sentences()),
     }
-    if details:
-        out["sentences"] = list(d.sentences)
-        out["sentence_p_values"] = list(d.sentence_p_values)
-        out["marked_sentences"] = list(d.marked_sentences())
-    return out
-
-
-def _detect_ring(ring: RingDetector, text: str, details: bool) -> dict[str, Any]:
-    """A keyring's answer: the family-wise p-value, and the key (label, id, its own p) and
-    payload when the text is flagged."""
-    try:
-        r = ring.detect(text)
-    except EmptyTextError as exc:
-        return {"error": str(exc)}
-    out = {k: v for k, v in r.to_dict().items() if k not in ("payload_bits", "flag_bits")}
-    if details:
-        d = r.detection
-        out["sentences"] = list(d.sentences)
-        out["sentence_p_values"] = list(d.sentence_p_values)
-        out["marked_sentences"] = list(d.marked_sentences())
-    return out
