@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from samark.schemes.samark.cells import CellFrames, cell_evidence, cell_survival, null_cells
+from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import embed_sentences
 from samark.schemes.samark.pivots import PivotLaw
@@ -72,9 +72,6 @@ class Design:
     cells: int = 0
     channels: int = 2
     statistic: str = "scan"
-    #: > 0: weigh each candidate's score by its chance to stay in its cell under a
-    #: paraphrase that moves its wall margin by this spread (cells.cell_survival)
-    drift: float = 0.0
 
 
 def frames_of(design: Design, count: int, seed: int) -> CellFrames:
@@ -128,9 +125,6 @@ def replay(
             theta_ngram=PAPER.theta_ngram,
             ngram_n=PAPER.ngram_n,
             signed=key.signed(emb)[0] * flags[0] if design.cells else None,
-            survival=(
-                cell_survival(key.wall_margin(emb)[0], design.drift) if design.drift else None
-            ),
             rng=rng,
         )
         matched += choice.kind == "matched"
@@ -157,10 +151,6 @@ DESIGNS = {
         Design("cells 64 c1", cells=64, channels=1),
         Design("cells 256", cells=256),
         Design("cells 256 c1", cells=256, channels=1),
-        Design("cells 16 drift .016", cells=16, drift=0.016),
-        Design("cells 16 drift .008", cells=16, drift=0.008),
-        Design("cells 64 drift .016", cells=64, drift=0.016),
-        Design("cells 64 drift .008", cells=64, drift=0.008),
     )
 }
 

@@ -59,16 +59,6 @@ class CellFrames:
         scores = embeddings.astype(np.float32) @ self.anchors.reshape(k * m, d).T
         return np.ascontiguousarray(scores.reshape(-1, k, m).argmax(axis=2).T)
 
-    def wall_margin(self, embeddings: np.ndarray) -> np.ndarray:
-        """Each sentence's margin from its cell's nearest wall under each key: its cosine to
-        its own anchor less its cosine to the next nearest, shape (K, n), >= 0."""
-        k, m, d = self.anchors.shape
-        scores = (embeddings.astype(np.float32) @ self.anchors.reshape(k * m, d).T).reshape(
-            -1, k, m
-        )
-        top2 = -np.partition(-scores, 1, axis=2)[:, :, :2]
-        return np.ascontiguousarray((top2[:, :, 0] - top2[:, :, 1]).T).astype(np.float64)
-
     def signed(self, embeddings: np.ndarray) -> np.ndarray:
         """Each sentence's cosines to its own cell's pivots, signed by the cell's flags,
         shape (K, n, c)."""
@@ -109,16 +99,6 @@ def cell_evidence(signed: np.ndarray, kappa: float, use_tanh: bool = True) -> np
     """Evidence ``tanh(kappa * s_hat * signed)`` per key, sentence and channel (K, n, c)."""
     aligned = signed * text_signs(signed)[:, None, None]
     return np.tanh(kappa * aligned) if use_tanh else aligned
-
-
-def cell_survival(margin: np.ndarray, drift: float) -> np.ndarray:
-    """The chance a sentence stays in its cell when a paraphrase moves its wall margin by a
-    normal of spread ``drift``: ``Phi(margin / drift)`` (``drift`` 0: always 1)."""
-    if drift <= 0:
-        return np.ones_like(margin)
-    from scipy.special import ndtr
-
-    return np.asarray(ndtr(margin / drift))
 
 
 def key_cells(key: WatermarkKey, dim: int, cells: int, channels: int) -> CellFrames:

@@ -148,7 +148,6 @@ def select(
     saturation: float = 0.3,
     margin_reference: MarginReference = "zero",
     signed: np.ndarray | None = None,
-    survival: np.ndarray | None = None,
     rng: np.random.Generator,
 ) -> StepChoice:
     """Choose the next sentence among complete ``candidates`` (non-empty).
@@ -160,8 +159,6 @@ def select(
     ``saturation`` only feeds the ``n_saturated`` count (the adaptive budget's stop rule).
     ``margin_reference`` "pool" measures each channel's margin from the mean of all
     ``candidates`` instead of from zero (the match rule is unchanged).
-    ``survival`` (m,) in [0, 1] multiplies each candidate's ``S_wm``: the chance its evidence
-    survives a paraphrase (keyed cells: :func:`cell_survival`, its margin from a cell wall).
     """
     m = len(candidates)
     if m == 0:
@@ -186,8 +183,6 @@ def select(
     novelty = np.array([vocabulary_novelty(c, vocabulary) for c in candidates])
     reference = pool_reference(cosines, flags) if margin_reference == "pool" else None
     s_wm = watermark_score(cosines, flags, kappa, use_tanh, reference)
-    if survival is not None:
-        s_wm = s_wm * survival
     score = s_wm + lambda_div * diversity + lambda_nov * novelty
     counts = dict(
         n_candidates=m,
