@@ -9,7 +9,10 @@ Starts ``samark serve`` in its own process (a throwaway key, no tokens) and prin
    ``SAMark.generate`` in-process with the same settings and seeds (what the CLI does).
 3. ``--upstream URL#MODEL``: unwatermarked completions (``"watermark": false``) through the
    server against the upstream directly: the latency the pass-through adds.
-4. ``--generation-clients 1,4,8``: watermarked completions from that many concurrent
+4. ``--batch N``: N of the texts as one ``{"texts": [...]}`` request against one request
+   per text, one client: the server scores a batch's texts together (one embedding call,
+   one pass over the null draws a group of 32).
+5. ``--generation-clients 1,4,8``: watermarked completions from that many concurrent
    clients (``--per-client`` each, distinct prompts and seeds), against a server that runs
    them one at a time (``--concurrency 1``, first come first served) and one that batches
    their candidate draws (the default, ``--concurrency 8``): sentences/s, p50 and p99
@@ -18,6 +21,7 @@ Starts ``samark serve`` in its own process (a throwaway key, no tokens) and prin
     python benchmarks/serve.py --clients 8 --seconds 60
     python benchmarks/serve.py --generate 3 --candidates 16 --sentences 3
     python benchmarks/serve.py --generation-clients 1,4,8 --candidates 16 --sentences 2
+    python benchmarks/serve.py --seconds 0 --batch 32
 """
 
 from __future__ import annotations
@@ -128,6 +132,26 @@ def detect_load(base: str, texts: list[str], clients: int, seconds: float) -> No
     )
 
 
+def detect_batch(base: str, texts: list[str]) -> None:
+    """The texts one request each, then as one batch request (answers compared)."""
+    singles, single_s = [], 0.0
+    for text in texts:
+        status, took, answer = post_json(f"{base}/v1/detect", {"text": text})
+        if status != 200:
+            raise SystemExit(f"/v1/detect answered {status}")
+        singles.append(answer["p_value"])
+        single_s += took
+    status, batch_s, answer = post_json(f"{base}/v1/detect", {"texts": texts})
+    if status != 200:
+        raise SystemExit(f"/v1/detect answered {status}")
+    same = [a["p_value"] for a in answer["data"]] == singles
+    print(
+        f"/v1/detect of {len(texts)} texts, one client: one request each {single_s:.1f} s, "
+        f"one batch request {batch_s:.1f} s ({single_s / batch_s:.2f}x); "
+        f"the same p-values: {same}"
+    )
+
+
 def generation_load(
     base: str, prompts: list[str], clients: int, per_client: int, sentences: int
 ) -> dict[str, Any]:
@@ -169,7 +193,7 @@ def generation_load(
 
 
 def generation_table(key_file: Path, args: argparse.Namespace, prompts: list[str]) -> None:
-    """Part 4: concurrent generation clients, served one at a time and batched."""
+    """Part 5: concurrent generation clients, served one at a time and batched."""
     counts = [int(c) for c in args.generation_clients.split(",")]
     rows = []
     for concurrency, mode in ((1, "one at a time"), (8, "batched")):
@@ -210,9 +234,10 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="pass-through requests")
     ap.add_argument("--threads", type=int, default=1, help="torch threads of the server")
     ap.add_argument("--port", type=int, default=8765)
-    ap.add_argument("--generation-clients", help="e.g. 1,4,8: part 4 only")
+    ap.add_argument("--batch", type=int, default=0, help="texts of part 4 (0: skip it)")
+    ap.add_argument("--generation-clients", help="e.g. 1,4,8: part 5 only")
     ap.add_argument("--per-client", type=int, default=2, help="completions per client")
-    ap.add_argument("--out", help="JSONL rows of part 4")
+    ap.add_argument("--out", help="JSONL rows of part 5")
     args = ap.parse_args()
 
     import torch
@@ -245,7 +270,10 @@ def main() -> None:
                 scheme.detect(text)
             alone = (time.perf_counter() - start) / len(texts)
             print(f"in-process detect, one by one: {1 / alone:.2f} texts/s ({alone:.3f} s/text)")
-            detect_load(base, texts, args.clients, args.seconds)
+            if args.seconds > 0:
+                detect_load(base, texts, args.clients, args.seconds)
+            if args.batch:
+                detect_batch(base, texts[: args.batch])
             for k in range(args.generate):
                 prompt = docs[k].text[:400]
                 _, served = post(f"{base}/v1/completions", {"prompt": prompt, "seed": k})

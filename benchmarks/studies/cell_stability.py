@@ -5,7 +5,10 @@ fills (issue 44).
 through Portuguese (the Doc-T attack's sentence-wise round trip; mpnet cosine to the
 original about 0.95), are assigned to the cells of 20 keys of the cells' law with M = 4, 16
 and 64 cells: the share of paraphrases that stay in their sentence's cell, and the
-effective number of cells the pools' ~6,000 candidates fill (exp of the entropy).
+effective number of cells the pools' ~6,000 candidates fill (exp of the entropy). Then each
+sentence's margin from its cell's nearest wall (its cosine to its own anchor less its
+cosine to the next) and how far the paraphrase moves it (the spread a selection rule that
+keeps sentences away from walls would plan for), and how far it moves a pivot's cosine.
 
     python benchmarks/studies/cell_stability.py experiments/runs/candidate-pools/pools.jsonl
 """
@@ -56,6 +59,33 @@ def main() -> None:
             filled.append(float(np.exp(-(share * np.log(share)).sum())))
             stay.append(np.mean(np.argmax(a @ anchors.T, 1) == np.argmax(b @ anchors.T, 1)))
         print(f"| {cells} | {np.mean(filled):.1f} | {np.mean(stay):.2f} |")
+    print("\n| cells | median margin | sd of its move | stays: margin above median / below |")
+    print("|---|---|---|---|")
+    for cells in (16, 64):
+        keys = null_cells(law, args.keys, every.shape[1], cells, 2, seed=3)
+        margins, moves, stays = [], [], []
+        for k in range(args.keys):
+            sa, sb = a @ keys.anchors[k].T, b @ keys.anchors[k].T
+            order = np.argsort(-sa, axis=1)
+            rows = np.arange(len(a))
+            own, nxt = order[:, 0], order[:, 1]
+            margin = sa[rows, own] - sa[rows, nxt]
+            others = sb.copy()
+            others[rows, own] = -np.inf
+            after = sb[rows, own] - others.max(axis=1)  # < 0: the paraphrase left the cell
+            margins.append(margin)
+            moves.append(after - margin)
+            stays.append(after > 0)
+        m, mv, st = (np.concatenate(x) for x in (margins, moves, stays))
+        high = m > np.median(m)
+        print(
+            f"| {cells} | {np.median(m):.4f} | {mv.std():.4f} | "
+            f"{st[high].mean():.2f} / {st[~high].mean():.2f} |"
+        )
+    pivots = null_cells(law, args.keys, every.shape[1], 16, 2, seed=3).pivots
+    moved = (b - a) @ pivots.reshape(-1, a.shape[1]).T
+    spread = (a @ pivots.reshape(-1, a.shape[1]).T).std()
+    print(f"\na pivot's cosine moves by {moved.std():.4f} (sd); over sentences {spread:.4f}")
 
 
 if __name__ == "__main__":
