@@ -14,6 +14,9 @@ combination (``combine_p_values``) of the new semantic p with the run's recorded
 
     python benchmarks/studies/soft_cells.py experiments/runs/paper-cells --sentences 6 \\
         --betas inf 100 50 25 --out experiments/runs/paper-cells/soft-cells.jsonl
+
+``--statistic z`` (or ``alignment``) scores the same texts with another semantic statistic
+than the run's (``scan``), for the shipped rule and every beta alike.
 """
 
 from __future__ import annotations
@@ -31,7 +34,12 @@ from samark.evaluation.runner import Run
 from samark.evaluation.stages.length import prefix
 from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
 from samark.schemes.samark.layered import combine_p_values
-from samark.schemes.samark.statistics import exchangeable_p_value, statistic_values
+from samark.schemes.samark.statistics import (
+    STATISTICS,
+    Statistic,
+    exchangeable_p_value,
+    statistic_values,
+)
 from samark.segment import split_sentences
 
 ATTACKS = ("none", "Doc-P (local)", "Doc-T (pt, sentence-wise)")
@@ -58,10 +66,16 @@ def soft_signed(frames: CellFrames, emb: np.ndarray, beta: float, top: int) -> n
 
 
 def semantic_p(
-    key: CellFrames, nulls: CellFrames, emb: np.ndarray, beta: float, top: int, kappa: float
+    key: CellFrames,
+    nulls: CellFrames,
+    emb: np.ndarray,
+    beta: float,
+    top: int,
+    kappa: float,
+    statistic: Statistic = "scan",
 ) -> float:
     signed = np.concatenate([soft_signed(key, emb, beta, top), soft_signed(nulls, emb, beta, top)])
-    values = statistic_values(cell_evidence(signed, kappa), "scan")
+    values = statistic_values(cell_evidence(signed, kappa), statistic)
     return exchangeable_p_value(float(values[0]), values[1:])
 
 
@@ -72,6 +86,12 @@ def main() -> None:
     parser.add_argument("--betas", type=float, nargs="+", default=[math.inf, 100.0, 50.0, 25.0])
     parser.add_argument("--top", type=int, default=2)
     parser.add_argument("--negatives", type=int, default=1000)
+    parser.add_argument(
+        "--statistic",
+        choices=STATISTICS,
+        default="scan",
+        help="the semantic statistic (run's: scan)",
+    )
     parser.add_argument("--out")
     parser.add_argument("--table", action="store_true", help="print the table of --out and stop")
     args = parser.parse_args()
@@ -114,13 +134,18 @@ def main() -> None:
         mismatched = 0
         for i, (kind, item, attack, p_token, rec) in enumerate(items):
             e = emb[bounds[i] : bounds[i + 1]]
-            p_sem = semantic_p(det.key_cells, nulls, e, beta, args.top, det.kappa)
-            if math.isinf(beta) and abs(p_sem - rec["details"]["p_semantic"]) > 1e-9:
+            p_sem = semantic_p(det.key_cells, nulls, e, beta, args.top, det.kappa, args.statistic)
+            if (
+                math.isinf(beta)
+                and args.statistic == det.statistic
+                and abs(p_sem - rec["details"]["p_semantic"]) > 1e-9
+            ):
                 mismatched += 1
             p = combine_p_values(p_sem, p_token, method=scheme.combine)
             rows.append(
                 {
                     "beta": beta if math.isfinite(beta) else "inf",
+                    "statistic": args.statistic,
                     "top": args.top,
                     "sentences": k,
                     "kind": kind,
@@ -131,7 +156,7 @@ def main() -> None:
                     "p_value": p,
                 }
             )
-        if math.isinf(beta):
+        if math.isinf(beta) and args.statistic == det.statistic:
             print(f"shipped rule: {mismatched} of {len(items)} semantic p differ from the run's")
         summarise(rows)
         print(f"({time.perf_counter() - start:.0f} s)", flush=True)
@@ -154,13 +179,18 @@ def summarise(rows: list[dict[str, Any]]) -> None:
                 f"{attack}: sem {100 * np.mean([r['p_semantic'] < 0.01 for r in sel]):.1f} "
                 f"whole {100 * np.mean([r['p_value'] < 0.01 for r in sel]):.1f} (of {len(sel)})"
             )
-    print(f"beta {beta}, top {rows[0]['top']}: " + "; ".join(parts), flush=True)
+    statistic = rows[0].get("statistic", "scan")
+    print(f"{statistic}, beta {beta}, top {rows[0]['top']}: " + "; ".join(parts), flush=True)
 
 
 def table(path: Path) -> None:
     rows = [json.loads(line) for line in path.open()]
-    for key in dict.fromkeys((r["beta"], r["top"], r["sentences"]) for r in rows):
-        summarise([r for r in rows if (r["beta"], r["top"], r["sentences"]) == key])
+
+    def group(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["beta"], r["top"], r["sentences"], r.get("statistic", "scan")
+
+    for key in dict.fromkeys(group(r) for r in rows):
+        summarise([r for r in rows if group(r) == key])
 
 
 if __name__ == "__main__":
