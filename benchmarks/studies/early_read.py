@@ -42,7 +42,8 @@ def main() -> None:
         rows = run.row_texts(spec, run.experiment.attacks)
         items = attacked_items(run) if wanted is None else wanted
         rows = [r for r in rows if r[0] in items]
-        print(f"{spec.label}: {len(items)} texts attacked every way", flush=True)
+        present = {item for item, _, _ in rows}
+        print(f"{spec.label}: {len(present)} texts attacked every way", flush=True)
         for attack in dict.fromkeys(a for _, a, _ in rows):
             texts = [t for _, a, t in rows if a == attack]
             read(scheme, attack, texts, None)

@@ -45,14 +45,15 @@ from samark.cli.loading import (
     load_scheme,
 )
 from samark.cli.record import RecordOption, check_record_url, open_record
+from samark.detection.record_files import DEFAULT_CHUNK
 from samark.errors import SamarkError
 
 if TYPE_CHECKING:
     from samark.detection.ring_detector import RingDetector
     from samark.schemes.base import Watermark
 
-#: records of a file detected together (``--chunk``), and a Ray batch's (``--ray``)
-CHUNK = 32
+#: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
+#: time (``--chunk``)
 RAY_BATCH = 64
 
 
@@ -202,7 +203,7 @@ def detect(
     )
     if records is not None:
         raise typer.Exit(
-            _detect_file(detector, *records, field, details, chunk or CHUNK, provenance)
+            _detect_file(detector, *records, field, details, chunk or DEFAULT_CHUNK, provenance)
         )
     assert given is not None
     _detect_text(detector, given.text, details, provenance)

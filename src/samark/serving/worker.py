@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
@@ -33,11 +34,6 @@ from samark.serving.settings import ServeSettings
 
 log = logging.getLogger("samark.serve")
 T = TypeVar("T")
-
-#: the texts of one ``/v1/detect`` request scored together: one embedding call, and one
-#: pass over the null draws (a keyring with keyed cells regenerates most of its draws on
-#: every pass). A request that runs out of time stops between groups
-DETECT_GROUP = 32
 
 
 @dataclass(frozen=True)
@@ -275,11 +271,15 @@ class Worker:
         ring = self.keys.ring
 
         def work() -> list[dict[str, Any]]:
+            # the texts scored DEFAULT_CHUNK at a time, as `samark detect` scores a file's
+            # records: one embedding call and one pass over the null draws a group (a
+            # keyring with keyed cells regenerates most of its draws on every pass); a
+            # request that runs out of time stops between groups
             out: list[dict[str, Any]] = []
-            for start in range(0, len(texts), DETECT_GROUP):
+            for start in range(0, len(texts), DEFAULT_CHUNK):
                 if cancelled.is_set():
                     break
-                group = texts[start : start + DETECT_GROUP]
+                group = texts[start : start + DEFAULT_CHUNK]
                 if ring is not None:
                     answers = _detect_ring(ring, group, details)
                 else:
