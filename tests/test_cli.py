@@ -48,10 +48,10 @@ def test_keygen_writes_private_file_and_shows_no_secret(key_file, runner, tmp_pa
 
 
 def test_keygen_names_the_layered_marks_cells(key_file, runner, tmp_path) -> None:
-    """A new key names 16 keyed cells for its layered mark (version 3); --cells 0 writes a
+    """A new key names 64 keyed cells for its layered mark (version 3); --cells 0 writes a
     static key as samark always wrote them; a value no layout has exits 2, writing nothing."""
     record = json.loads(key_file.read_text())
-    assert (record["version"], record["cells"]) == (3, 16)
+    assert (record["version"], record["cells"]) == (3, 64)
     static = runner.invoke(app, ["keygen", str(tmp_path / "s.key"), "--cells", "0"])
     assert static.exit_code == 0 and "static pivots" in static.stderr, static.output
     record = json.loads((tmp_path / "s.key").read_text())

@@ -265,7 +265,7 @@ def test_new_keys_name_the_default_cells(mpnet) -> None:
     from samark.embed import new_key
     from samark.schemes.samark.key_material import DEFAULT_CELLS
 
-    assert DEFAULT_CELLS == 16
+    assert DEFAULT_CELLS == 64
     assert new_key(mpnet).samark.cells == DEFAULT_CELLS
     assert new_key(mpnet, cells=0).samark.cells == 0
     assert WatermarkKey.generate(EMB).samark.cells == 0  # the low-level draw: static

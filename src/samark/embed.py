@@ -137,7 +137,7 @@ def new_key(
 ) -> WatermarkKey:
     """A fresh secret key for ``embedder`` whose pivots avoid the mean directions of
     ``domains`` (default ``AVOIDED_DOMAINS``), naming ``cells`` keyed semantic cells for its
-    layered mark (default ``DEFAULT_CELLS``, 16; 0: the paper's static pivots)."""
+    layered mark (default ``DEFAULT_CELLS``, 64; 0: the paper's static pivots)."""
     # SAMark's package imports this module (its detector embeds), so its key part is
     # imported here rather than when this module loads
     from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw

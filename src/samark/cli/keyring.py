@@ -82,7 +82,7 @@ def _key_maker(embedder: Any, corpora: list[list[str]], cells: int) -> Callable[
 
 
 def _ring_cells(cells: int | None, flag_bits: int) -> int:
-    """The keyed cells of a new ring's keys: 16 (``DEFAULT_CELLS``), or static pivots where
+    """The keyed cells of a new ring's keys: 64 (``DEFAULT_CELLS``), or static pivots where
     the ring writes payload bits in the flag pattern (a cell's flags are the key's)."""
     from samark.schemes.samark.key_material import DEFAULT_CELLS
 
@@ -122,7 +122,7 @@ def keyring_new(
     cells: Annotated[
         int | None,
         typer.Option(
-            help="Keyed semantic cells every key names for its layered mark (default 16; 0: "
+            help="Keyed semantic cells every key names for its layered mark (default 64; 0: "
             "static pivots, the default with --flag-bits)."
         ),
     ] = None,

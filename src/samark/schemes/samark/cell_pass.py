@@ -2,7 +2,7 @@
 one pass over the draws (:class:`~samark.schemes.samark.cells.NullCellDraws`).
 
 A keyring with keyed cells needs ``ring_null_count`` draws (7,999 for 8 keys at alpha 1%),
-more than memory holds at 144 KiB a draw (16 cells): the draws beyond the held block are regenerated
+more than memory holds at 576 KiB a draw (64 cells): the draws beyond the held block are regenerated
 in deterministic chunks and each chunk's statistics are kept, never the chunk. Per text
 the pass keeps the K keys' signed cosines and statistics, the M null statistics and, for
 each key and sentence, how many null draws score that sentence at least as well (its
@@ -30,7 +30,7 @@ _TIE = 1e-12
 
 #: sentences scored against one block of null draws at once (texts are grouped up to this
 #: many; a longer text alone): with the block's size it bounds the cosines of one step,
-#: 1,024 x 256 draws x 16 cells x 2 channels = 32 MiB of float32, whatever a call's size
+#: 1,024 x 256 draws x 64 cells x 2 channels = 128 MiB of float32, whatever a call's size
 _ROWS = 1024
 
 

@@ -37,8 +37,8 @@ class SAMarkConfig(SchemeConfig):
     # scores every sentence on its own cell's (one random sign a generation instead of
     # c random flags). Not with payload_flags, steering or row pruning; keyrings take it.
     # None: the scheme's default, 0 for the paper's ``samark`` and the key's own cells
-    # (``key.samark.cells``: 16 for a key made by ``samark keygen``, 0 for a key written
-    # before) for ``samark-layered``
+    # (``key.samark.cells``: 64 for a key made by ``samark keygen`` now, 16 for one made
+    # on 2026-11-27, 0 for a key written before) for ``samark-layered``
     cells: int | None = None
     kappa: float = 30.0
     # the selection score's kappa, if not ``kappa`` (the paper uses one kappa for both): a

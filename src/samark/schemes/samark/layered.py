@@ -179,8 +179,8 @@ class SAMarkLayered(SAMark):
 
     @classmethod
     def default_cells(cls, key: WatermarkKey) -> int:
-        """The keyed cells of a config that leaves them out: the key's own (16 for a key
-        ``samark keygen`` made, 0 for one written before cells were the default)."""
+        """The keyed cells of a config that leaves them out: the key's own (64 for a key
+        ``samark keygen`` makes, 0 for one written before cells were the default)."""
         return key.samark.cells
 
     def __repr__(self) -> str:
