@@ -209,17 +209,20 @@ def test_cli_detect_with_cells(tmp_path) -> None:
 
 
 def test_the_layered_mark_takes_its_keys_cells_and_samark_stays_static(mpnet) -> None:
-    """samark-layered's default is the key's cells (16 for a new key, none for a key
-    written before: its texts keep detecting as they were written); the paper's samark
-    ignores them; an explicit value wins; what cells cannot do is refused naming the key's
-    cells and the way out."""
+    """samark-layered's default is the key's cells (64 for a new key, 16 for one made
+    when 16 was the default, none for a key written before: its texts keep detecting as
+    they were written); the paper's samark ignores them; an explicit value wins; what
+    cells cannot do is refused naming the key's cells and the way out."""
     from samark.embed import new_key
     from samark.schemes import create_scheme
+    from samark.schemes.samark.key_material import DEFAULT_CELLS
 
     new, old = new_key(mpnet), new_key(mpnet, cells=0)
     layered = create_scheme("samark-layered", key=new, embedder=mpnet)
-    assert layered.cells == 16 and layered.detector.key_cells is not None
-    assert "/cells16/" in layered.detector_id()
+    assert layered.cells == DEFAULT_CELLS and layered.detector.key_cells is not None
+    assert f"/cells{DEFAULT_CELLS}/" in layered.detector_id()
+    earlier = create_scheme("samark-layered", key=new_key(mpnet, cells=16), embedder=mpnet)
+    assert earlier.cells == 16 and "/cells16/" in earlier.detector_id()
     before = create_scheme("samark-layered", key=old, embedder=mpnet)
     assert before.cells == 0 and before.detector.key_cells is None
     assert "cells" not in before.detector_id()
@@ -227,7 +230,7 @@ def test_the_layered_mark_takes_its_keys_cells_and_samark_stays_static(mpnet) ->
     assert paper.cells == 0 and paper.detector.key_cells is None
     assert create_scheme("samark-layered", key=new, embedder=mpnet, cells=0).cells == 0
     assert create_scheme("samark", key=old, embedder=mpnet, cells=64).cells == 64
-    with pytest.raises(ValueError, match=r"16 keyed cells \(the key's\).*cells=0"):
+    with pytest.raises(ValueError, match=rf"{DEFAULT_CELLS} keyed cells \(the key's\).*cells=0"):
         create_scheme("samark-layered", key=new, embedder=mpnet, payload_flags=(1,))
     flagged = create_scheme("samark-layered", key=old, embedder=mpnet, payload_flags=(1,))
     assert flagged.flag_channels == 2

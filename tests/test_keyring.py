@@ -23,7 +23,7 @@ from samark.detection.ring_detector import (
 from samark.errors import EmbedderMismatchError, SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.keys.keyring import INDEX, Keyring, KeyringError, flag_value
-from samark.schemes.samark.key_material import PivotDraw
+from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw
 from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
 
 IDENTITY = EmbedderIdentity("an-embedder", "f" * 64)
@@ -429,7 +429,7 @@ def test_keyring_commands(tmp_path, pool, minilm) -> None:
 
 
 def test_a_rings_keys_share_their_cells(tmp_path) -> None:
-    """A new ring's keys name 16 keyed cells, a ring with flag bits static pivots (its
+    """A new ring's keys name the default keyed cells (64), a ring with flag bits static pivots (its
     payload is in the flag pattern, which cells do not have); a key added later takes the
     ring's; asking for both exits 2 and makes no ring."""
     runner = CliRunner()
@@ -441,7 +441,7 @@ def test_a_rings_keys_share_their_cells(tmp_path) -> None:
         assert made.exit_code == 0, made.output
         added = runner.invoke(app, ["keyring", "add", str(ring), "--label", "later"])
         assert added.exit_code == 0, added.output
-    for ring, cells in ((plain, 16), (flagged, 0)):
+    for ring, cells in ((plain, DEFAULT_CELLS), (flagged, 0)):
         opened = Keyring.load(ring)
         assert [opened.key(label).samark.cells for label in opened.labels()] == [cells, cells]
     both = runner.invoke(
