@@ -31,8 +31,8 @@ FILE_VERSION_SPACE = 2
 #: refuse it); such a key may also draw in a pivot space
 FILE_VERSION_CELLS = 3
 #: the keyed semantic cells of a new key's layered mark (``samark keygen``, ``new_key``):
-#: chosen by measurement (docs/results/2026-11-27-semantic-cells): 64 resist stealing where
-#: 16 did not, at the same power within a text on the paper protocol
+#: chosen by measurement (docs/results/2026-11-28-cells-64): 64 resist stealing far better
+#: than 16, at the same power within a text on the paper protocol
 DEFAULT_CELLS = 64
 
 
