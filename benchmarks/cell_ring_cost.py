@@ -3,12 +3,16 @@ one ring of ``--keys`` keys (drawn as ``samark keygen`` draws them; the default 
 all-mpnet-base-v2) with ``--cells`` cells, detecting ``--texts`` six-sentence CNN/DailyMail
 windows with the commands' statistic (scan) at alpha 1%.
 
-The ring needs ``ring_null_count(K, alpha)`` null cell draws (8,000 for 8 keys). Those
-that fit in ``HELD_NULL_CELLS`` cell sets are built once and held; the rest are regenerated
-chunk by chunk in every detection call (one pass for all the texts of the call). Each
-size runs in a process of its own, so that its peak memory is its own.
+The ring needs ``ring_null_count(K, alpha)`` null cell draws (8,000 for 8 keys). With
+``--null-draws full`` (keys written before 2026-11-28) those that fit in
+``HELD_NULL_CELLS`` cell sets are built once and held; the rest are regenerated chunk by
+chunk in every detection call (one pass for all the texts of the call). With
+``--null-draws projected`` (a new key's) every text draws them in its own span
+(samark.schemes.samark.null_projection). Each size runs in a process of its own, so that
+its peak memory is its own.
 
-    python benchmarks/cell_ring_cost.py --keys 8 64 --cells 16 --texts 32
+    python benchmarks/cell_ring_cost.py --keys 8 64 1000 --cells 64 --texts 32
+    python benchmarks/cell_ring_cost.py --keys 8 --cells 64 --null-draws full
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import sys
 import time
 
 
-def measure(keys: int, cells: int, texts: int, alpha: float) -> dict[str, float | int]:
+def measure(
+    keys: int, cells: int, texts: int, alpha: float, null_draws: str
+) -> dict[str, float | int | str]:
     """One ring's figures, in this process."""
     import torch
 
@@ -54,6 +60,7 @@ def measure(keys: int, cells: int, texts: int, alpha: float) -> dict[str, float 
             alpha=alpha,
             statistic="scan",
             cells=cells,
+            null_draws=null_draws,
         )
         built = time.perf_counter() - start
         draws = detector.schemes[0].detector.null_cell_draws  # type: ignore[attr-defined]
@@ -71,11 +78,9 @@ def measure(keys: int, cells: int, texts: int, alpha: float) -> dict[str, float 
     return {
         "keys": keys,
         "cells": cells,
-        "null_draws": draws.count,
-        "held_draws": draws.held,
-        "streamed_draws": draws.count - draws.held,
-        "held_mb": round(draws.held * draws.nbytes_per_draw / 2**20, 1),
-        "all_draws_mb": round(draws.count * draws.nbytes_per_draw / 2**20, 1),
+        "null_draws": null_draws,
+        "draws": draws.count,
+        "held_draws": getattr(draws, "held", 0),
         "peak_rss_over_models_mb": round(_rss_mb() - base_rss, 1),
         "build_s": round(built, 2),
         "first_text_s": round(first_s, 2),
@@ -100,10 +105,13 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=16)
     ap.add_argument("--texts", type=int, default=32)
     ap.add_argument("--alpha", type=float, default=0.01)
+    ap.add_argument("--null-draws", choices=["full", "projected"], default="projected")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process
     args = ap.parse_args()
     if args.one:
-        print(json.dumps(measure(args.keys[0], args.cells, args.texts, args.alpha)))
+        print(
+            json.dumps(measure(args.keys[0], args.cells, args.texts, args.alpha, args.null_draws))
+        )
         return
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, one torch "
@@ -112,7 +120,7 @@ def main() -> None:
     for keys in args.keys:
         command = [sys.executable, __file__, "--one", "--keys", str(keys)]
         command += ["--cells", str(args.cells), "--texts", str(args.texts)]
-        command += ["--alpha", str(args.alpha)]
+        command += ["--alpha", str(args.alpha), "--null-draws", args.null_draws]
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         print(done.stdout.strip().splitlines()[-1], flush=True)
 

@@ -54,8 +54,9 @@ def _topic_texts(rng: np.random.Generator, count: int, n: int, dim: int) -> list
 
 
 def test_streamed_null_draws_score_as_the_held_ones() -> None:
-    """Draws regenerated chunk by chunk are the held draws: the same null statistics,
-    p-values and sentence p-values as scoring every draw at once, for two keys at once."""
+    """Draws regenerated chunk by chunk are the held draws: the same null statistics (up to
+    float32 rounding: BLAS may round a block of 256 draws and a chunk of 64 apart in the last
+    bit), p-values and sentence p-values as scoring every draw at once, for two keys at once."""
     rng = np.random.default_rng(0)
     dim, count = 24, 150
     keys = null_cells(LAW, 2, dim, 4, 2, seed=77)
@@ -67,7 +68,7 @@ def test_streamed_null_draws_score_as_the_held_ones() -> None:
     a = score_in_cells(keys, held, texts, kappa=30.0, use_tanh=True, statistic="scan")
     b = score_in_cells(keys, streamed, texts, kappa=30.0, use_tanh=True, statistic="scan")
     for emb, x, y in zip(texts, a, b, strict=True):
-        np.testing.assert_array_equal(x.null, y.null)
+        np.testing.assert_allclose(x.null, y.null, rtol=1e-5, atol=1e-6)
         assert x.p_values() == y.p_values()
         np.testing.assert_array_equal(x.exceed, y.exceed)
         for k in range(2):  # each key as the single-key detector scores it
@@ -97,7 +98,8 @@ def test_a_large_call_is_scored_in_groups_of_sentences_alike(monkeypatch) -> Non
     ]
     grouped = score_in_cells(keys, draws, texts, kappa=30.0, use_tanh=True, statistic="scan")
     for x, y in zip(whole, grouped, strict=True):
-        np.testing.assert_array_equal(x.null, y.null)
+        # float32 cosines of other batch shapes may round apart in the last bit
+        np.testing.assert_allclose(x.null, y.null, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(x.exceed, y.exceed)
         assert x.p_values() == y.p_values()
 
@@ -159,11 +161,9 @@ def test_a_detector_past_its_hold_streams_the_same_draws(minilm, pool) -> None:
     for a, b in zip(held.detect_many(texts), streamed.detect_many(texts), strict=True):
         assert (a is None) == (b is None)
         if a is not None and b is not None:
-            assert (a.p_value, a.score, a.sentence_p_values) == (
-                b.p_value,
-                b.score,
-                b.sentence_p_values,
-            )
+            # equal up to float32 rounding (BLAS rounds other block shapes apart)
+            assert a.p_value == b.p_value and a.sentence_p_values == b.sentence_p_values
+            assert a.score == pytest.approx(b.score, rel=1e-5, abs=1e-6)
     assert streamed.detect(texts[0]).p_value == held.detect(texts[0]).p_value < 0.01
 
 

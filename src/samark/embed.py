@@ -133,19 +133,25 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
 
 
 def new_key(
-    embedder: Embedder, domains: Sequence[str] | None = None, cells: int | None = None
+    embedder: Embedder,
+    domains: Sequence[str] | None = None,
+    cells: int | None = None,
+    null_draws: str | None = None,
 ) -> WatermarkKey:
     """A fresh secret key for ``embedder`` whose pivots avoid the mean directions of
     ``domains`` (default ``AVOIDED_DOMAINS``), naming ``cells`` keyed semantic cells for its
-    layered mark (default ``DEFAULT_CELLS``, 64; 0: the paper's static pivots)."""
+    layered mark (default ``DEFAULT_CELLS``, 64; 0: the paper's static pivots), detected
+    against ``null_draws`` (default: ``DEFAULT_NULL_DRAWS`` with cells; "full" matches the
+    keys of a ring written before 2026-11-28)."""
     # SAMark's package imports this module (its detector embeds), so its key part is
     # imported here rather than when this module loads
-    from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw
+    from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw, new_null_draws
 
+    cells = DEFAULT_CELLS if cells is None else cells
     return WatermarkKey.generate(
         embedder.identity,
         PivotDraw.avoiding(
-            embedder.reference_directions(domains), DEFAULT_CELLS if cells is None else cells
+            embedder.reference_directions(domains), cells, new_null_draws(cells, null_draws)
         ),
     )
 

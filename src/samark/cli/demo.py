@@ -195,14 +195,13 @@ def demo_key(embedder: Embedder, seed: int | None, cells: int = DEFAULT_CELLS) -
     Its pivots avoid the same reference directions as ``samark keygen``'s."""
     from samark.embed import new_key
     from samark.keys import WatermarkKey
-    from samark.schemes.samark.key_material import PivotDraw
+    from samark.schemes.samark.key_material import PivotDraw, new_null_draws
 
     if seed is None:
         return new_key(embedder, cells=cells)
     secret = hashlib.sha256(f"samark/demo-key/{seed}".encode()).digest()
-    return WatermarkKey(
-        secret, embedder.identity, PivotDraw.avoiding(embedder.reference_directions(), cells)
-    )
+    draw = PivotDraw.avoiding(embedder.reference_directions(), cells, new_null_draws(cells))
+    return WatermarkKey(secret, embedder.identity, draw)
 
 
 def _results_table(results: Iterable[tuple[str, Any]]) -> Table:

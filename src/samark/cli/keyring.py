@@ -61,14 +61,19 @@ def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
     return corpora
 
 
-def _key_maker(embedder: Any, corpora: list[list[str]], cells: int) -> Callable[[], Any]:
-    """Draws a new key for ``embedder`` naming ``cells`` keyed cells; with screening
-    ``corpora``, one that passes ``check-key`` at p < 0.01 on each (redrawn otherwise).
-    Returns (key, refused)."""
+def _key_maker(
+    embedder: Any, corpora: list[list[str]], cells: int, null_draws: str | None = None
+) -> Callable[[], Any]:
+    """Draws a new key for ``embedder`` naming ``cells`` keyed cells (and ``null_draws``:
+    default, a new key's); with screening ``corpora``, one that passes ``check-key`` at
+    p < 0.01 on each (redrawn otherwise). Returns (key, refused)."""
     from samark.embed import new_key
 
+    def make() -> Any:
+        return new_key(embedder, cells=cells, null_draws=null_draws)
+
     if not corpora:
-        return lambda: (new_key(embedder, cells=cells), 0)
+        return lambda: (make(), 0)
     from samark.cli.loading import COMMAND_STATISTIC
     from samark.detection.key_check import check_key, screen_key
     from samark.schemes import create_scheme
@@ -78,7 +83,7 @@ def _key_maker(embedder: Any, corpora: list[list[str]], cells: int) -> Callable[
         return [check_key(scheme, human) for human in corpora]
 
     err.print(f"screening each new key on {sum(map(len, corpora))} human texts ...")
-    return lambda: screen_key(lambda: new_key(embedder, cells=cells), audit)
+    return lambda: screen_key(make, audit)
 
 
 def _ring_cells(cells: int | None, flag_bits: int) -> int:
@@ -196,7 +201,7 @@ def keyring_add(
             corpora = _screen_texts(screen, screen_texts)
             emb = load_embedder(opened.embedder.name)
             with emb.remembering():
-                added, refused = _key_maker(emb, corpora, _cells_of(opened))()
+                added, refused = _key_maker(emb, corpora, *_draw_of(opened))()
         entry = opened.add(added, label)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -204,12 +209,13 @@ def keyring_add(
     err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1}){screened}")
 
 
-def _cells_of(ring: Any) -> int:
-    """A new key's cells in ``ring``: its keys' (a ring scores its keys in one pass only
-    when they share them), else a new ring's."""
+def _draw_of(ring: Any) -> tuple[int, str | None]:
+    """A new key's cells and null draws in ``ring``: its keys' (a ring scores its keys in
+    one pass only when they share them), else a new ring's."""
     for entry in ring.entries:
-        return int(ring.key(entry.label).samark.cells)
-    return _ring_cells(None, ring.flag_bits)
+        material = ring.key(entry.label).samark
+        return int(material.cells), str(material.null_draws)
+    return _ring_cells(None, ring.flag_bits), None
 
 
 @keyring_app.command("list")

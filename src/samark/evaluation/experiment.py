@@ -163,6 +163,11 @@ class Experiment:
     #: before fiction was added, so that committed public-key runs keep their keys; new
     #: keys outside experiments avoid ``samark.embed.AVOIDED_DOMAINS``.
     avoided_domains: tuple[str, ...] = LEGACY_AVOIDED_DOMAINS
+    #: the keyed semantic cells a public key names (the cells of a row that gives none):
+    #: 0, as public keys were before cells, or, with ``key_cells = "default"`` in the TOML,
+    #: what a new key names now (``DEFAULT_CELLS``), so that a row with no params is the
+    #: shipped default (experiments/default.toml)
+    key_cells: int = 0
     source: str = ""  # the TOML text, kept with the run
 
     def with_prompts(self, prompts: int) -> Experiment:
@@ -214,7 +219,7 @@ class Experiment:
         top = _take(
             raw,
             where,
-            ["name", "seed", "embedder", "generator", "key", "avoided_domains"],
+            ["name", "seed", "embedder", "generator", "key", "avoided_domains", "key_cells"],
             ["dataset", "schemes", "attacks", "metrics"],
         )
         dataset = _dataset(raw, where)
@@ -232,6 +237,7 @@ class Experiment:
             generator=str(top.get("generator", "smollm2-135m-instruct")),
             key=key,
             avoided_domains=avoided,
+            key_cells=_key_cells(top, key, where),
             source=text,
         )
 
@@ -339,6 +345,21 @@ def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]
             f'e.g. ["news", "wiki", "fiction"]; got {avoided!r}'
         )
     return key, tuple(avoided)
+
+
+def _key_cells(top: dict[str, Any], key: str, where: str) -> int:
+    """The cells a public key names: an int, or "default" for a new key's."""
+    from samark.schemes.samark.key_material import DEFAULT_CELLS, check_cells
+
+    raw = top.get("key_cells", 0)
+    if raw != 0 and key != "public":
+        raise ExperimentError(f'{where}: key_cells is for key = "public" (a secret key names none)')
+    if raw == "default":
+        return DEFAULT_CELLS
+    try:
+        return check_cells(raw)
+    except ValueError as e:
+        raise ExperimentError(f'{where}: key_cells: {e}, or "default"') from None
 
 
 def _check_lengths(

@@ -39,7 +39,7 @@ from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 from samark.keys import WatermarkKey
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
-from samark.schemes.samark.key_material import PivotDraw
+from samark.schemes.samark.key_material import PivotDraw, new_null_draws
 
 #: the stages in the order they run (each one owns its keys, work and status)
 STAGE_OBJECTS: tuple[Stage, ...] = (
@@ -239,7 +239,9 @@ class Run:
         from samark.schemes.samark.pivot_spaces import load_pivot_space
 
         space = load_pivot_space(spec.pivot_space, fingerprint=self.embedder.identity.fingerprint)
-        return self.key.with_samark(PivotDraw.in_space(space, self.key.samark.cells))
+        return self.key.with_samark(
+            PivotDraw.in_space(space, self.key.samark.cells, self.key.samark.null_draws)
+        )
 
     def scheme(self, spec: SchemeSpec) -> Watermark:
         if spec.label not in self._schemes:
@@ -352,12 +354,17 @@ class Run:
 def public_key(experiment: Experiment, embedder: Embedder) -> WatermarkKey:
     """The key of an experiment with ``key = "public"``: a function of its name and seed
     alone, so every machine that resumes the run holds the same key. Not a secret. It
-    names no keyed cells (as keys written before they were samark-layered's default), so
-    every run's records keep their meaning; a row asks for cells in its params (a secret
-    run key names none either)."""
+    names the experiment's ``key_cells``: none unless the TOML asks (as keys written before
+    cells were samark-layered's default), so every earlier run's records keep their
+    meaning; a row may ask for cells in its params (a secret run key names none). A key
+    with cells is detected against the null draws a new key's are."""
     blob = f"samark/public-experiment-key/{experiment.name}/{experiment.seed}".encode()
     return WatermarkKey(
         hashlib.sha256(blob).digest(),
         embedder.identity,
-        PivotDraw.avoiding(embedder.reference_directions(experiment.avoided_domains)),
+        PivotDraw.avoiding(
+            embedder.reference_directions(experiment.avoided_domains),
+            experiment.key_cells,
+            new_null_draws(experiment.key_cells),
+        ),
     )

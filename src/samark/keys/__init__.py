@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 
 KEY_FORMAT = "samark-key"
 #: the key file versions this samark reads (SAMark's part says which one a key is written
-#: as: 2 for pivots in a pivot space, 3 for a key that names its layered mark's cells)
-KEY_VERSIONS = (1, 2, 3)
+#: as: 2 for pivots in a pivot space, 3 for a key that names its layered mark's cells, 4
+#: for one whose cells are detected against null draws in each text's span)
+KEY_VERSIONS = (1, 2, 3, 4)
 SECRET_BYTES = 32
 _ID_DOMAIN = b"samark/key-id/v1"
 
@@ -171,8 +172,12 @@ class WatermarkKey:
             )
         if version in (1, 2) and (version == 2) != ("space" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and space disagree)")
-        if (version == 3) != ("cells" in record):
+        if (version in (3, 4)) != ("cells" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and cells disagree)")
+        if (version == 4) != ("null_draws" in record):
+            raise KeyFileError(
+                f"{path} is a damaged samark key file (version and null draws disagree)"
+            )
         try:
             secret = base64.b64decode(record["secret"], validate=True)
             emb = record["embedder"]

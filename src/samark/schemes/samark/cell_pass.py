@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from samark.schemes.samark.cells import CellFrames, NullCellDraws, cell_evidence
+from samark.schemes.samark.null_projection import ProjectedNullCells
 from samark.schemes.samark.statistics import Statistic, sentence_scores, statistic_values
 
 #: ties count against the key, as in every exchangeable p-value here
@@ -61,7 +62,7 @@ class CellScores:
 
 def score_in_cells(
     keys: CellFrames,
-    draws: NullCellDraws,
+    draws: NullCellDraws | ProjectedNullCells,
     texts: Sequence[np.ndarray],
     *,
     kappa: float,
@@ -69,8 +70,9 @@ def score_in_cells(
     statistic: Statistic,
 ) -> list[CellScores]:
     """Every text (unit sentence embeddings (n, d), centred already, n >= 1) under the K
-    keys of ``keys`` and every null draw of ``draws``, the draws generated once for all
-    the texts: one pass over them."""
+    keys of ``keys`` and every null draw of ``draws``: d-dimensional draws generated once
+    for all the texts (one pass over them), or draws in each text's own span, text by
+    text."""
     if not texts or any(t.ndim != 2 or t.shape[0] == 0 for t in texts):
         raise ValueError("every text needs at least one sentence embedding, shape (n, dim)")
     bounds = np.cumsum([0, *(t.shape[0] for t in texts)])
@@ -83,16 +85,27 @@ def score_in_cells(
         own.append((evidence, statistic_values(evidence, statistic), sentence_scores(evidence)))
     null_values: list[list[np.ndarray]] = [[] for _ in texts]
     exceed = [np.zeros(s.shape, dtype=np.int64) for _, _, s in own]
-    groups = _groups(spans, _ROWS)
-    for block in draws.blocks():
-        for lo, hi, members in groups:
-            signed = block.signed(stacked[lo:hi])  # (B, rows, c)
-            for i in members:
-                a, b = spans[i]
-                evidence = cell_evidence(signed[:, a - lo : b - lo], kappa, use_tanh)
-                null_values[i].append(statistic_values(evidence, statistic))
-                scores = sentence_scores(evidence)  # (B, n)
-                exceed[i] += np.count_nonzero(scores[None] >= own[i][2][:, None] - _TIE, axis=1)
+
+    def tally(i: int, signed: np.ndarray) -> None:
+        """Text ``i``'s null statistics and sentence exceedances from a block of draws'
+        signed cosines (B, n, c)."""
+        evidence = cell_evidence(signed, kappa, use_tanh)
+        null_values[i].append(statistic_values(evidence, statistic))
+        scores = sentence_scores(evidence)  # (B, n)
+        exceed[i] += np.count_nonzero(scores[None] >= own[i][2][:, None] - _TIE, axis=1)
+
+    if isinstance(draws, ProjectedNullCells):
+        for i, text in enumerate(texts):
+            for signed in draws.signed(text):
+                tally(i, signed)
+    else:
+        groups = _groups(spans, _ROWS)
+        for block in draws.blocks():
+            for lo, hi, members in groups:
+                signed = block.signed(stacked[lo:hi])  # (B, rows, c)
+                for i in members:
+                    a, b = spans[i]
+                    tally(i, signed[:, a - lo : b - lo])
     return [
         CellScores(key_signed[:, a:b], evidence, values, np.concatenate(null_values[i]), exceed[i])
         for i, ((a, b), (evidence, values, _)) in enumerate(zip(spans, own, strict=True))

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from samark.sampling.base import SamplingParams
 from samark.schemes.base import SchemeConfig, check
 from samark.schemes.samark.key_material import check_cells
+from samark.schemes.samark.null_projection import NULL_DRAWS
 from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference
 from samark.schemes.samark.statistics import STATISTICS, Statistic
 
@@ -107,6 +108,12 @@ class SAMarkConfig(SchemeConfig):
     statistic: Statistic = "z"  # the paper's z, calibrated; chosen by measured power (README)
     n_null: int = 999
     null_seed: int = 0
+    # with keyed cells, the public null draws texts are detected against: "full"
+    # (d-dimensional cell sets), "projected" (their exact law in each text's span,
+    # samark.schemes.samark.null_projection: a 64-key ring in seconds), or None: what the
+    # key names ("projected" for a key written since 2026-11-28, "full" before). Another
+    # setting than the key's gives its texts other p-values (as exact): a research knob
+    null_draws: str | None = None
     alpha: float = 0.01
     # topic centring at detection (samark.schemes.samark.topic_centring): a reference
     # file built from the operator's own human text (``samark centring build``), or None
@@ -115,6 +122,10 @@ class SAMarkConfig(SchemeConfig):
 
     def __post_init__(self) -> None:
         check(self.channels >= 1, "channels must be >= 1")
+        check(
+            self.null_draws is None or self.null_draws in NULL_DRAWS,
+            f"null_draws must be one of {NULL_DRAWS} (or None: the key's)",
+        )
         if self.cells is not None:
             check_cells(self.cells)
         check(self.kappa > 0, "kappa must be > 0")

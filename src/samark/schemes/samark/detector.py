@@ -26,6 +26,7 @@ from samark.schemes.samark.cells import (
     text_signs,
 )
 from samark.schemes.samark.key_material import check_cells
+from samark.schemes.samark.null_projection import NULL_DRAWS, ProjectedNullCells
 from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     STATISTICS,
@@ -69,9 +70,12 @@ class SAMarkDetector:
         alpha: float = 0.01,
         centring: NeighbourCentring | None = None,
         cells: int = 0,
+        null_draws: str = "full",
     ) -> None:
         key.check_embedder(embedder.identity)
         check_cells(cells)
+        if null_draws not in NULL_DRAWS:
+            raise ValueError(f"null_draws must be one of {NULL_DRAWS}, got {null_draws!r}")
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
@@ -99,18 +103,25 @@ class SAMarkDetector:
         self._pivots = key.samark.pivots(embedder.dim, channels)
         self._law = key.samark.pivot_law(embedder.dim)
         self._cells = key_cells(key, embedder.dim, cells, channels) if cells else None
-        #: the null cell draws: held in memory up to HELD_NULL_CELLS, regenerated beyond
-        self.null_cell_draws = (
-            NullCellDraws(self._law, n_null, embedder.dim, cells, channels, null_seed)
-            if cells
-            else None
-        )
+        #: with cells, the null draws texts are scored against: "full" (held in memory up to
+        #: HELD_NULL_CELLS, regenerated beyond) or "projected" (drawn in each text's span);
+        #: static pivots have none ("full" then, whatever was asked)
+        self.null_draws = null_draws if cells else "full"
+        self.null_cell_draws: NullCellDraws | ProjectedNullCells | None = None
+        if cells and null_draws == "projected":
+            self.null_cell_draws = ProjectedNullCells(
+                self._law, n_null, embedder.dim, cells, channels, null_seed
+            )
+        elif cells:
+            self.null_cell_draws = NullCellDraws(
+                self._law, n_null, embedder.dim, cells, channels, null_seed
+            )
 
     def __repr__(self) -> str:
         return (
             f"SAMarkDetector(embedder={self.embedder.name!r}, channels={self.channels}, "
             f"kappa={self.kappa}, statistic={self.statistic!r}, n_null={self.n_null}"
-            + (f", cells={self.cells})" if self.cells else ")")
+            + (f", cells={self.cells}, null_draws={self.null_draws!r})" if self.cells else ")")
         )
 
     @property
@@ -133,7 +144,8 @@ class SAMarkDetector:
         near-tie among the null sets can move a p-value by one step of 1/(n_null+1)."""
         embedded = embed_sentences(self.embedder, texts)
         if self.null_cell_draws is not None and self.null_cell_draws.streamed:
-            # one pass over the null cell draws for all the texts, not one per text
+            # one pass over the null cell draws for all the texts, not one per text (draws
+            # in each text's span are "streamed" too: drawn per text, never held)
             return [None if p is None else p.detection(0) for p in ring_passes([self], embedded)]
         return [
             self.score_embeddings(emb, sentences) if sentences else None
@@ -149,6 +161,7 @@ class SAMarkDetector:
             and self.embedder.identity.fingerprint == other.embedder.identity.fingerprint
             and (self.channels, self.kappa, self.tanh_detection, self.statistic, self.cells)
             == (other.channels, other.kappa, other.tanh_detection, other.statistic, other.cells)
+            and self.null_draws == other.null_draws
             and (self.n_null, self.null_seed) == (other.n_null, other.null_seed)
             and _centring_id(self.centring) == _centring_id(other.centring)
         )

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from samark.errors import EmbedderMismatchError
+from samark.schemes.samark.null_projection import NULL_DRAWS
 from samark.schemes.samark.pivot_spaces import PivotSpace, load_pivot_space
 from samark.schemes.samark.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
 
@@ -30,10 +31,27 @@ FILE_VERSION_SPACE = 2
 #: versions 1-2 would detect that key's texts on static pivots and miss them, so it must
 #: refuse it); such a key may also draw in a pivot space
 FILE_VERSION_CELLS = 3
+#: the version of a key with cells that is detected with null draws in each text's span
+#: (``null_draws = "projected"``, :mod:`samark.schemes.samark.null_projection`): a samark
+#: that reads only versions 1-3 would give its texts other p-values (the full draws'), so it
+#: must refuse it
+FILE_VERSION_NULL_DRAWS = 4
 #: the keyed semantic cells of a new key's layered mark (``samark keygen``, ``new_key``):
 #: chosen by measurement (docs/results/2026-11-28-cells-64): 64 resist stealing far better
 #: than 16, at the same power within a text on the paper protocol
 DEFAULT_CELLS = 64
+#: the null draws a new key with cells is detected with: "projected", the full draws' exact
+#: law in each text's span, seconds for a 64-key ring instead of minutes
+#: (docs/results/2026-11-28-cost); keys written before keep "full"
+DEFAULT_NULL_DRAWS = "projected"
+
+
+def new_null_draws(cells: int, null_draws: str | None = None) -> str:
+    """The null draws a new key with ``cells`` names: ``null_draws`` if given, else the
+    default for keyed cells ("full" for static pivots, which have no cells to draw)."""
+    if null_draws is not None:
+        return null_draws
+    return DEFAULT_NULL_DRAWS if cells else "full"
 
 
 def check_cells(cells: object) -> int:
@@ -49,14 +67,22 @@ class PivotDraw:
     """Where a key's pivots are drawn (public): Haar-random away from ``avoid`` (rows; may
     have none) or, with ``space``, Haar-random in that pivot space; and ``cells``, the keyed
     semantic cells its layered mark (``samark-layered``) uses unless told otherwise (0:
-    the paper's static pivots). The paper's ``samark`` scheme ignores ``cells``."""
+    the paper's static pivots). The paper's ``samark`` scheme ignores ``cells``. With cells,
+    ``null_draws`` says which public null draws its texts are detected against: "full"
+    (every key written before 2026-11-28) or "projected" (their law in each text's span:
+    :mod:`samark.schemes.samark.null_projection`)."""
 
     avoid: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), repr=False)
     space: PivotSpace | None = None
     cells: int = 0
+    null_draws: str = "full"
 
     def __post_init__(self) -> None:
         check_cells(self.cells)
+        if self.null_draws not in NULL_DRAWS:
+            raise ValueError(f"null_draws must be one of {NULL_DRAWS}, got {self.null_draws!r}")
+        if self.null_draws != "full" and not self.cells:
+            raise ValueError("null_draws other than 'full' are for a key with keyed cells")
         avoid = np.asarray(self.avoid, dtype=np.float64)
         if avoid.size == 0:
             avoid = np.zeros((0, 0))
@@ -70,18 +96,22 @@ class PivotDraw:
             )
 
     @classmethod
-    def avoiding(cls, avoid: np.ndarray | None, cells: int = 0) -> PivotDraw:
+    def avoiding(
+        cls, avoid: np.ndarray | None, cells: int = 0, null_draws: str = "full"
+    ) -> PivotDraw:
         """Pivots orthogonal to the rows of ``avoid`` (``None``: anywhere)."""
-        return cls(np.zeros((0, 0)) if avoid is None else avoid, cells=cells)
+        return cls(np.zeros((0, 0)) if avoid is None else avoid, cells=cells, null_draws=null_draws)
 
     @classmethod
-    def in_space(cls, space: PivotSpace, cells: int = 0) -> PivotDraw:
-        return cls(space=space, cells=cells)
+    def in_space(cls, space: PivotSpace, cells: int = 0, null_draws: str = "full") -> PivotDraw:
+        return cls(space=space, cells=cells, null_draws=null_draws)
 
     @property
     def file_version(self) -> int:
         """The key file version a key with this draw is written as (the oldest that says
         all of it, so that older keys are written as they always were)."""
+        if self.null_draws != "full":
+            return FILE_VERSION_NULL_DRAWS
         if self.cells:
             return FILE_VERSION_CELLS
         return FILE_VERSION if self.space is None else FILE_VERSION_SPACE
@@ -93,8 +123,8 @@ class PivotDraw:
         return b"" if self.space is None else f"/space/{self.space.sha256}".encode()
 
     def to_record(self) -> dict[str, Any]:
-        """The key file's fields for the draw (``avoid`` always, ``space`` and ``cells``
-        if any)."""
+        """The key file's fields for the draw (``avoid`` always, ``space``, ``cells`` and
+        ``null_draws`` if any)."""
         record: dict[str, Any] = {
             "avoid": {
                 "rows": int(self.avoid.shape[0]),
@@ -106,6 +136,8 @@ class PivotDraw:
             record["space"] = self.space.to_record()
         if self.cells:
             record["cells"] = self.cells
+        if self.null_draws != "full":
+            record["null_draws"] = self.null_draws
         return record
 
     @classmethod
@@ -124,7 +156,7 @@ class PivotDraw:
                 str(space_rec["name"]), fingerprint=fingerprint, sha256=str(space_rec["sha256"])
             )
         avoid = flat.reshape(rows, dim) if rows else np.zeros((0, 0))
-        return cls(avoid, space, record.get("cells", 0))
+        return cls(avoid, space, record.get("cells", 0), str(record.get("null_draws", "full")))
 
 
 class SAMarkKeyMaterial:
@@ -152,9 +184,14 @@ class SAMarkKeyMaterial:
         """The keyed semantic cells the key's layered mark uses by default (0: static)."""
         return self.draw.cells
 
+    @property
+    def null_draws(self) -> str:
+        """The null draws the key's cells are detected against ("full" or "projected")."""
+        return self.draw.null_draws
+
     def __repr__(self) -> str:
         where = f"space={self.space.name!r}" if self.space else f"avoid={self.avoid.shape[0]}"
-        return f"SAMarkKeyMaterial({where}, cells={self.cells})"
+        return f"SAMarkKeyMaterial({where}, cells={self.cells}, null_draws={self.null_draws!r})"
 
     def __reduce__(self) -> None:  # type: ignore[override]
         raise TypeError("a key's SAMark material is not picklable; pass the key file path")

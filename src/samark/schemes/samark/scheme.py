@@ -64,6 +64,7 @@ class SAMark(SentenceLevelWatermark):
             null_seed=c.null_seed,
             alpha=c.alpha,
             cells=cells,
+            null_draws=key.samark.null_draws if c.null_draws is None else c.null_draws,
             centring=None
             if c.centring is None
             else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
