@@ -203,7 +203,7 @@ def test_cli_detect_with_cells(tmp_path) -> None:
     one = runner.invoke(app, ["detect", text, "--key", str(key), "--cells", "1"])
     assert one.exit_code == 2 and "--cells" in one.output
     kgw = runner.invoke(
-        app, ["detect", text, "--key", str(key), "--cells", "16", "--scheme", "kgw"]
+        app, ["detect", text, "--key", str(key), "--cells", "16", "--scheme", "kgw", "--any-scheme"]
     )
     assert kgw.exit_code == 2 and "SAMark" in kgw.output
 

@@ -6,8 +6,10 @@ import json
 import os
 import re
 import stat
+from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from samark.cli import app
@@ -29,7 +31,9 @@ def runner() -> CliRunner:
 @pytest.fixture(scope="module")
 def key_file(tmp_path_factory, runner):
     path = tmp_path_factory.mktemp("keys") / "test.key"
-    result = runner.invoke(app, ["keygen", str(path)])
+    # made for the paper's samark: these tests read its statistics (the default key,
+    # made for samark-layered, has its own tests)
+    result = runner.invoke(app, ["keygen", str(path), "--scheme", "samark"])
     assert result.exit_code == 0, result.output
     return path
 
@@ -48,14 +52,17 @@ def test_keygen_writes_private_file_and_shows_no_secret(key_file, runner, tmp_pa
 
 
 def test_keygen_names_the_layered_marks_cells(key_file, runner, tmp_path) -> None:
-    """A new key names 64 keyed cells for its layered mark (version 3); --cells 0 writes a
-    static key as samark always wrote them; a value no layout has exits 2, writing nothing."""
+    """A new key names its scheme, 64 keyed cells for its layered mark and their projected
+    null draws (version 4); --cells 0 writes a static key (no cells, no draws); a value no
+    layout has exits 2, writing nothing."""
     record = json.loads(key_file.read_text())
-    assert (record["version"], record["cells"]) == (3, 64)
+    assert (record["version"], record["cells"]) == (4, 64)
+    assert record["null_draws"] == "projected"
     static = runner.invoke(app, ["keygen", str(tmp_path / "s.key"), "--cells", "0"])
     assert static.exit_code == 0 and "static pivots" in static.stderr, static.output
     record = json.loads((tmp_path / "s.key").read_text())
-    assert record["version"] == 1 and "cells" not in record
+    assert record["version"] == 4 and "cells" not in record and "null_draws" not in record
+    assert record["scheme"] == "samark-layered"  # keygen's default scheme
     bad = runner.invoke(app, ["keygen", str(tmp_path / "b.key"), "--cells", "1"])
     assert bad.exit_code == 2 and "--cells" in bad.output
     assert not (tmp_path / "b.key").exists()
@@ -122,14 +129,52 @@ def test_detect_statistic_and_localisation(key_file, runner) -> None:
     assert json.loads(paper.stdout.splitlines()[0])["statistic"] == "z"
 
 
+def test_a_key_names_its_scheme_and_a_mismatch_is_refused(runner, tmp_path) -> None:
+    """keygen writes the scheme (samark-layered by default); detect uses it without
+    --scheme, refuses another naming the key's, and allows it with --any-scheme."""
+    path = tmp_path / "layered.key"
+    assert (
+        runner.invoke(app, ["keygen", str(path), "--embedder", "all-minilm-l6-v2"]).exit_code == 0
+    )
+    assert json.loads(path.read_text())["scheme"] == "samark-layered"
+    default = runner.invoke(app, ["detect", HUMAN, "--key", str(path)])
+    assert json.loads(default.stdout.splitlines()[0])["scheme"] == "samark-layered"
+    refused = runner.invoke(app, ["detect", HUMAN, "--key", str(path), "--scheme", "samark"])
+    assert refused.exit_code == 2 and "made for samark-layered, not samark" in refused.output
+    assert "--any-scheme" in refused.output
+    on_purpose = ["detect", HUMAN, "--key", str(path), "--scheme", "samark", "--any-scheme"]
+    assert json.loads(runner.invoke(app, on_purpose).stdout.splitlines()[0])["scheme"] == "samark"
+    bad = runner.invoke(app, ["keygen", str(tmp_path / "x.key"), "--scheme", "nope"])
+    assert bad.exit_code == 2 and "unknown scheme" in bad.output
+
+
+def test_older_key_files_default_to_what_they_were_made_for() -> None:
+    """A 16-cell key of 2026-11-27 (version 3, no scheme written) was made by keygen for
+    the layered mark; a version-1 key says nothing, and commands keep samark for it."""
+    from samark.cli.loading import resolve_scheme
+    from samark.keys import WatermarkKey
+
+    keys = Path(__file__).parent / "data" / "keys"
+    assert resolve_scheme(None, keys / "cells.key") == "samark-layered"
+    assert resolve_scheme(None, keys / "plain.key") == "samark"
+    assert resolve_scheme("kgw", keys / "plain.key") == "kgw"  # it names none: no refusal
+    with pytest.raises(typer.Exit):
+        resolve_scheme("samark", keys / "cells.key")
+    assert resolve_scheme("samark", keys / "cells.key", any_scheme=True) == "samark"
+    assert WatermarkKey.load(keys / "cells.key").made_for() == "samark-layered"
+    assert WatermarkKey.load(keys / "plain.key").made_for() is None
+
+
 def test_detect_with_the_layered_scheme(key_file, runner) -> None:
     """Both layers' p-values from the key file, with the tokenizer alone (no generator)."""
     out = runner.invoke(
-        app, ["detect", HUMAN, "--key", str(key_file), "--scheme", "samark-layered"]
+        app, ["detect", HUMAN, "--key", str(key_file), "--scheme", "samark-layered", "--any-scheme"]
     )
     assert out.exit_code in (0, 1), out.output
     record = json.loads(out.stdout.splitlines()[0])
-    assert record["scheme"] == "samark-layered" and record["statistic"] == "fisher(scan,green)"
+    assert (
+        record["scheme"] == "samark-layered"
+    )  # keygen's default scheme and record["statistic"] == "fisher(scan,green)"
     assert {"p_semantic", "p_token", "green_fraction"} <= set(record["details"])
     assert record["n_units"] == 4 and 0 < record["p_value"] <= 1
 
@@ -190,7 +235,7 @@ def test_dagger_is_asked_of_the_scheme_catalog(key_file, runner) -> None:
 
     assert scheme_info("samark").ablation == "samark-dagger"
     args = ["generate", "--text", "A prompt.", "--key", str(key_file), "--dagger"]
-    result = runner.invoke(app, [*args, "--scheme", "kgw"])
+    result = runner.invoke(app, [*args, "--scheme", "kgw", "--any-scheme"])
     assert result.exit_code == 2 and "kgw has none" in result.output
     assert "samark" in result.output
 
@@ -458,7 +503,17 @@ def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
         assert name in listed.output
     assert "token" in listed.output and "sentence" in listed.output
     prompt = "The city council met on Monday to discuss the new budget for schools."
-    args = ["generate", prompt, "--key", str(key_file), "--scheme", "kgw", "--sentences", "3"]
+    args = [
+        "generate",
+        prompt,
+        "--key",
+        str(key_file),
+        "--scheme",
+        "kgw",
+        "--any-scheme",
+        "--sentences",
+        "3",
+    ]
     made = runner.invoke(app, [*args, "--seed", "2", "--json"])
     assert made.exit_code == 0, made.output
     record = json.loads(made.stdout.splitlines()[-1])
@@ -467,25 +522,33 @@ def test_every_scheme_is_listed_and_token_schemes_run_from_the_key_file(
     assert secret not in made.output
     text = tmp_path / "kgw.txt"
     text.write_text(record["text"])
-    mine = runner.invoke(app, ["detect", str(text), "--key", str(key_file), "--scheme", "kgw"])
+    mine = runner.invoke(
+        app, ["detect", str(text), "--key", str(key_file), "--scheme", "kgw", "--any-scheme"]
+    )
     assert mine.exit_code == 0, mine.output
     found = json.loads(mine.stdout.splitlines()[0])
     assert found["unit"] == "token" and found["p_value"] < 0.01
     # another scheme's detector on the same text, and the same detector on human text
-    other = runner.invoke(app, ["detect", str(text), "--key", str(key_file), "--scheme", "synthid"])
+    other = runner.invoke(
+        app, ["detect", str(text), "--key", str(key_file), "--scheme", "synthid", "--any-scheme"]
+    )
     assert other.exit_code == 1 and json.loads(other.stdout.splitlines()[0])["p_value"] > 0.01
-    human = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--scheme", "kgw"])
+    human = runner.invoke(
+        app, ["detect", HUMAN, "--key", str(key_file), "--scheme", "kgw", "--any-scheme"]
+    )
     assert human.exit_code == 1
     # a JSONL file of records goes through the same detector, one line per record
     records = tmp_path / "r.jsonl"
     records.write_text(json.dumps({"text": record["text"]}) + "\n" + json.dumps({"t": 1}) + "\n")
-    lines = runner.invoke(app, ["detect", str(records), "--key", str(key_file), "--scheme", "kgw"])
+    lines = runner.invoke(
+        app, ["detect", str(records), "--key", str(key_file), "--scheme", "kgw", "--any-scheme"]
+    )
     rows = [json.loads(x) for x in lines.stdout.splitlines()]
     assert rows[0]["p_value"] < 0.01 and rows[1]["error"]
     for bad, message in (
         (["--scheme", "kgw2"], "unknown scheme"),
-        (["--scheme", "unwatermarked"], "no detector"),
-        (["--scheme", "kgw", "--statistic", "scan"], "SAMark's"),
+        (["--scheme", "unwatermarked", "--any-scheme"], "no detector"),
+        (["--scheme", "kgw", "--any-scheme", "--statistic", "scan"], "SAMark's"),
     ):
         refused = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), *bad])
         assert refused.exit_code == 2 and message in refused.output, refused.output
@@ -631,6 +694,7 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
     from samark.keys.keyring import Keyring
 
     key = ["--key", str(offline_key)]
+    kgw = ["--scheme", "kgw", "--any-scheme"]
     (tmp_path / "empty.txt").write_text(" \n")
     (tmp_path / "empty.jsonl").write_text("\n")
     (tmp_path / "bad.jsonl").write_text('{"text": "Fine. Good. Well."}\n\n{broken\n')
@@ -679,9 +743,9 @@ def test_arguments_and_files_are_checked_before_any_model_loads(tmp_path, offlin
          "--sentences (9) must not exceed --max-sentences (4)"),
         (["serve", *key, "--no-auth", "--statistic", "t"], "--statistic is one of z,"),
         (["serve", *key, "--no-auth", "--timeout", "0"], "--timeout must be more than 0"),
-        (["serve", *key, "--scheme", "kgw", "--engine", "vllm"], "kgw writes through"),
+        (["serve", *key, *kgw, "--engine", "vllm"], "kgw writes through"),
         (["serve", *key, "--no-auth", "--centring", "no.centring"], "no.centring does not exist"),
-        (["serve", *key, "--scheme", "kgw", "--centring", "few.jsonl"], "--centring is SAMark's"),
+        (["serve", *key, *kgw, "--centring", "few.jsonl"], "--centring is SAMark's"),
         (["detect", "Some text.", *key, "--centring", "no.centring"], "no.centring does not"),
         (["check-key", "cnn_dailymail", *key, "--centring", "no.c"], "no.c does not exist"),
         (["centring", "build", "few.jsonl", *key, "-o", "r.c"], "more than --neighbours (32)"),
@@ -797,11 +861,13 @@ def test_serve_refuses_what_it_cannot_serve(runner, key_file) -> None:
     """Any scheme with a key is served; one without, or a token scheme with an upstream
     (which only draws SAMark's candidates), is a clear error before anything loads."""
     common = ["serve", "--key", str(key_file), "--no-auth"]
-    out = runner.invoke(app, [*common, "--scheme", "kgw", "--upstream", "http://127.0.0.1:9/v1#m"])
+    out = runner.invoke(
+        app, [*common, "--scheme", "kgw", "--any-scheme", "--upstream", "http://127.0.0.1:9/v1#m"]
+    )
     said = " ".join(out.output.split())
     assert out.exit_code == 2 and "kgw writes through transformers, not openai" in said, said
     assert "--upstream is deprecated: use --engine" in said  # the former name still works
-    out = runner.invoke(app, [*common, "--scheme", "unwatermarked"])
+    out = runner.invoke(app, [*common, "--scheme", "unwatermarked", "--any-scheme"])
     assert out.exit_code == 2 and "no key" in out.output, out.output
 
 

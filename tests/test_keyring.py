@@ -409,7 +409,10 @@ def test_keyring_commands(tmp_path, pool, minilm) -> None:
     assert refused.exit_code == 2 and "one embedder" in refused.output
 
     text = _marked_text(pool, Keyring.load(ring).key("key-01"), minilm.dim, 3)
-    found = runner.invoke(app, ["detect", text, "--keyring", str(ring)])
+    # the text leans on the keys' static pivots: read as samark (the ring's keys name cells,
+    # so they were made for samark-layered: another scheme is asked for on purpose)
+    as_samark = ["--scheme", "samark", "--any-scheme"]
+    found = runner.invoke(app, ["detect", text, "--keyring", str(ring), *as_samark])
     result = json.loads(found.stdout.splitlines()[0])
     assert found.exit_code == 0, found.output
     assert result["key_label"] == "key-01" and result["payload"] == 1
@@ -444,6 +447,8 @@ def test_a_rings_keys_share_their_cells(tmp_path) -> None:
     for ring, cells in ((plain, DEFAULT_CELLS), (flagged, 0)):
         opened = Keyring.load(ring)
         assert [opened.key(label).samark.cells for label in opened.labels()] == [cells, cells]
+        draws = "projected" if cells else "full"  # a key added later takes the ring's draws
+        assert [opened.key(x).samark.null_draws for x in opened.labels()] == [draws, draws]
     both = runner.invoke(
         app, ["keyring", "new", str(tmp_path / "both"), "--flag-bits", "1", "--cells", "16"]
     )

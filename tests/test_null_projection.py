@@ -190,7 +190,8 @@ def test_the_detector_follows_the_key_and_a_config_may_override(minilm) -> None:
     from samark.schemes import create_scheme
 
     key = WatermarkKey(bytes([7]) * 32, minilm.identity, PivotDraw.avoiding(None, 8, "projected"))
-    scheme = create_scheme("samark-layered", key=key, embedder=minilm)
+    scheme = create_scheme(key=key, embedder=minilm)  # the scheme a key with cells is for
+    assert scheme.name == "samark-layered"
     assert scheme.detector.null_draws == "projected"  # type: ignore[attr-defined]
     full = create_scheme("samark-layered", key=key, embedder=minilm, null_draws="full")
     assert full.detector.null_draws == "full"  # type: ignore[attr-defined]

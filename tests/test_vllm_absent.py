@@ -46,8 +46,14 @@ def test_serve_refuses_an_engine_the_scheme_cannot_write_through(tmp_path, minil
     key = tmp_path / "serve.key"
     WatermarkKey(b"k" * 32, minilm.identity).save(key)
     for args, message in (
-        (["--scheme", "kgw", "--engine", "vllm"], "kgw writes through transformers"),
-        (["--scheme", "vllm-gumbel", "--engine", "transformers"], "vllm-gumbel writes through"),
+        (
+            ["--scheme", "kgw", "--any-scheme", "--engine", "vllm"],
+            "kgw writes through transformers",
+        ),
+        (
+            ["--scheme", "vllm-gumbel", "--any-scheme", "--engine", "transformers"],
+            "vllm-gumbel writes through",
+        ),
         (["--engine", "tpu"], "unknown engine 'tpu'; known: openai, transformers, vllm"),
         (["--engine", "vllm", "--upstream", "http://127.0.0.1:9/v1#m"], "give --engine only"),
     ):

@@ -137,12 +137,14 @@ def new_key(
     domains: Sequence[str] | None = None,
     cells: int | None = None,
     null_draws: str | None = None,
+    scheme: str | None = None,
 ) -> WatermarkKey:
     """A fresh secret key for ``embedder`` whose pivots avoid the mean directions of
     ``domains`` (default ``AVOIDED_DOMAINS``), naming ``cells`` keyed semantic cells for its
     layered mark (default ``DEFAULT_CELLS``, 64; 0: the paper's static pivots), detected
     against ``null_draws`` (default: ``DEFAULT_NULL_DRAWS`` with cells; "full" matches the
-    keys of a ring written before 2026-11-28)."""
+    keys of a ring written before 2026-11-28), made for ``scheme`` (written in the key file;
+    None: a key that names none, read as made for samark-layered where it has cells)."""
     # SAMark's package imports this module (its detector embeds), so its key part is
     # imported here rather than when this module loads
     from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw, new_null_draws
@@ -153,6 +155,7 @@ def new_key(
         PivotDraw.avoiding(
             embedder.reference_directions(domains), cells, new_null_draws(cells, null_draws)
         ),
+        scheme,
     )
 
 

@@ -34,6 +34,7 @@ from samark.cli.common import (
 )
 from samark.cli.loading import (
     COMMAND_STATISTIC,
+    AnySchemeOption,
     CentringOption,
     KeyringOption,
     SchemeOption,
@@ -43,6 +44,7 @@ from samark.cli.loading import (
     load_other_scheme,
     load_ring_detector,
     load_scheme,
+    resolve_scheme,
 )
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
@@ -98,7 +100,8 @@ def detect(
     out_dir: Annotated[
         Path | None, typer.Option("--out", "-o", help="Output folder of --ray (Parquet).")
     ] = None,
-    scheme_name: SchemeOption = "samark",
+    scheme_name: SchemeOption = None,
+    any_scheme: AnySchemeOption = False,
     keyring: KeyringOption = None,
     at: Annotated[
         str | None,
@@ -129,6 +132,7 @@ def detect(
     is an error, unless --text says it is the text. With --record, each sentence's
     provenance too: served, a paraphrase of a served sentence, or not served
     (docs/provenance.md)."""
+    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
     if (chunk is not None and chunk < 1) or (ray is not None and ray < 1):
         raise fail("--chunk and --ray must be >= 1")
     if not 0 < alpha < 1:
@@ -437,7 +441,8 @@ def check_key(
         str | None,
         typer.Option(help="SAMark's test statistic: scan (default), z or alignment."),
     ] = None,
-    scheme_name: SchemeOption = "samark",
+    scheme_name: SchemeOption = None,
+    any_scheme: AnySchemeOption = False,
     keyring: KeyringOption = None,
     centring: CentringOption = None,
 ) -> None:
@@ -449,6 +454,7 @@ def check_key(
     texts. Exits 0 if each count of p < alpha is within the 99.9% binomial bound and the
     p-values are not below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a
     record that cannot be read or has no text field, named by its line; too few texts)."""
+    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
     from samark.detection.key_check import MIN_TEXTS
 
     if sentences < 0:

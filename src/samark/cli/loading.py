@@ -125,13 +125,75 @@ def schemes_that(capability: str) -> list[str]:
 
 
 SchemeOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--scheme",
         help="Watermarking scheme (`samark schemes list`); its key derives from the key file. "
-        "The SAMark options apply to samark, samark-dagger and samark-layered only.",
+        "Default: the scheme the key was made for (samark for an older key that names none); "
+        "another is refused unless --any-scheme. The SAMark options apply to samark, "
+        "samark-dagger and samark-layered only.",
+        show_default=False,
     ),
 ]
+
+AnySchemeOption = Annotated[
+    bool,
+    typer.Option(
+        "--any-scheme",
+        help="Research: use the key with a --scheme it was not made for (its texts are then "
+        "read as another scheme's).",
+    ),
+]
+
+#: the scheme of a key that names none (keys written before keys named their scheme)
+OLDER_KEYS_SCHEME = "samark"
+
+
+def resolve_scheme(
+    scheme: str | None,
+    key: Path | None = None,
+    keyring: Path | None = None,
+    *,
+    any_scheme: bool = False,
+) -> str:
+    """The scheme a command marks or detects with: ``scheme`` if given, else the one the
+    key (or the ring's keys) was made for, else ``samark``. A ``scheme`` the key was not
+    made for is refused, naming the key's, unless ``any_scheme``. A key file that cannot be
+    read is left for the command to report."""
+    made_for = _made_for(key, keyring)
+    if scheme is None:
+        return made_for or OLDER_KEYS_SCHEME
+    if made_for is not None and scheme != made_for and not any_scheme:
+        where = (
+            f"the keyring {keyring}'s keys were" if keyring is not None else f"the key {key} was"
+        )
+        raise fail(
+            f"{where} made for {made_for}, not {scheme}: detecting its texts as {scheme} would "
+            f"not find them. Leave --scheme out (the key's is used), or add --any-scheme to "
+            f"use it for {scheme} on purpose"
+        )
+    return scheme
+
+
+def _made_for(key: Path | None, keyring: Path | None) -> str | None:
+    from samark.keys import WatermarkKey
+    from samark.keys.keyring import Keyring
+
+    try:
+        if keyring is not None:
+            ring = Keyring.load(keyring)
+            schemes = {ring.key(e.label).made_for() for e in ring.entries}
+            if len(schemes) > 1:
+                names = ", ".join(sorted(str(s) for s in schemes))
+                raise fail(
+                    f"the keyring {keyring}'s keys were made for different schemes ({names})"
+                )
+            return next(iter(schemes), None)
+        if key is not None and key.is_file():
+            return WatermarkKey.load(key).made_for()
+    except SamarkError:
+        return None  # the command reports an unreadable key or ring as it always has
+    return None
 
 
 def load_other_scheme(name: str, key: Path, **params: Any) -> Watermark:

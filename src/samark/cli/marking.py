@@ -25,6 +25,7 @@ from samark.cli.common import (
     sentence_progress,
 )
 from samark.cli.loading import (
+    AnySchemeOption,
     DeprecatedEngineOption,
     EngineOption,
     KeyringOption,
@@ -33,6 +34,7 @@ from samark.cli.loading import (
     chosen_engine,
     load_other_scheme,
     load_scheme,
+    resolve_scheme,
     ring_key_file,
     scheme_engine,
     schemes_that,
@@ -59,23 +61,35 @@ def keygen(
             "paper's static pivots). The paper's samark scheme ignores them."
         ),
     ] = DEFAULT_CELLS,
+    scheme_name: Annotated[
+        str,
+        typer.Option(
+            "--scheme",
+            help="The scheme the key is made for (written in the key file): generate, detect, "
+            "serve and page use it unless told otherwise.",
+        ),
+    ] = "samark-layered",
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
     check_new_file(output, "key file", force=force)
+    from samark.schemes import scheme_names
+
+    if scheme_name not in scheme_names():
+        raise fail(f"unknown scheme {scheme_name!r}; choose one of: {', '.join(scheme_names())}")
     check_embedder_name(embedder)
     check_cells(cells, "samark-layered", True)
     from samark.embed import load_embedder, new_key
 
     try:
         emb = load_embedder(embedder)
-        key = new_key(emb, cells=cells)
+        key = new_key(emb, cells=cells, scheme=scheme_name)
         key.save(output, overwrite=force)
     except SamarkError as exc:
         raise fail(str(exc)) from None
     layout = f"{cells} keyed semantic cells" if cells else "static pivots"
     err.print(
-        f"wrote key {key.key_id} for embedder {emb.name} to {output} (mode 0600; its layered "
-        f"mark uses {layout})"
+        f"wrote key {key.key_id} for {scheme_name} and embedder {emb.name} to {output} (mode "
+        f"0600; its layered mark uses {layout})"
     )
     if key.samark.avoid.size == 0:
         err.print(
@@ -103,7 +117,8 @@ def generate(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
     ] = False,
-    scheme_name: SchemeOption = "samark",
+    scheme_name: SchemeOption = None,
+    any_scheme: AnySchemeOption = False,
     keyring: KeyringOption = None,
     label: Annotated[
         str | None, typer.Option(help="With --keyring: mark with this key (a deployment).")
@@ -134,6 +149,7 @@ def generate(
     extension such as .txt) but names none is an error, unless --text says it is the
     prompt. With --record, the generated sentences are recorded under a fresh request id
     (docs/provenance.md)."""
+    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
     require_positive(sentences=sentences, candidates=candidates)
     engine = chosen_engine(engine, sampler=sampler)
     written_by = scheme_engine(scheme_name, engine)

@@ -19,12 +19,14 @@ import typer
 from samark.cli.app import app
 from samark.cli.common import KeyOption, err, fail
 from samark.cli.loading import (
+    AnySchemeOption,
     CentringOption,
     SchemeOption,
     can,
     centring_fields,
     load_other_scheme,
     load_scheme,
+    resolve_scheme,
 )
 from samark.cli.record import RecordOption, check_record_url, open_record
 
@@ -32,7 +34,8 @@ from samark.cli.record import RecordOption, check_record_url, open_record
 @app.command()
 def page(
     key: KeyOption = Path("samark.key"),
-    scheme_name: SchemeOption = "samark",
+    scheme_name: SchemeOption = None,
+    any_scheme: AnySchemeOption = False,
     centring: CentringOption = None,
     alpha: Annotated[float, typer.Option(help="Significance level of the decision.")] = 0.01,
     record_url: RecordOption = None,
@@ -48,6 +51,7 @@ def page(
 
     It listens on 127.0.0.1 only, with a token made for this run in the address it opens (in the
     part after '#', which a browser never sends anywhere). Ctrl-C stops it."""
+    scheme_name = resolve_scheme(scheme_name, key, None, any_scheme=any_scheme)
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
     if centring is not None and not can(scheme_name, "statistics"):

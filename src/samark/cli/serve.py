@@ -11,6 +11,7 @@ import typer
 from samark.cli.app import app
 from samark.cli.common import CellsOption, KeyOption, check_cells, err, fail, load_key
 from samark.cli.loading import (
+    AnySchemeOption,
     CentringOption,
     DeprecatedEngineOption,
     EngineOption,
@@ -18,6 +19,7 @@ from samark.cli.loading import (
     can,
     centring_fields,
     chosen_engine,
+    resolve_scheme,
     scheme_engine,
 )
 from samark.cli.record import RecordOption, check_record_options
@@ -78,7 +80,8 @@ def serve(
         ),
     ] = 1800.0,  # ServeSettings.request_timeout_s's default (samark.serving: the extra)
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
-    scheme_name: SchemeOption = "samark",
+    scheme_name: SchemeOption = None,
+    any_scheme: AnySchemeOption = False,
     keyring: Annotated[
         Path | None,
         typer.Option(
@@ -126,6 +129,7 @@ def serve(
     SAMark's family's. With --record, every served sentence is recorded before it is sent and an
     admin's detection with details reports each sentence's provenance (docs/provenance.md).
     The server is samark.serving.create_app (docs/serving.md)."""
+    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
     engine = chosen_engine(engine, upstream=upstream)
     scheme_engine(scheme_name, engine)  # an engine the scheme cannot write through: named now
     if centring is not None and not can(scheme_name, "statistics"):

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 KEY_FORMAT = "samark-key"
 #: the key file versions this samark reads (SAMark's part says which one a key is written
 #: as: 2 for pivots in a pivot space, 3 for a key that names its layered mark's cells, 4
-#: for one whose cells are detected against null draws in each text's span)
+#: for one that names the scheme it was made for or its cells' null draws)
 KEY_VERSIONS = (1, 2, 3, 4)
+#: the version of a key that names its scheme or its cells' null draws
+FILE_VERSION_SCHEME = 4
 SECRET_BYTES = 32
 _ID_DOMAIN = b"samark/key-id/v1"
 
@@ -61,27 +63,49 @@ class WatermarkKey:
 
     ``samark`` (a :class:`~samark.schemes.samark.key_material.PivotDraw`) says where
     SAMark's pivots are drawn: away from avoided directions or in a pivot space; ``None``
-    draws them anywhere. Other schemes ignore it."""
+    draws them anywhere. Other schemes ignore it. ``scheme`` is the scheme the key was made
+    for (``samark keygen --scheme``; public, in the key file): commands mark and detect with
+    it unless told otherwise (:meth:`made_for`)."""
 
-    __slots__ = ("_draw", "_secret", "embedder")
+    __slots__ = ("_draw", "_secret", "embedder", "scheme")
 
     def __init__(
-        self, secret: bytes, embedder: EmbedderIdentity, samark: PivotDraw | None = None
+        self,
+        secret: bytes,
+        embedder: EmbedderIdentity,
+        samark: PivotDraw | None = None,
+        scheme: str | None = None,
     ) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise KeyFileError("a key secret must be at least 16 bytes")
+        if scheme is not None and (not isinstance(scheme, str) or not scheme):
+            raise KeyFileError("a key's scheme is a scheme name")
         self._secret = secret
         self.embedder = embedder
         self._draw = _pivot_draw()() if samark is None else samark
+        self.scheme = scheme
 
     @classmethod
-    def generate(cls, embedder: EmbedderIdentity, samark: PivotDraw | None = None) -> WatermarkKey:
-        return cls(secrets.token_bytes(SECRET_BYTES), embedder, samark)
+    def generate(
+        cls,
+        embedder: EmbedderIdentity,
+        samark: PivotDraw | None = None,
+        scheme: str | None = None,
+    ) -> WatermarkKey:
+        return cls(secrets.token_bytes(SECRET_BYTES), embedder, samark, scheme)
 
     def with_samark(self, samark: PivotDraw) -> WatermarkKey:
         """The same secret drawing SAMark's pivots as ``samark`` says (a pivot space gives
         another key id: the pivots differ)."""
-        return WatermarkKey(self._secret, self.embedder, samark)
+        return WatermarkKey(self._secret, self.embedder, samark, self.scheme)
+
+    def made_for(self) -> str | None:
+        """The scheme this key was made for: the one it names; else ``samark-layered`` for
+        a key that names keyed cells (keygen wrote those for the layered mark alone, before
+        keys named their scheme); else None (an older key: it says nothing)."""
+        if self.scheme is not None:
+            return self.scheme
+        return "samark-layered" if self._draw.cells else None
 
     @property
     def samark(self) -> SAMarkKeyMaterial:
@@ -127,11 +151,12 @@ class WatermarkKey:
         path = Path(path)
         record: dict[str, object] = {
             "format": KEY_FORMAT,
-            "version": self._draw.file_version,
+            "version": FILE_VERSION_SCHEME if self.scheme else self._draw.file_version,
             "key_id": self.key_id,
             "secret": base64.b64encode(self._secret).decode("ascii"),
             "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
             **self._draw.to_record(),
+            **({"scheme": self.scheme} if self.scheme else {}),
         }
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
@@ -172,18 +197,22 @@ class WatermarkKey:
             )
         if version in (1, 2) and (version == 2) != ("space" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and space disagree)")
-        if (version in (3, 4)) != ("cells" in record):
+        if (version == 3 and "cells" not in record) or (version in (1, 2) and "cells" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and cells disagree)")
-        if (version == 4) != ("null_draws" in record):
+        if version != 4 and ("null_draws" in record or "scheme" in record):
             raise KeyFileError(
-                f"{path} is a damaged samark key file (version and null draws disagree)"
+                f"{path} is a damaged samark key file (version {version} names no scheme or "
+                "null draws)"
             )
         try:
             secret = base64.b64decode(record["secret"], validate=True)
             emb = record["embedder"]
             embedder = EmbedderIdentity(name=str(emb["name"]), fingerprint=str(emb["fingerprint"]))
             draw = _pivot_draw().from_record(record, fingerprint=embedder.fingerprint)
-            key = cls(secret, embedder, draw)
+            scheme = record.get("scheme")
+            if scheme is not None and not isinstance(scheme, str):
+                raise TypeError("scheme")
+            key = cls(secret, embedder, draw, scheme)
         except UnknownPivotSpaceError as exc:
             raise KeyFileError(f"{path}: {exc}") from None
         except (KeyError, TypeError, ValueError):

@@ -352,9 +352,16 @@ def scheme_revision(name: str) -> int:
     return scheme_info(name).revision
 
 
-def create_scheme(name: str, *, shared: SharedResources | None = None, **kwargs: Any) -> Watermark:
+def create_scheme(
+    name: str | None = None, *, shared: SharedResources | None = None, **kwargs: Any
+) -> Watermark:
     """Build scheme ``name`` with ``key=...`` and its parameters; ``shared`` hands over the
-    models the caller already holds."""
+    models the caller already holds. Without ``name``, the scheme the key was made for
+    (``WatermarkKey.made_for``; ``samark`` for an older key that names none)."""
+    if name is None:
+        key = kwargs.get("key")
+        made_for = key.made_for() if key is not None else None
+        name = made_for or "samark"
     return SCHEMES.get(name)(shared=shared, **kwargs)
 
 

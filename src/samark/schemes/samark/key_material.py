@@ -34,7 +34,7 @@ FILE_VERSION_CELLS = 3
 #: the version of a key with cells that is detected with null draws in each text's span
 #: (``null_draws = "projected"``, :mod:`samark.schemes.samark.null_projection`): a samark
 #: that reads only versions 1-3 would give its texts other p-values (the full draws'), so it
-#: must refuse it
+#: must refuse it (a key that names its scheme is version 4 too: ``samark.keys``)
 FILE_VERSION_NULL_DRAWS = 4
 #: the keyed semantic cells of a new key's layered mark (``samark keygen``, ``new_key``):
 #: chosen by measurement (docs/results/2026-11-28-cells-64): 64 resist stealing far better
