@@ -1,11 +1,15 @@
 """Batch detection against its floor, raw sentence embedding, on the same texts.
 
-Prints texts/s and sentences/s for: the raw embedding of every sentence (one encode call),
+Detects with the scheme a new key is made for (samark-layered, 64 keyed cells, the
+commands' scan statistic) under ``--null-draws`` (a new key's "projected", or "full" as keys
+written before 2026-11-28 are detected), or with ``--scheme samark`` the paper's static
+pivots. Prints texts/s and sentences/s for: the raw embedding of every sentence (one encode call),
 ``detect`` one text at a time, ``detect_many`` in chunks (what ``samark detect FILE``
 does), the CLI end to end on a JSONL file, and ``samark detect --ray W`` (a local Ray
 instance with W workers), with each as a ratio of the raw embedding.
 
     python benchmarks/detect_throughput.py --texts 200 --threads 1 --ray 2
+    python benchmarks/detect_throughput.py --texts 100 --null-draws full   # before 2026-11-28
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process")
     ap.add_argument("--ray", type=int, default=0, help="Ray workers (0: skip)")
+    ap.add_argument("--scheme", default="samark-layered")
+    ap.add_argument("--null-draws", choices=["full", "projected"], default="projected")
     args = ap.parse_args()
 
     import torch
@@ -36,19 +42,20 @@ def main() -> None:
     from samark.datasets import human_windows, load_dataset
     from samark.embed import load_embedder, new_key
     from samark.models import DEFAULT_EMBEDDER
-    from samark.schemes.samark.detector import SAMarkDetector
+    from samark.schemes import create_scheme
     from samark.segment import split_sentences
 
     docs = load_dataset("cnn_dailymail")
     texts = [d.text for d in human_windows(docs, sentences=args.sentences, count=args.texts)]
     n_sent = sum(len(split_sentences(t)) for t in texts)
     embedder = load_embedder(DEFAULT_EMBEDDER)
-    key = new_key(embedder)
-    detector = SAMarkDetector(key, embedder)
+    key = new_key(embedder, null_draws=args.null_draws, scheme=args.scheme)
+    detector = create_scheme(key=key, embedder=embedder, statistic="scan")
     detector.detect(texts[0])  # warm: null pivots, model
     print(
-        f"{len(texts)} CNN texts, {n_sent} sentences, {DEFAULT_EMBEDDER}, {args.threads} "
-        f"torch thread(s), {os.cpu_count()} CPUs"
+        f"{len(texts)} CNN texts, {n_sent} sentences, {args.scheme} ({key.samark.cells} cells, "
+        f"{args.null_draws} null draws), {DEFAULT_EMBEDDER}, {args.threads} torch thread(s), "
+        f"{os.cpu_count()} CPUs"
     )
 
     def row(label: str, seconds: float, base: float | None = None) -> None:

@@ -19,6 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
+from samark.errors import SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.provenance.entries import RecordEntry, utc_now
 from samark.provenance.normalise import normalise
@@ -86,6 +87,15 @@ class ProvenanceRecord:
     @property
     def key_id(self) -> str:
         return self._record_key.key_id
+
+    def reachable(self) -> bool:
+        """Whether the record answers now: one indexed lookup of a digest no sentence has
+        (a readiness probe; no row is read, nothing is written)."""
+        try:
+            self.store.lookup([bytes(32)])
+        except SamarkError:
+            return False
+        return True
 
     def record(
         self,

@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -80,6 +81,19 @@ def check_url(url: str) -> None:
     sqlite_path(url)
 
 
+def _create_private(path: Path) -> None:
+    """Make a new record file readable by its owner alone (0600), before SQLite opens it:
+    the record is personal data (what was served, to whom). SQLite gives its WAL and shared
+    memory files the database file's permissions. An existing file is left as it is."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise ProvenanceError(f"cannot create the record {path}: {exc.strerror}") from None
+    os.close(fd)
+
+
 def open_sqlite(url: str, binding: StoreBinding | None) -> SqliteStore:
     return SqliteStore(url, binding)
 
@@ -97,6 +111,7 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._keyed = binding is not None
         self._closed = False
+        _create_private(self.path)
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False

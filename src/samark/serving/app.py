@@ -5,9 +5,10 @@ size limit and Prometheus metrics.
 
 Routes: ``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI's shapes, SSE
 streaming one sentence per event), ``POST /v1/detect``, ``GET /v1/models``, ``GET /healthz``,
-``GET /metrics`` and the detection page at ``GET /`` (:mod:`samark.serving.page`).
+``GET /readyz``, ``GET /metrics`` and the detection page at ``GET /`` (:mod:`samark.serving.page`).
 """
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
@@ -74,7 +75,11 @@ def scheme_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # the models load and warm beside the running server: /healthz answers at once,
+        # /readyz once they are warm
+        warming = asyncio.get_running_loop().run_in_executor(None, worker.warm)
         yield
+        warming.cancel()
         worker.close()
         if on_close is not None:
             on_close()

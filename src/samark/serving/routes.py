@@ -4,11 +4,12 @@ detection, and operations (health, metrics, models)."""
 
 # no ``from __future__ import annotations``: FastAPI reads the routes' annotations at run
 # time, and the ``Authorized`` dependency is local to each router.
+import asyncio
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from samark.serving.access import Caller, DetectBudget
 from samark.serving.errors import ApiError
@@ -153,6 +154,13 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                 403, "localisation (details) needs an admin token", "permission_error", "admin"
             )
         texts = [req.text] if req.text is not None else list(req.texts or [])
+        if not texts:
+            raise ApiError(
+                400,
+                "'texts' is empty: give at least one text",
+                "invalid_request_error",
+                "empty_batch",
+            )
         if len(texts) > settings.max_batch:
             raise ApiError(
                 413,
@@ -186,7 +194,8 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
 
 
 def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
-    """``GET /healthz`` and ``GET /metrics`` (open), ``GET /v1/models`` (authorized)."""
+    """``GET /healthz`` (alive), ``GET /readyz`` (ready to answer: models warm, record
+    reachable) and ``GET /metrics`` (open), ``GET /v1/models`` (authorized)."""
     router = APIRouter()
     Authorized = Annotated[Caller, Depends(caller)]
     scheme = worker.scheme
@@ -200,6 +209,13 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
             "scheme": scheme.name,
             "embedder": None if embedder is None else embedder.name,
         }
+
+    @router.get("/readyz", response_model=None)
+    async def readyz() -> dict[str, Any] | JSONResponse:
+        # the record probe may wait on a database: off the event loop
+        state = await asyncio.get_running_loop().run_in_executor(None, worker.readiness)
+        body = {"status": "ready" if state["ready"] else "not_ready", **state}
+        return body if state["ready"] else JSONResponse(body, status_code=503)
 
     @router.get("/metrics")
     async def metrics_route() -> Response:

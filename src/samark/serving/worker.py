@@ -76,6 +76,38 @@ class Worker:
             settings.concurrent_generations, thread_name_prefix="samark-generate"
         )
         self._detection_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-detect")
+        #: set once :meth:`warm` has loaded the models (``/readyz``)
+        self.warmed = threading.Event()
+        #: why warming failed, if it did (the server then never reports ready)
+        self.warm_error: str | None = None
+
+    def warm(self) -> None:
+        """Load what a first request would otherwise load: the engine (the generator, for
+        a scheme that writes with one) and, with one detection of a short text, the
+        embedder, the tokenizer and the null draws. Sets :attr:`warmed`; a failure is
+        logged and kept in :attr:`warm_error` (readiness says so), never raised."""
+        try:
+            _ = self.scheme.engine
+            if self.keys.ring is not None:
+                _detect_ring(self.keys.ring, [_WARM_TEXT], False)
+            else:
+                _detect_with(self.scheme, [_WARM_TEXT], False)
+        except Exception as exc:
+            self.warm_error = f"{type(exc).__name__}: {exc}"
+            log.error("warming the models failed: %s", self.warm_error)
+            return
+        self.warmed.set()
+
+    def readiness(self) -> dict[str, Any]:
+        """Whether the server can answer now: the models loaded and warm, and the record
+        (if any) reachable. ``ready`` is their conjunction; ``checks`` each one."""
+        checks: dict[str, bool] = {"models": self.warmed.is_set()}
+        if self.record is not None:
+            checks["record"] = self.record.reachable()
+        out: dict[str, Any] = {"ready": all(checks.values()), "checks": checks}
+        if self.warm_error is not None:
+            out["error"] = "the models failed to load; see the server's log"
+        return out
 
     def close(self) -> None:
         """Drop queued work (running work ends at its next check)."""
@@ -329,6 +361,10 @@ class Worker:
         except TimeoutError:
             cancelled.set()
             raise timeout_error(self.settings.request_timeout_s) from None
+
+
+#: what :meth:`Worker.warm` detects: two short sentences
+_WARM_TEXT = "The server is starting. This text warms its models."
 
 
 class _Served:

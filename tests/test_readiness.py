@@ -1,0 +1,93 @@
+"""Ready means ready (issue 56): ``/readyz`` answers 503 until the models are loaded and
+warm and while the record cannot be read, ``/healthz`` stays the liveness probe; a new
+record file is readable by its owner alone; an empty batch is an error with a code."""
+
+from __future__ import annotations
+
+import json
+import stat
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="`samark serve` needs samark[server]")
+pytest.importorskip("uvicorn", reason="`samark serve` needs samark[server]")
+
+from samark.serving import ServeSettings, scheme_app
+from samark.serving.worker import Worker
+
+USER = "user-token-0123456789abcdef"
+
+
+def _call(base: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{base}{path}", data=data)
+    request.add_header("authorization", f"Bearer {USER}")
+    request.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.fixture(scope="module")
+def kgw(mpnet_key):
+    from samark.schemes import create_scheme
+
+    return create_scheme("kgw", key=mpnet_key)
+
+
+def test_readiness_waits_for_warm_models_and_a_readable_record(kgw, mpnet, tmp_path) -> None:
+    from samark.provenance import ProvenanceRecord
+    from samark.schemes import create_scheme
+
+    record = ProvenanceRecord.open(f"sqlite:///{tmp_path / 'served.db'}", kgw.key, mpnet)
+    # a new record file is personal data: owner-only, as the key file is
+    assert stat.S_IMODE((tmp_path / "served.db").stat().st_mode) == 0o600
+    scheme = create_scheme("kgw", key=kgw.key)
+    worker = Worker(scheme, ServeSettings(tokens=frozenset({USER})), record=record)
+    state = worker.readiness()
+    assert state == {"ready": False, "checks": {"models": False, "record": True}}
+    worker.warm()
+    assert worker.readiness() == {"ready": True, "checks": {"models": True, "record": True}}
+    record.close()  # the record can no longer be read: not ready
+    assert worker.readiness()["checks"]["record"] is False
+    assert worker.readiness()["ready"] is False
+    worker.close()
+
+
+def test_readyz_turns_ready_once_warm_and_an_empty_batch_is_refused(kgw, served_app) -> None:
+    settings = ServeSettings(tokens=frozenset({USER}))
+    with served_app(scheme_app(kgw, settings)) as base:
+        status, alive = _call(base, "/healthz")
+        assert status == 200 and alive["status"] == "ok"  # liveness answers at once
+        deadline = time.monotonic() + 300
+        while True:
+            status, ready = _call(base, "/readyz")
+            if status == 200 or time.monotonic() > deadline:
+                break
+            assert status == 503 and ready["status"] == "not_ready", ready
+            time.sleep(0.5)
+        assert status == 200 and ready == {
+            "status": "ready",
+            "ready": True,
+            "checks": {"models": True},
+        }
+        status, body = _call(base, "/v1/detect", {"texts": []})
+        assert status == 400 and body["error"]["code"] == "empty_batch"
+        assert "at least one text" in body["error"]["message"]
+
+
+def test_an_existing_record_file_keeps_its_mode(kgw, mpnet, tmp_path: Path) -> None:
+    from samark.provenance import ProvenanceRecord
+
+    path = tmp_path / "shared.db"
+    ProvenanceRecord.open(f"sqlite:///{path}", kgw.key, mpnet).close()
+    path.chmod(0o640)  # an operator's own choice stays
+    ProvenanceRecord.open(f"sqlite:///{path}", kgw.key, mpnet).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
