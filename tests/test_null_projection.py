@@ -141,7 +141,7 @@ def test_ring_p_values_on_projected_draws_are_exact() -> None:
     ps = []
     for i in range(rings):
         keys = null_cells(law, 3, dim, cells, 2, seed=9000 + i)
-        emb = _text(rng, 6, dim)
+        emb = _text(rng, 4 if i % 2 else 9, dim)  # fewer sentences than cells, and more
         (scores,) = score_in_cells(keys, draws, [emb], kappa=30.0, use_tanh=True, statistic="scan")
         ps.append(ring_max_p_value(scores.values, scores.null))
     assert stats.kstest(ps, "uniform", alternative="greater").pvalue > 1e-3
@@ -173,15 +173,19 @@ def test_keys_written_before_keep_the_full_draws_bit_for_bit(tmp_path: Path) -> 
 
 
 def test_a_damaged_version_4_key_is_refused(tmp_path: Path) -> None:
+    """Null draws and a scheme are version 4's; an older version naming them, or draws no
+    samark knows, is a damaged file."""
     record = json.loads((KEYS / "cells.key").read_text())
-    for damaged in ({**record, "version": 4}, {**record, "null_draws": "projected"}):
-        path = tmp_path / "damaged.key"
+    path = tmp_path / "damaged.key"
+    for damaged in ({**record, "null_draws": "projected"}, {**record, "scheme": "kgw"}):
         path.write_text(json.dumps(damaged))
-        with pytest.raises(KeyFileError, match="null draws disagree"):
+        with pytest.raises(KeyFileError, match="names no scheme or null draws"):
             WatermarkKey.load(path)
     path.write_text(json.dumps({**record, "version": 4, "null_draws": "sideways"}))
     with pytest.raises(KeyFileError, match="damaged"):
         WatermarkKey.load(path)
+    path.write_text(json.dumps({**record, "version": 4}))  # version 4 with cells, full draws
+    assert WatermarkKey.load(path).samark.null_draws == "full"
     with pytest.raises(ValueError, match="keyed cells"):
         PivotDraw.avoiding(None, 0, "projected")
 

@@ -47,9 +47,12 @@ from samark.schemes.samark.pivots import PivotLaw
 #: 2026-11-28), or "projected", their law in each text's span (this module)
 NULL_DRAWS = ("full", "projected")
 
-#: draws that share one seeded random stream: a text's draws are a function of the seed,
-#: the block's index and the text's ranks alone
+#: draws that share one seeded random stream (at most): a text's draws are a function of the
+#: seed, its ranks and sentence count alone
 _BLOCK = 1024
+
+#: random numbers one block of draws may hold (a long text's blocks are smaller)
+_BLOCK_ELEMENTS = 8_000_000
 
 #: bounds the gathered pivot coordinates of one step (draws x sentences x rank x channels)
 _STEP_ELEMENTS = 4_000_000
@@ -160,8 +163,13 @@ class ProjectedNullCells:
         free_pivot = space.dim - pivot_coords.shape[1]
         if free_pivot + pivot_coords.shape[1] < self.channels:
             raise ValueError("the pivot law's space has fewer dimensions than channels")
-        for index, start in enumerate(range(0, self.count, _BLOCK)):
-            size = min(_BLOCK, self.count - start)
+        slots = min(emb.shape[0], self.cells)
+        per_draw = (
+            self.cells * anchor_coords.shape[1] + slots * pivot_coords.shape[1] * self.channels
+        )
+        block = max(1, min(_BLOCK, _BLOCK_ELEMENTS // max(1, per_draw)))
+        for index, start in enumerate(range(0, self.count, block)):
+            size = min(block, self.count - start)
             rng = np.random.default_rng(
                 np.random.SeedSequence(
                     [
@@ -198,14 +206,19 @@ class ProjectedNullCells:
             size, m, n
         )
         cell = np.argmax(cos / norms[:, :, None], axis=1)  # (B, n)
-        # one pivot set and flag pattern per sentence slot; a sentence reads the slot of the
-        # first sentence in its cell, so every distinct cell of a draw gets its own
-        slot = np.argmax(cell[:, :, None] == cell[:, None, :], axis=2)  # (B, n)
-        gauss = rng.standard_normal((size, n, r_pivot, c))
+        # one pivot set and flag pattern per slot, every distinct cell of a draw its own: with
+        # fewer sentences than cells a sentence reads the slot of the first sentence in its
+        # cell, else each cell has its slot
+        if n <= m:
+            slots = n
+            slot = np.argmax(cell[:, :, None] == cell[:, None, :], axis=2)  # (B, n)
+        else:
+            slots, slot = m, cell
+        gauss = rng.standard_normal((size, slots, r_pivot, c))
         gram = np.matmul(gauss.transpose(0, 1, 3, 2), gauss) + bartlett_wishart(
-            rng, free_pivot, c, (size, n)
+            rng, free_pivot, c, (size, slots)
         )
-        flags = np.where(rng.integers(0, 2, size=(size, n, c), dtype=np.int8) > 0, 1.0, -1.0)
+        flags = np.where(rng.integers(0, 2, size=(size, slots, c), dtype=np.int8) > 0, 1.0, -1.0)
         upper = np.linalg.cholesky(gram).transpose(0, 1, 3, 2)  # R, with R^T R = gram
         inverse = np.linalg.inv(upper)  # (B, n, c, c)
         rows = np.arange(size)[:, None]
