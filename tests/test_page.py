@@ -114,16 +114,16 @@ def _words(text: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def servers(scheme, record, served_app) -> Iterator[dict[str, str]]:
+def servers(scheme, record, marked, served_app) -> Iterator[dict[str, str]]:
     """Two servers of one scheme: ``full`` (user tokens get p-values, admins the sentence
     evidence and its provenance in the record too) and ``public`` (``--detect-output
-    decision --detect-budget 2``, no record)."""
+    decision``, a budget of the marked text's and one human text's sentences, no record)."""
     full = ServeSettings(tokens=frozenset({USER}), admin_tokens=frozenset({ADMIN}))
     public = ServeSettings(
         tokens=frozenset({USER}),
         admin_tokens=frozenset({ADMIN}),
         detect_output="decision",
-        detect_budget=2,
+        detect_budget=len(split_sentences(marked)) + len(split_sentences(HUMAN)),
     )
     with (
         served_app(scheme_app(scheme, full, record=record, count_tokens=_words)) as a,

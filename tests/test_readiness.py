@@ -91,3 +91,62 @@ def test_an_existing_record_file_keeps_its_mode(kgw, mpnet, tmp_path: Path) -> N
     path.chmod(0o640)  # an operator's own choice stays
     ProvenanceRecord.open(f"sqlite:///{path}", kgw.key, mpnet).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+# -- fair under load -------------------------------------------------------------------------
+def test_detection_units_group_texts_up_to_a_units_sentences() -> None:
+    from samark.serving.worker import detection_units
+
+    three = "One. Two. Three."
+    units = detection_units([three, three, three, "A lone long text. " * 20, three], sentences=7)
+    assert [len(u) for u in units] == [2, 1, 1, 1]
+    assert units[2][0].startswith("A lone long text.")
+
+
+def test_a_small_check_is_not_held_up_by_a_large_batch(minilm) -> None:
+    """A batch of 12 ten-sentence texts and a one-sentence check sent just after it: the
+    small check is answered long before the batch, and each answer is what it is alone."""
+    import asyncio
+
+    from samark.embed import new_key
+    from samark.schemes import create_scheme
+
+    scheme = create_scheme("samark", key=new_key(minilm, cells=0), embedder=minilm)
+    worker = Worker(scheme, ServeSettings(tokens=frozenset({USER})))
+    sentences = [f"Report {i} says the river rose by {i} metres overnight." for i in range(10)]
+    batch = [" ".join(sentences[i:] + sentences[:i]) for i in range(12)]
+    small = "The mayor asked residents to stay calm."
+    finished: list[str] = []
+
+    async def both() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async def tagged(name: str, texts: list[str]) -> list[dict[str, Any]]:
+            result = await worker.detect(texts, False)
+            finished.append(name)
+            return result
+
+        large = asyncio.create_task(tagged("large", batch))
+        await asyncio.sleep(0.05)  # the batch is queued and running first
+        return await asyncio.gather(large, tagged("small", [small]))
+
+    large, one = asyncio.run(both())
+    assert finished == ["small", "large"]
+    assert len(large) == 12 and all("p_value" in r for r in large)
+    alone = asyncio.run(worker.detect([small], False))
+    assert one[0]["p_value"] == pytest.approx(alone[0]["p_value"], abs=2e-3)
+    worker.close()
+
+
+def test_a_request_over_the_sentence_caps_is_refused(kgw, served_app) -> None:
+    settings = ServeSettings(
+        tokens=frozenset({USER}), max_text_sentences=6, max_detect_sentences=10
+    )
+    four = "One sentence. Two sentences. Three sentences. Four sentences."
+    with served_app(scheme_app(kgw, settings)) as base:
+        status, body = _call(base, "/v1/detect", {"text": four + " Five. Six. Seven."})
+        assert status == 413 and body["error"]["code"] == "text_too_long"
+        assert "7 sentences; at most 6" in body["error"]["message"]
+        status, body = _call(base, "/v1/detect", {"texts": [four, four, four]})
+        assert status == 413 and body["error"]["code"] == "too_many_sentences"
+        assert "12 sentences in one request; at most 10" in body["error"]["message"]
+        status, body = _call(base, "/v1/detect", {"texts": [four, four]})
+        assert status == 200 and len(body["data"]) == 2

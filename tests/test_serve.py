@@ -361,9 +361,9 @@ def test_a_keyring_server_writes_payloads_and_detects_against_every_key(ringed) 
 
 
 def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, served_app) -> None:
-    """``serve --detect-output decision --detect-budget 3``: a caller without an admin token
-    learns whether a text is marked, not its p-value (a forger's gradient), for at most 3
-    texts an hour; an admin still gets it all, without a budget."""
+    """``serve --detect-output decision --detect-budget 15``: a caller without an admin token
+    learns whether a text is marked, not its p-value (a forger's gradient), for at most 15
+    sentences an hour (three texts of five); an admin still gets it all, without a budget."""
     from samark.schemes import create_scheme
 
     kgw = create_scheme("kgw", key=mpnet_key)
@@ -371,19 +371,19 @@ def test_a_public_endpoint_can_answer_the_decision_only(mpnet_key, served_app) -
         tokens=frozenset({USER}),
         admin_tokens=frozenset({ADMIN}),
         detect_output="decision",
-        detect_budget=3,
+        detect_budget=15,
     )
     with served_app(scheme_app(kgw, settings)) as base:
         status, user = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
         _, admin = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
-        # the budget: 3 texts an hour per token; 2 spent, 2 more refused (nothing counted),
-        # 1 more answered; admin tokens are not counted
+        # the budget: 15 sentences an hour per token, HUMAN is 5; 10 spent, 10 more refused
+        # (nothing counted), 5 more answered; admin tokens are not counted
         over, refused = _post(base, "/v1/detect", {"texts": [HUMAN, HUMAN]})
         last, _ = _post(base, "/v1/detect", {"text": HUMAN})
         again, _ = _post(base, "/v1/detect", {"text": HUMAN})
         admin_again, _ = _post(base, "/v1/detect", {"text": HUMAN}, token=ADMIN)
     assert (over, last, again, admin_again) == (429, 200, 429, 200)
-    assert refused["error"]["code"] == "detect_budget" and "3 texts an hour" in str(refused)
+    assert refused["error"]["code"] == "detect_budget" and "15 sentences an hour" in str(refused)
     assert status == 200 and len(user["data"]) == 2
     for answer in user["data"]:
         assert set(answer) <= {"scheme", "is_watermarked", "alpha", "n_units", "unit", "key_id"}

@@ -49,8 +49,9 @@ class Embedder:
         self.dim = int(dim)
         self._identity: EmbedderIdentity | None = None
         self._lock = threading.Lock()
-        #: sentence -> embedding while ``remembering()``; None otherwise
-        self._memo: dict[str, np.ndarray] | None = None
+        # remembered sentences (``remembering``), per thread: a block in one thread (a
+        # server's detection) never changes what another thread's calls return
+        self._local = threading.local()
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -77,8 +78,8 @@ class Embedder:
 
     @contextlib.contextmanager
     def remembering(self, known: Mapping[str, np.ndarray] | None = None) -> Iterator[None]:
-        """Within the block, a sentence seen before is not embedded again (its earlier
-        vector is returned). For work that re-scores the same sentences, such as the
+        """Within the block (in this thread), a sentence seen before is not embedded again
+        (its earlier vector is returned). For work that re-scores the same sentences, such as the
         prefixes of a text; outside it, every call embeds afresh, so that what a call
         returns never depends on what was embedded before it. ``known``: vectors of this
         embedder already at hand (a corpus embedded once and stored), used as if seen."""
@@ -86,7 +87,7 @@ class Embedder:
             raise ValueError(f"known vectors must have this embedder's dimension {self.dim}")
         outer = self._memo
         if outer is None:
-            self._memo = {}
+            self._local.memo = {}
         if known:
             assert self._memo is not None
             self._memo.update(known)
@@ -94,7 +95,13 @@ class Embedder:
             yield
         finally:
             if outer is None:
-                self._memo = None
+                self._local.memo = None
+
+    @property
+    def _memo(self) -> dict[str, np.ndarray] | None:
+        """This thread's remembered sentences, or None outside ``remembering``."""
+        memo: dict[str, np.ndarray] | None = getattr(self._local, "memo", None)
+        return memo
 
     def encode(self, sentences: list[str]) -> np.ndarray:
         """Embeddings of ``sentences``, shape ``(len, dim)``, float64, unit L2 norm."""

@@ -43,9 +43,11 @@ def bearer_caller(settings: ServeSettings) -> Callable[[Request], Caller]:
 
 
 class DetectBudget:
-    """At most ``per_hour`` texts detected per caller in any hour (a sliding window): a
+    """At most ``per_hour`` sentences detected per caller in any hour (a sliding window): a
     detection endpoint answers a forger's queries, and one who may ask without limit finds
-    a human text flagged at alpha in about 1/alpha queries (docs/operators.md, Forgery)."""
+    a human text flagged at alpha in about 1/alpha queries (docs/operators.md, Forgery);
+    counting sentences, not texts, also bounds what a batch of long texts costs the server
+    (every text counts at least one)."""
 
     def __init__(self, per_hour: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.per_hour = per_hour
@@ -53,24 +55,24 @@ class DetectBudget:
         self._spent: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def charge(self, caller: Caller, texts: int) -> None:
-        """Count ``texts`` for ``caller``, or raise 429 (counting nothing) when they would
-        exceed the budget."""
+    def charge(self, caller: Caller, sentences: int) -> None:
+        """Count ``sentences`` for ``caller``, or raise 429 (counting nothing) when they
+        would exceed the budget."""
         now = self.clock()
         with self._lock:
             spent = self._spent.setdefault(caller.id, deque())
             while spent and spent[0] <= now - 3600.0:
                 spent.popleft()
-            if len(spent) + texts > self.per_hour:
+            if len(spent) + sentences > self.per_hour:
                 wait = 3600.0 - (now - spent[0]) if spent else 3600.0
                 raise ApiError(
                     429,
-                    f"detection budget spent: {self.per_hour} texts an hour per token; "
+                    f"detection budget spent: {self.per_hour} sentences an hour per token; "
                     f"{len(spent)} used, try again in {wait:.0f} s",
                     "rate_limit_error",
                     "detect_budget",
                 )
-            spent.extend([now] * texts)
+            spent.extend([now] * sentences)
 
 
 def known(token: str, allowed: frozenset[str]) -> bool:

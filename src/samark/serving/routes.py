@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from samark.segment import split_sentences
 from samark.serving.access import Caller, DetectBudget
 from samark.serving.errors import ApiError
 from samark.serving.schema import (
@@ -176,8 +177,27 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                     "invalid_request_error",
                     "text_too_long",
                 )
+        # segmenting a megabyte takes a moment: off the event loop
+        counts = await asyncio.to_thread(lambda: [len(split_sentences(t)) for t in texts])
+        for count in counts:
+            if count > settings.max_text_sentences:
+                raise ApiError(
+                    413,
+                    f"a text of {count} sentences; at most {settings.max_text_sentences}",
+                    "invalid_request_error",
+                    "text_too_long",
+                )
+        sentences = sum(max(count, 1) for count in counts)
+        if sentences > settings.max_detect_sentences:
+            raise ApiError(
+                413,
+                f"{sentences} sentences in one request; at most {settings.max_detect_sentences}"
+                " (send fewer texts at a time)",
+                "invalid_request_error",
+                "too_many_sentences",
+            )
         if budget is not None and not who.admin:
-            budget.charge(who, len(texts))
+            budget.charge(who, sentences)
         results = await worker.detect(texts, req.details)
         if settings.detect_output == "decision" and not who.admin:
             results = [

@@ -42,6 +42,10 @@ class ServeSettings:
     max_body_bytes: int = 1_000_000
     max_text_chars: int = 100_000  # one text of /v1/detect (about 1,000 sentences)
     max_batch: int = 64  # texts of one /v1/detect request
+    #: sentences of one /v1/detect text, and of all the texts of one request: what one
+    #: request may ask of the detector (its cost grows with sentences, not texts)
+    max_text_sentences: int = 200
+    max_detect_sentences: int = 1_000
     request_timeout_s: float = DEFAULT_TIMEOUT_S
     default_sentences: int = 12
     max_sentences: int = 48
@@ -51,7 +55,8 @@ class ServeSettings:
     model_name: str = "samark"
     #: what callers without an admin token learn from /v1/detect (``DETECT_OUTPUTS``)
     detect_output: Literal["full", "decision"] = "full"
-    #: texts a caller without an admin token may have detected per hour (None: no limit)
+    #: sentences a caller without an admin token may have detected per hour (None: no
+    #: limit); every text counts at least one, so it bounds a forger's queries too
     detect_budget: int | None = None
 
     def __post_init__(self) -> None:
@@ -70,6 +75,8 @@ class ServeSettings:
             "max_body_bytes": self.max_body_bytes,
             "max_text_chars": self.max_text_chars,
             "max_batch": self.max_batch,
+            "max_text_sentences": self.max_text_sentences,
+            "max_detect_sentences": self.max_detect_sentences,
             "request_timeout_s": self.request_timeout_s,
             "default_sentences": self.default_sentences,
             "max_sentences": self.max_sentences,

@@ -10,6 +10,7 @@ draws decode in one batch: each generation announces itself to it.
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -18,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from samark.detection.record_files import DEFAULT_CHUNK
+import numpy as np
+
 from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
@@ -298,33 +300,39 @@ class Worker:
         """Each text's detection (against the ring, if the server has one), or its error;
         counted in the metrics. With ``details`` and a record, each sentence's provenance
         too (``provenance``: served verbatim, a close paraphrase of a served one, or not
-        served)."""
+        served).
+
+        Fair under load: the work is cut into units of at most ``UNIT_SENTENCES``
+        sentences (embedding a group of texts, or a long text, a chunk at a time; then
+        scoring the group) and each unit queues on the one detection thread as its own
+        task, the next only when the last is done. Requests therefore take turns unit by
+        unit: a small check waits for at most one unit of a large batch, never the batch."""
         cancelled = threading.Event()
-        ring = self.keys.ring
-
-        def work() -> list[dict[str, Any]]:
-            # the texts scored DEFAULT_CHUNK at a time, as `samark detect` scores a file's
-            # records: one embedding call and one pass over the null draws a group (a
-            # keyring with keyed cells regenerates most of its draws on every pass); a
-            # request that runs out of time stops between groups
-            out: list[dict[str, Any]] = []
-            for start in range(0, len(texts), DEFAULT_CHUNK):
-                if cancelled.is_set():
-                    break
-                group = texts[start : start + DEFAULT_CHUNK]
-                if ring is not None:
-                    answers = _detect_ring(ring, group, details)
-                else:
-                    answers = _detect_with(self.scheme, group, details)
-                if details and self.record is not None:
-                    for text, answer in zip(group, answers, strict=True):
-                        if "error" not in answer:
-                            answer["provenance"] = self._provenance(text)
-                out.extend(answers)
-            return out
-
-        results = await self._limited(self._detection_pool, work, cancelled)
-        for result in results:
+        deadline = time.monotonic() + self.settings.request_timeout_s
+        embedder = self.scheme.embedder
+        out: list[dict[str, Any]] = []
+        for group in detection_units(texts):
+            known: dict[str, np.ndarray] = {}
+            if embedder is not None:
+                split = list(dict.fromkeys(s for t in group for s in split_sentences(t)))
+                for start in range(0, len(split), UNIT_SENTENCES):
+                    chunk = split[start : start + UNIT_SENTENCES]
+                    vectors = await self._limited(
+                        self._detection_pool,
+                        functools.partial(embedder.encode, chunk),
+                        cancelled,
+                        deadline,
+                    )
+                    known.update(zip(chunk, vectors, strict=True))
+            out.extend(
+                await self._limited(
+                    self._detection_pool,
+                    functools.partial(self._score, group, details, known),
+                    cancelled,
+                    deadline,
+                )
+            )
+        for result in out:
             outcome = (
                 "error"
                 if "error" in result
@@ -333,7 +341,25 @@ class Worker:
                 else "not_watermarked"
             )
             self.metrics.detections.labels(outcome).inc()
-        return results
+        return out
+
+    def _score(
+        self, group: list[str], details: bool, known: dict[str, np.ndarray]
+    ) -> list[dict[str, Any]]:
+        """One unit's texts scored together, their sentences' embeddings already at hand
+        (``known``: nothing is embedded twice, the record's check included)."""
+        embedder = self.scheme.embedder
+        remember = embedder.remembering(known) if embedder is not None else None
+        with remember if remember is not None else contextlib.nullcontext():
+            if self.keys.ring is not None:
+                answers = _detect_ring(self.keys.ring, group, details)
+            else:
+                answers = _detect_with(self.scheme, group, details)
+            if details and self.record is not None:
+                for text, answer in zip(group, answers, strict=True):
+                    if "error" not in answer:
+                        answer["provenance"] = self._provenance(text)
+        return answers
 
     def _provenance(self, text: str) -> dict[str, Any]:
         """The record's report on ``text``, or 503 where the record cannot be read (as
@@ -351,20 +377,50 @@ class Worker:
             ) from None
 
     async def _limited(
-        self, pool: ThreadPoolExecutor, work: Callable[[], T], cancelled: threading.Event
+        self,
+        pool: ThreadPoolExecutor,
+        work: Callable[[], T],
+        cancelled: threading.Event,
+        deadline: float | None = None,
     ) -> T:
-        """``work`` in ``pool`` within the request time limit (queueing included)."""
+        """``work`` in ``pool`` within the request time limit (queueing included): the
+        settings' timeout from now, or what is left until ``deadline`` (``time.monotonic``)."""
+        timeout = self.settings.request_timeout_s
+        left = timeout if deadline is None else deadline - time.monotonic()
+        if left <= 0:
+            cancelled.set()
+            raise timeout_error(timeout)
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(pool, work)
         try:
-            return await asyncio.wait_for(future, self.settings.request_timeout_s)
+            return await asyncio.wait_for(future, left)
         except TimeoutError:
             cancelled.set()
-            raise timeout_error(self.settings.request_timeout_s) from None
+            raise timeout_error(timeout) from None
 
 
 #: what :meth:`Worker.warm` detects: two short sentences
 _WARM_TEXT = "The server is starting. This text warms its models."
+
+
+#: sentences of one unit of detection work (``Worker.detect``): about a short check's time
+UNIT_SENTENCES = 16
+
+
+def detection_units(texts: list[str], sentences: int = UNIT_SENTENCES) -> list[list[str]]:
+    """Consecutive texts grouped up to ``sentences`` sentences a group (a longer text
+    alone): the units of one request's detection, in order."""
+    units: list[list[str]] = []
+    size = 0
+    for text in texts:
+        n = max(1, len(split_sentences(text)))
+        if units and size + n <= sentences:
+            units[-1].append(text)
+            size += n
+        else:
+            units.append([text])
+            size = n
+    return units
 
 
 class _Served:
