@@ -150,3 +150,31 @@ def test_a_request_over_the_sentence_caps_is_refused(kgw, served_app) -> None:
         assert "12 sentences in one request; at most 10" in body["error"]["message"]
         status, body = _call(base, "/v1/detect", {"texts": [four, four]})
         assert status == 200 and len(body["data"]) == 2
+
+
+def test_the_priority_executor_runs_small_units_first_then_in_order() -> None:
+    import threading as th
+
+    from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor
+
+    pool = PriorityExecutor()
+    gate = th.Event()
+    ran: list[str] = []
+    first = pool.submit_at(LARGE, gate.wait)  # holds the thread while the rest queue
+    futures = [
+        pool.submit_at(LARGE, lambda: ran.append("large-1")),
+        pool.submit_at(LARGE, lambda: ran.append("large-2")),
+        pool.submit_at(SMALL, lambda: ran.append("small")),
+        pool.submit(lambda: ran.append("large-3")),
+    ]
+    failing = pool.submit_at(SMALL, lambda: 1 / 0)
+    gate.set()
+    first.result(timeout=10)
+    for f in futures:
+        f.result(timeout=10)
+    assert ran == ["small", "large-1", "large-2", "large-3"]
+    with pytest.raises(ZeroDivisionError):
+        failing.result(timeout=10)
+    pool.shutdown()
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)

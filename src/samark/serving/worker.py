@@ -31,6 +31,7 @@ from samark.schemes.base import Watermark
 from samark.segment import split_sentences
 from samark.serving.errors import ApiError, timeout_error
 from samark.serving.metrics import ServeMetrics
+from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
 from samark.serving.settings import ServeSettings
 
@@ -77,7 +78,8 @@ class Worker:
         self._generation_pool = ThreadPoolExecutor(
             settings.concurrent_generations, thread_name_prefix="samark-generate"
         )
-        self._detection_pool = ThreadPoolExecutor(1, thread_name_prefix="samark-detect")
+        #: the one detection thread: a request that fits in one unit goes first
+        self._detection_pool = PriorityExecutor("samark-detect")
         #: set once :meth:`warm` has loaded the models (``/readyz``)
         self.warmed = threading.Event()
         #: why warming failed, if it did (the server then never reports ready)
@@ -302,19 +304,23 @@ class Worker:
         too (``provenance``: served verbatim, a close paraphrase of a served one, or not
         served).
 
-        Fair under load: the work is cut into units of at most ``UNIT_SENTENCES``
-        sentences (embedding a group of texts, or a long text, a chunk at a time; then
-        scoring the group) and each unit queues on the one detection thread as its own
+        Fair under load: the work is cut into units of about ``UNIT_SENTENCES`` sentences
+        (a group of short texts embedded and scored; a longer text embedded a chunk at a
+        time, then scored) and each unit queues on the one detection thread as its own
         task, the next only when the last is done. Requests therefore take turns unit by
         unit: a small check waits for at most one unit of a large batch, never the batch."""
         cancelled = threading.Event()
         deadline = time.monotonic() + self.settings.request_timeout_s
         embedder = self.scheme.embedder
         out: list[dict[str, Any]] = []
-        for group in detection_units(texts):
+        # segmenting takes a moment on a large batch: off the event loop
+        groups = await asyncio.to_thread(_split_units, texts)
+        priority = SMALL if len(groups) == 1 else LARGE
+        for group, split in groups:
+            # a unit scores its texts, embedding them too where they fit in one unit; a
+            # longer text's sentences are embedded a unit at a time first
             known: dict[str, np.ndarray] = {}
-            if embedder is not None:
-                split = list(dict.fromkeys(s for t in group for s in split_sentences(t)))
+            if embedder is not None and len(split) > UNIT_SENTENCES:
                 for start in range(0, len(split), UNIT_SENTENCES):
                     chunk = split[start : start + UNIT_SENTENCES]
                     vectors = await self._limited(
@@ -322,6 +328,7 @@ class Worker:
                         functools.partial(embedder.encode, chunk),
                         cancelled,
                         deadline,
+                        priority,
                     )
                     known.update(zip(chunk, vectors, strict=True))
             out.extend(
@@ -330,6 +337,7 @@ class Worker:
                     functools.partial(self._score, group, details, known),
                     cancelled,
                     deadline,
+                    priority,
                 )
             )
         for result in out:
@@ -378,20 +386,26 @@ class Worker:
 
     async def _limited(
         self,
-        pool: ThreadPoolExecutor,
+        pool: ThreadPoolExecutor | PriorityExecutor,
         work: Callable[[], T],
         cancelled: threading.Event,
         deadline: float | None = None,
+        priority: int | None = None,
     ) -> T:
         """``work`` in ``pool`` within the request time limit (queueing included): the
-        settings' timeout from now, or what is left until ``deadline`` (``time.monotonic``)."""
+        settings' timeout from now, or what is left until ``deadline`` (``time.monotonic``);
+        at ``priority`` in a :class:`PriorityExecutor`."""
         timeout = self.settings.request_timeout_s
         left = timeout if deadline is None else deadline - time.monotonic()
         if left <= 0:
             cancelled.set()
             raise timeout_error(timeout)
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(pool, work)
+        if isinstance(pool, PriorityExecutor):
+            future = asyncio.wrap_future(
+                pool.submit_at(LARGE if priority is None else priority, work)
+            )
+        else:
+            future = asyncio.get_running_loop().run_in_executor(pool, work)
         try:
             return await asyncio.wait_for(future, left)
         except TimeoutError:
@@ -404,7 +418,7 @@ _WARM_TEXT = "The server is starting. This text warms its models."
 
 
 #: sentences of one unit of detection work (``Worker.detect``): about a short check's time
-UNIT_SENTENCES = 16
+UNIT_SENTENCES = 8
 
 
 def detection_units(texts: list[str], sentences: int = UNIT_SENTENCES) -> list[list[str]]:
@@ -421,6 +435,14 @@ def detection_units(texts: list[str], sentences: int = UNIT_SENTENCES) -> list[l
             units.append([text])
             size = n
     return units
+
+
+def _split_units(texts: list[str]) -> list[tuple[list[str], list[str]]]:
+    """Each unit of ``texts`` (:func:`detection_units`) with its distinct sentences."""
+    return [
+        (group, list(dict.fromkeys(s for t in group for s in split_sentences(t))))
+        for group in detection_units(texts)
+    ]
 
 
 class _Served:

@@ -1,0 +1,77 @@
+"""One worker thread that runs queued units of work by priority, then in order of arrival.
+
+The detection endpoint cuts each request into units of a few sentences
+(:meth:`samark.serving.worker.Worker.detect`) and queues one unit at a time. With plain
+arrival order a small check waits behind a unit of every large batch in flight; here a
+request small enough to be one unit queues at a higher priority, so it waits for the unit
+that is running and no other. Large requests share the rest in turn (each queues its next
+unit only when the last is done). A flood of small checks can hold large ones back: the
+per-token budget and the request timeout bound that.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: the priorities of a unit: a whole small request, or part of a larger one
+SMALL, LARGE = 0, 1
+
+
+class PriorityExecutor(Executor):
+    """A one-thread executor: :meth:`submit_at` queues work at a priority (lower first),
+    :meth:`submit` at ``LARGE``; equal priorities run in order of arrival."""
+
+    def __init__(self, thread_name: str = "samark-priority") -> None:
+        self._queue: list[tuple[int, int, Callable[[], Any], Future[Any]]] = []
+        self._order = itertools.count()
+        self._cond = threading.Condition()
+        self._shutdown = False
+        self._thread = threading.Thread(target=self._run, name=thread_name, daemon=True)
+        self._thread.start()
+
+    def submit_at(self, priority: int, fn: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._cond:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new work after shutdown")
+            heapq.heappush(self._queue, (priority, next(self._order), fn, future))
+            self._cond.notify()
+        return future
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        return self.submit_at(LARGE, lambda: fn(*args, **kwargs))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._cond:
+            self._shutdown = True
+            if cancel_futures:
+                for _, _, _, future in self._queue:
+                    future.cancel()
+                self._queue.clear()
+            self._cond.notify_all()
+        if wait:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._shutdown:
+                    self._cond.wait()
+                if not self._queue:
+                    return
+                _, _, fn, future = heapq.heappop(self._queue)
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn()
+            except BaseException as exc:  # handed to the waiting caller
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
