@@ -3,7 +3,8 @@ plain sampling on the same engine (issue 55).
 
 A server under load fills its batch with other users' requests, so every candidate row a
 mark draws takes a slot another user's token could have had. This benchmark measures both
-figures an operator needs, on samark's transformers engine:
+figures an operator needs, on samark's transformers engine or in-process vLLM
+(``--engine vllm``, run in the vLLM environment: ``.venv-vllm/bin/python``):
 
 - **under load**: ``--concurrency`` requests at once (16 by default), each writing
   ``--sentences`` sentences after a CNN/DailyMail prompt. Plain sampling writes them as one
@@ -20,6 +21,7 @@ Rows: plain sampling, then ``samark-layered`` with 64 keyed cells at each ``--ca
 writes JSON lines with ``--out``. Take it on a quiet machine: the timings are the point.
 
     python benchmarks/load_cost.py --concurrency 16 --sentences 3 --candidates 4,16,64
+    .venv-vllm/bin/python benchmarks/load_cost.py --engine vllm --candidates 4,16,64
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import torch
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=["transformers", "vllm"], default="transformers")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--sentences", type=int, default=3)
     ap.add_argument("--candidates", default="4,16,64")
@@ -53,12 +56,19 @@ def main() -> None:
     from samark.models import DEFAULT_GENERATOR
     from samark.sampling.batching import BatchingSampler
     from samark.sampling.token_writing import WriteRequest
-    from samark.sampling.transformers_engine import load_transformers_sampler
     from samark.schemes import create_scheme
     from samark.schemes.samark.key_material import PivotDraw
 
     embedder = load_embedder("all-mpnet-base-v2")
-    engine = load_transformers_sampler(DEFAULT_GENERATOR)
+    engine: Any
+    if args.engine == "vllm":
+        from samark.sampling.vllm_engine import TextRequest, load_vllm_sampler
+
+        engine = load_vllm_sampler(DEFAULT_GENERATOR)
+    else:
+        from samark.sampling.transformers_engine import load_transformers_sampler
+
+        engine = load_transformers_sampler(DEFAULT_GENERATOR)
     key = WatermarkKey(
         b"load-cost-benchmark-key-00000000",
         embedder.identity,
@@ -75,10 +85,11 @@ def main() -> None:
 
     def plain(batch: list[str], seed: int) -> tuple[int, int]:
         """(kept tokens, decoded tokens) of plain sampling, ``batch`` written together."""
-        requests = [
-            WriteRequest(
-                p, 48 * args.sentences, seed=seed + i, suppress=special, sentences=args.sentences
-            )
+        budget = 48 * args.sentences
+        requests: list[Any] = [
+            TextRequest(p, budget, args.sentences, seed=seed + i, suppress=special)
+            if args.engine == "vllm"
+            else WriteRequest(p, budget, seed=seed + i, suppress=special, sentences=args.sentences)
             for i, p in enumerate(batch)
         ]
         written = engine.write_many(requests)
@@ -154,6 +165,7 @@ def _row(
 ) -> dict[str, Any]:
     return {
         "row": label,
+        "engine": args.engine,
         "candidates": n,
         "concurrency": args.concurrency,
         "sentences": args.sentences,
@@ -171,7 +183,8 @@ def _row(
 def _report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     base = rows[0]
     print(
-        f"\n{args.concurrency} concurrent requests x {args.sentences} sentences under load; "
+        f"\n{args.engine}: {args.concurrency} concurrent requests x {args.sentences} sentences "
+        "under load; "
         f"{args.single} alone; {platform.machine()}, {os.cpu_count()} cores, torch "
         f"{torch.__version__}, {args.threads} torch thread(s); load average "
         f"{os.getloadavg()[0]:.2f}\n"

@@ -492,6 +492,26 @@ def test_public_key_is_shared_and_never_mixed_with_a_secret_one(tmp_path) -> Non
         _ = Run(secret, tmp_path / "a", progress=False).key
 
 
+def test_a_public_key_may_be_made_as_a_new_key_is(mpnet) -> None:
+    """``key_cells = "default"``: the run's public key names the cells and null draws a key
+    from ``samark keygen`` names, so a row with no params is the shipped default
+    (experiments/default.toml); without it, public keys are as they always were."""
+    from samark.evaluation.runner import public_key
+    from samark.schemes.samark.key_material import DEFAULT_CELLS, DEFAULT_NULL_DRAWS
+
+    default = Experiment.load(Path(__file__).parents[1] / "experiments" / "default.toml")
+    assert default.key_cells == DEFAULT_CELLS and default.schemes[0].params == {}
+    key = public_key(default, mpnet)
+    assert (key.samark.cells, key.samark.null_draws) == (DEFAULT_CELLS, DEFAULT_NULL_DRAWS)
+    assert key.made_for() == default.schemes[0].name == "samark-layered"
+    plain = Experiment.parse('key = "public"\n' + TINY)
+    assert plain.key_cells == 0 and public_key(plain, mpnet).samark.null_draws == "full"
+    with pytest.raises(ExperimentError, match='key_cells is for key = "public"'):
+        Experiment.parse('key_cells = "default"\n' + TINY)
+    with pytest.raises(ExperimentError, match="key_cells"):
+        Experiment.parse('key = "public"\nkey_cells = 1\n' + TINY)
+
+
 def test_an_empty_generation_is_a_miss_not_a_gap(tmp_path, smollm2) -> None:
     """A row that wrote nothing for a prompt has missed it: the text is 'attacked' (to
     nothing), detected with p = 1 under every attack, and stays in the TP denominator."""

@@ -198,7 +198,7 @@ CellsOption = Annotated[
     typer.Option(
         "--cells",
         help="Keyed semantic cells of SAMark's family (0: static pivots; left out: 0 for "
-        "samark, the key's own for samark-layered, 16 for a key from `samark keygen`); "
+        "samark, the key's own for samark-layered: 64 for a key from `samark keygen`); "
         "detect with the value you generated with (docs/parameters.md, 'Keyed semantic "
         "cells').",
     ),

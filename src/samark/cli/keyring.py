@@ -61,16 +61,25 @@ def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
     return corpora
 
 
+#: the scheme a new ring's keys are made for (its payload bits and cells are the layered
+#: mark's)
+RING_SCHEME = "samark-layered"
+
+
 def _key_maker(
-    embedder: Any, corpora: list[list[str]], cells: int, null_draws: str | None = None
+    embedder: Any,
+    corpora: list[list[str]],
+    cells: int,
+    null_draws: str | None = None,
+    scheme: str | None = RING_SCHEME,
 ) -> Callable[[], Any]:
     """Draws a new key for ``embedder`` naming ``cells`` keyed cells (and ``null_draws``:
-    default, a new key's); with screening ``corpora``, one that passes ``check-key`` at
-    p < 0.01 on each (redrawn otherwise). Returns (key, refused)."""
+    default, a new key's), made for ``scheme``; with screening ``corpora``, one that passes
+    ``check-key`` at p < 0.01 on each (redrawn otherwise). Returns (key, refused)."""
     from samark.embed import new_key
 
     def make() -> Any:
-        return new_key(embedder, cells=cells, null_draws=null_draws)
+        return new_key(embedder, cells=cells, null_draws=null_draws, scheme=scheme)
 
     if not corpora:
         return lambda: (make(), 0)
@@ -209,13 +218,13 @@ def keyring_add(
     err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1}){screened}")
 
 
-def _draw_of(ring: Any) -> tuple[int, str | None]:
-    """A new key's cells and null draws in ``ring``: its keys' (a ring scores its keys in
-    one pass only when they share them), else a new ring's."""
+def _draw_of(ring: Any) -> tuple[int, str | None, str | None]:
+    """A new key's cells, null draws and scheme in ``ring``: its keys' (a ring scores its
+    keys in one pass only when they share them), else a new ring's."""
     for entry in ring.entries:
-        material = ring.key(entry.label).samark
-        return int(material.cells), str(material.null_draws)
-    return _ring_cells(None, ring.flag_bits), None
+        key = ring.key(entry.label)
+        return int(key.samark.cells), str(key.samark.null_draws), key.made_for()
+    return _ring_cells(None, ring.flag_bits), None, RING_SCHEME
 
 
 @keyring_app.command("list")
