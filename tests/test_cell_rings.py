@@ -231,7 +231,10 @@ def test_cli_detects_with_cells_against_a_keyring(tmp_path, minilm, pool) -> Non
     )
     assert made.exit_code == 0, made.output
     text = _marked_text(pool, Keyring.load(ring).key("key-01"), minilm.dim)
-    base = ["detect", text, "--keyring", str(ring), "--cells", str(CELLS)]
+    # the text leans on the cells as samark reads them (the ring's keys are made for
+    # samark-layered: another scheme on purpose)
+    as_samark = ["--scheme", "samark", "--any-scheme"]
+    base = ["detect", text, "--keyring", str(ring), "--cells", str(CELLS), *as_samark]
     found = runner.invoke(app, base)
     assert found.exit_code == 0, found.output
     result = json.loads(found.stdout.splitlines()[0])
@@ -241,7 +244,7 @@ def test_cli_detects_with_cells_against_a_keyring(tmp_path, minilm, pool) -> Non
     assert (
         dated.exit_code == 0 and json.loads(dated.stdout.splitlines()[0])["key_label"] == "key-01"
     )
-    static = runner.invoke(app, ["detect", text, "--keyring", str(ring)])
+    static = runner.invoke(app, ["detect", text, "--keyring", str(ring), *as_samark])
     assert json.loads(static.stdout.splitlines()[0])["p_value"] != result["p_value"]
 
 
@@ -250,7 +253,7 @@ def test_a_served_ring_with_cells_marks_and_detects(
 ) -> None:
     """``ServerConfig(cells=16)`` over a keyring: the served text is the cells' (the
     served scheme's detector scores on them), and /v1/detect answers as the ring with cells,
-    a batch scored in groups (here of 2) as each text alone."""
+    a batch scored in units (here of 3 sentences) as each text alone."""
     pytest.importorskip("fastapi", reason="serving needs samark[server]")
     from samark.serving import ServerConfig, ServeSettings, create_app
 
@@ -271,7 +274,7 @@ def test_a_served_ring_with_cells_marks_and_detects(
         assert status == 200, made
         text = made["choices"][0]["text"]
         status, found = post_json(base, "/v1/detect", {"text": text}, token)
-        monkeypatch.setattr("samark.serving.worker.DEFAULT_CHUNK", 2)
+        monkeypatch.setattr("samark.serving.worker.UNIT_SENTENCES", 3)
         status_batch, batch = post_json(base, "/v1/detect", {"texts": [text, " ", text]}, token)
     assert status == 200 and found["ring_keys"] == 2
     # the groups [text, " "] and [text]: each answer as alone, the empty one in the ring's words

@@ -307,15 +307,18 @@ class Worker:
         Fair under load: the work is cut into units of about ``UNIT_SENTENCES`` sentences
         (a group of short texts embedded and scored; a longer text embedded a chunk at a
         time, then scored) and each unit queues on the one detection thread as its own
-        task, the next only when the last is done. Requests therefore take turns unit by
-        unit: a small check waits for at most one unit of a large batch, never the batch."""
+        task, the next only when the last is done. A request that is one unit queues ahead
+        of larger ones (``serving.scheduling``), which take turns unit by unit: a small
+        check waits for the unit that is running, never for a batch."""
         cancelled = threading.Event()
         deadline = time.monotonic() + self.settings.request_timeout_s
         embedder = self.scheme.embedder
         out: list[dict[str, Any]] = []
         # segmenting takes a moment on a large batch: off the event loop
         groups = await asyncio.to_thread(_split_units, texts)
-        priority = SMALL if len(groups) == 1 else LARGE
+        # a request that is one unit goes before the units of larger ones
+        one_unit = len(groups) == 1 and len(groups[0][1]) <= UNIT_SENTENCES
+        priority = SMALL if one_unit else LARGE
         for group, split in groups:
             # a unit scores its texts, embedding them too where they fit in one unit; a
             # longer text's sentences are embedded a unit at a time first
@@ -421,9 +424,10 @@ _WARM_TEXT = "The server is starting. This text warms its models."
 UNIT_SENTENCES = 8
 
 
-def detection_units(texts: list[str], sentences: int = UNIT_SENTENCES) -> list[list[str]]:
-    """Consecutive texts grouped up to ``sentences`` sentences a group (a longer text
-    alone): the units of one request's detection, in order."""
+def detection_units(texts: list[str], sentences: int | None = None) -> list[list[str]]:
+    """Consecutive texts grouped up to ``sentences`` (default ``UNIT_SENTENCES``) sentences
+    a group (a longer text alone): the units of one request's detection, in order."""
+    sentences = UNIT_SENTENCES if sentences is None else sentences
     units: list[list[str]] = []
     size = 0
     for text in texts:
