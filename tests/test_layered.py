@@ -163,6 +163,11 @@ def test_layered_scheme_detects_its_own_text_with_both_layers(mpnet, mpnet_key, 
     assert d.to_dict()["details"]["p_token"] == d.details["p_token"]  # JSON-safe floats
     [many] = scheme.detect_many([g.text])
     assert many is not None and many.p_value == pytest.approx(d.p_value, abs=2e-3)
+    # whitespace around a pasted text changes nothing (issue 56: a trailing newline and
+    # leading spaces once moved the token layer's p-value)
+    for pasted in (g.text + "\n", "   " + g.text, "\n\t" + g.text + "  \n\n"):
+        again = scheme.detect(pasted)
+        assert again.p_value == d.p_value and again.details["p_token"] == d.details["p_token"]
     other = create_scheme(
         "samark-layered",
         key=WatermarkKey(b"another-test-key-000000000000000", mpnet_key.embedder),

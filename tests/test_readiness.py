@@ -178,3 +178,21 @@ def test_the_priority_executor_runs_small_units_first_then_in_order() -> None:
     pool.shutdown()
     with pytest.raises(RuntimeError):
         pool.submit(lambda: None)
+
+
+def test_errors_are_in_our_words_each_with_a_code(kgw, served_app) -> None:
+    settings = ServeSettings(tokens=frozenset({USER}))
+    with served_app(scheme_app(kgw, settings)) as base:
+        status, body = _call(base, "/v1/detect", {"text": "One.", "texts": ["Two."]})
+        assert status == 400 and body["error"]["code"] == "invalid_body"
+        assert body["error"]["message"] == "give exactly one of 'text' and 'texts'"
+        status, body = _call(base, "/v1/nothing-here")
+        assert status == 404 and body["error"]["code"] == "not_found"
+        request = urllib.request.Request(f"{base}/v1/detect", data=b"\x00\xff\xfe binary")
+        request.add_header("authorization", f"Bearer {USER}")
+        try:
+            urllib.request.urlopen(request, timeout=60)
+            raise AssertionError("a binary body was accepted")
+        except urllib.error.HTTPError as exc:
+            error = json.loads(exc.read())["error"]
+            assert exc.code == 400 and error["code"] is not None, error

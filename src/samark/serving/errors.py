@@ -49,12 +49,22 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return JSONResponse(error_body(str(exc.detail), kind), status_code=exc.status_code)
+        code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
+        return JSONResponse(error_body(str(exc.detail), kind, code), status_code=exc.status_code)
 
     @app.exception_handler(Exception)
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
         log.error("internal error: %s", type(exc).__name__)
-        return JSONResponse(error_body("internal server error", "server_error"), 500)
+        return JSONResponse(error_body("internal server error", "server_error", "internal"), 500)
+
+
+#: the code of an error that starlette raised (every error names one)
+HTTP_CODES = {
+    400: "bad_request",
+    404: "not_found",
+    405: "method_not_allowed",
+    415: "unsupported_media_type",
+}
 
 
 def validation_message(exc: RequestValidationError) -> str:
@@ -72,4 +82,6 @@ def validation_message(exc: RequestValidationError) -> str:
         return "the request body must be a JSON object (Content-Type: application/json)"
     where = ".".join(str(x) for x in first.get("loc", ()) if x != "body")
     message = str(first.get("msg", "invalid"))
+    # pydantic words a validator's own ValueError "Value error, ..."; ours says it alone
+    message = message.removeprefix("Value error, ")
     return f"{where}: {message}" if where else message

@@ -201,8 +201,11 @@ class SAMarkLayered(SAMark):
         )
 
     def token_ids(self, text: str) -> list[int]:
-        """The generator tokenizer's ids of ``text`` (no special tokens)."""
-        ids = generator_tokenizer(self._generator_path)(text, add_special_tokens=False)["input_ids"]
+        """The generator tokenizer's ids of ``text`` without the whitespace around it (no
+        special tokens): a text pasted with a trailing newline or leading spaces scores as
+        the text itself (a generated text has none; the semantic layer ignores it too)."""
+        tokenize = generator_tokenizer(self._generator_path)
+        ids = tokenize(text.strip(), add_special_tokens=False)["input_ids"]
         return [int(i) for i in ids]
 
     def detect(self, text: str) -> Detection:
