@@ -196,3 +196,19 @@ def test_errors_are_in_our_words_each_with_a_code(kgw, served_app) -> None:
         except urllib.error.HTTPError as exc:
             error = json.loads(exc.read())["error"]
             assert exc.code == 400 and error["code"] is not None, error
+
+
+def test_readiness_checks_a_remote_engine(minilm, free_port) -> None:
+    """A scheme that draws from an OpenAI-compatible server is ready only while the server
+    answers; a local engine has no such check."""
+    from samark.embed import new_key
+    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.schemes import create_scheme
+
+    key = new_key(minilm, cells=0)
+    down = OpenAICompletionsSampler(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=0)
+    remote = create_scheme("samark", key=key, embedder=minilm, sampler=down)
+    worker = Worker(remote, ServeSettings(tokens=frozenset({USER})))
+    worker.warm()
+    assert worker.readiness() == {"ready": False, "checks": {"models": True, "engine": False}}
+    worker.close()

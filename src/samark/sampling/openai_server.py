@@ -68,6 +68,14 @@ class OpenAICompletionsSampler:
     def close(self) -> None:
         """Nothing to release: the server is another process's."""
 
+    def reachable(self, timeout: float = 3.0) -> bool:
+        """Whether the server answers its model list now (a readiness probe; no retries)."""
+        try:
+            self._client.with_options(timeout=timeout, max_retries=0).models.list()
+        except Exception:  # any failure to answer is "not reachable": the probe says so
+            return False
+        return True
+
     def __repr__(self) -> str:
         return f"OpenAICompletionsSampler({self.base_url!r}, model={self.model!r})"
 

@@ -26,7 +26,7 @@ from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.provenance import ProvenanceRecord, new_request_id, normalise
 from samark.sampling.batching import BatchingSampler
-from samark.sampling.openai_server import ServerError
+from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
 from samark.schemes.base import Watermark
 from samark.segment import split_sentences
 from samark.serving.errors import ApiError, timeout_error
@@ -103,15 +103,29 @@ class Worker:
         self.warmed.set()
 
     def readiness(self) -> dict[str, Any]:
-        """Whether the server can answer now: the models loaded and warm, and the record
-        (if any) reachable. ``ready`` is their conjunction; ``checks`` each one."""
+        """Whether the server can answer now: the models loaded and warm, the record (if
+        any) reachable, and a remote engine (an OpenAI-compatible server) answering.
+        ``ready`` is their conjunction; ``checks`` each one."""
         checks: dict[str, bool] = {"models": self.warmed.is_set()}
         if self.record is not None:
             checks["record"] = self.record.reachable()
+        server = self._remote_engine()
+        if server is not None:
+            checks["engine"] = server.reachable()
         out: dict[str, Any] = {"ready": all(checks.values()), "checks": checks}
         if self.warm_error is not None:
             out["error"] = "the models failed to load; see the server's log"
         return out
+
+    def _remote_engine(self) -> OpenAICompletionsSampler | None:
+        """The OpenAI-compatible server the scheme draws its candidates from, if it does
+        (a local engine is up once the models are warm), and only once it is loaded."""
+        if not self.warmed.is_set():
+            return None
+        engine = self.scheme.engine
+        if isinstance(engine, BatchingSampler):
+            engine = engine.engine
+        return engine if isinstance(engine, OpenAICompletionsSampler) else None
 
     def close(self) -> None:
         """Drop queued work (running work ends at its next check)."""
