@@ -78,7 +78,11 @@ def page(
     # words count the usage of a generation it never runs: asking the scheme would load
     # its generator
     application = scheme_app(
-        detector, settings, record=record, count_tokens=lambda text: len(text.split())
+        detector,
+        settings,
+        record=record,
+        count_tokens=lambda text: len(text.split()),
+        warm_engine=False,  # it only detects: the generator is never loaded
     )
     address = f"http://127.0.0.1:{listener.getsockname()[1]}/#token={token}"
     server = uvicorn.Server(uvicorn.Config(application, log_level="warning"))

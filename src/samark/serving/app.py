@@ -48,6 +48,7 @@ def scheme_app(
     on_close: Callable[[], None] | None = None,
     record: ProvenanceRecord | None = None,
     store_text: bool = False,
+    warm_engine: bool = True,
 ) -> FastAPI:
     """The application serving a loaded ``scheme`` (its key stays inside it): what
     :func:`samark.serving.create_app` assembles from a :class:`ServerConfig`.
@@ -60,7 +61,9 @@ def scheme_app(
     own processes, vLLM's, stop with it); ``record`` (a provenance record) records
     every served sentence before it is sent (its text too only with ``store_text``) and
     adds each sentence's provenance to admin detections. Every marked response carries the id of
-    the key that marked it in its ``samark`` field, never the key.
+    the key that marked it in its ``samark`` field, never the key. ``warm_engine``: load
+    the engine (the generator) at start with the detection models; a server that only
+    detects (``samark page``) says False.
     """
     metrics = ServeMetrics()
     worker = Worker(
@@ -71,6 +74,7 @@ def scheme_app(
         metrics=metrics,
         record=record,
         store_text=store_text,
+        warm_engine=warm_engine,
     )
 
     @contextlib.asynccontextmanager

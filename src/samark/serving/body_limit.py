@@ -72,7 +72,10 @@ class BodyLimitMiddleware:
     async def _refuse(self, send: Any) -> None:
         body = json.dumps(
             error_body(
-                f"request body over {self.limit} bytes", "invalid_request_error", "too_large"
+                f"the request is larger than this server takes ({_size(self.limit)}); send "
+                "less at a time",
+                "invalid_request_error",
+                "too_large",
             )
         ).encode()
         await send(
@@ -83,3 +86,12 @@ class BodyLimitMiddleware:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _size(limit: int) -> str:
+    """A byte count as a reader says it: 1 MB, 512 kB, 900 bytes."""
+    if limit >= 1_000_000:
+        return f"{limit / 1_000_000:g} MB"
+    if limit >= 1_000:
+        return f"{limit / 1_000:g} kB"
+    return f"{limit} bytes"

@@ -221,6 +221,15 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
     scheme = worker.scheme
     metrics = worker.metrics
 
+    settings = worker.settings
+    limits = {
+        "max_body_bytes": settings.max_body_bytes,
+        "max_batch": settings.max_batch,
+        "max_text_chars": settings.max_text_chars,
+        "max_text_sentences": settings.max_text_sentences,
+        "max_detect_sentences": settings.max_detect_sentences,
+    }
+
     @router.get("/healthz")
     async def healthz() -> dict[str, Any]:
         embedder = scheme.embedder  # sentence-level schemes
@@ -228,6 +237,8 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
             "status": "ok",
             "scheme": scheme.name,
             "embedder": None if embedder is None else embedder.name,
+            # what one /v1/detect request may hold (the page checks a file against them)
+            "limits": limits,
         }
 
     @router.get("/readyz", response_model=None)

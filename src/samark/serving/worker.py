@@ -63,6 +63,7 @@ class Worker:
         metrics: ServeMetrics | None = None,
         record: ProvenanceRecord | None = None,
         store_text: bool = False,
+        warm_engine: bool = True,
     ) -> None:
         key_id(scheme)  # a scheme without a key has nothing to serve
         self.scheme = scheme
@@ -80,6 +81,8 @@ class Worker:
         )
         #: the one detection thread: a request that fits in one unit goes first
         self._detection_pool = PriorityExecutor("samark-detect")
+        #: whether :meth:`warm` loads the engine too (a detection-only server: no)
+        self.warm_engine = warm_engine
         #: set once :meth:`warm` has loaded the models (``/readyz``)
         self.warmed = threading.Event()
         #: why warming failed, if it did (the server then never reports ready)
@@ -87,11 +90,13 @@ class Worker:
 
     def warm(self) -> None:
         """Load what a first request would otherwise load: the engine (the generator, for
-        a scheme that writes with one) and, with one detection of a short text, the
-        embedder, the tokenizer and the null draws. Sets :attr:`warmed`; a failure is
-        logged and kept in :attr:`warm_error` (readiness says so), never raised."""
+        a scheme that writes with one; unless ``warm_engine`` is off) and, with one
+        detection of a short text, the embedder, the tokenizer and the null draws. Sets
+        :attr:`warmed`; a failure is logged and kept in :attr:`warm_error` (readiness says
+        so), never raised."""
         try:
-            _ = self.scheme.engine
+            if self.warm_engine:
+                _ = self.scheme.engine
             if self.keys.ring is not None:
                 _detect_ring(self.keys.ring, [_WARM_TEXT], False)
             else:
@@ -120,7 +125,7 @@ class Worker:
     def _remote_engine(self) -> OpenAICompletionsSampler | None:
         """The OpenAI-compatible server the scheme draws its candidates from, if it does
         (a local engine is up once the models are warm), and only once it is loaded."""
-        if not self.warmed.is_set():
+        if not self.warmed.is_set() or not self.warm_engine:
             return None
         engine = self.scheme.engine
         if isinstance(engine, BatchingSampler):

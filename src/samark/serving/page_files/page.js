@@ -16,7 +16,19 @@
   const results = $("results");
   const reports = $("reports");
 
-  const MAX_FILE_BYTES = 16 * 1024 * 1024;
+  // what one check may hold: the server's own limits (GET /healthz), until they arrive the
+  // defaults of `samark serve`
+  const limits = { max_body_bytes: 1000000, max_batch: 64, max_text_chars: 100000 };
+  fetch("/healthz")
+    .then((r) => (r.ok ? r.json() : null))
+    .then((health) => {
+      if (health && health.limits) Object.assign(limits, health.limits);
+    })
+    .catch(() => {});
+
+  function megabytes(bytes) {
+    return bytes >= 1000000 ? `${Number((bytes / 1000000).toPrecision(3))} MB` : `${Math.ceil(bytes / 1000)} kB`;
+  }
   // per-sentence evidence, by the sentence's own p-value
   const LEVELS = [
     { name: "strong", below: 0.01, label: "strong evidence (p < 0.01)" },
@@ -80,8 +92,10 @@
   // ---- reading a file ----
   async function readText(file) {
     if (file.size === 0) throw new Error(`${file.name} is empty: there is no text to check.`);
-    if (file.size > MAX_FILE_BYTES) {
-      throw new Error(`${file.name} is larger than ${MAX_FILE_BYTES / 1048576} MiB.`);
+    if (file.size > limits.max_body_bytes) {
+      throw new Error(
+        `${file.name} is ${megabytes(file.size)}; this server checks at most ${megabytes(limits.max_body_bytes)} at once. Split it, or check part of it.`,
+      );
     }
     const bytes = new Uint8Array(await file.arrayBuffer());
     const notText = `${file.name} is not a text file (it holds binary data): choose a .txt or .jsonl file.`;
@@ -179,6 +193,15 @@
   }
 
   async function detect(texts, token) {
+    if (texts.length > limits.max_batch) {
+      throw new Error(`The file holds ${texts.length} texts; this server checks at most ${limits.max_batch} at once. Split it.`);
+    }
+    const long = texts.findIndex((t) => t.length > limits.max_text_chars);
+    if (long >= 0) {
+      throw new Error(
+        `Text ${long + 1} has ${texts[long].length} characters; this server checks at most ${limits.max_text_chars} a text.`,
+      );
+    }
     let { status, body } = await post(texts, token, true);
     let detailsRefused = false;
     if (status === 403 && body && body.error && body.error.code === "admin") {
