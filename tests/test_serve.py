@@ -221,7 +221,7 @@ def test_auth_and_bad_requests_get_json_errors(local) -> None:
         (b"\xff\xfe\x00binary\x00", 400, ""),
         (b'{"text": 3}', 400, "text"),
         (b'{"texts": ["a"], "text": "b"}', 400, "exactly one"),
-        (json.dumps({"text": "x" * 60_000}).encode(), 413, "bytes"),
+        (json.dumps({"text": "x" * 60_000}).encode(), 413, "larger than this server takes (50 kB)"),
     ]
     for raw, want, words in cases:
         status, body = _post(local, "/v1/detect", raw)
