@@ -274,7 +274,7 @@ def test_a_served_ring_with_cells_marks_and_detects(
         assert status == 200, made
         text = made["choices"][0]["text"]
         status, found = post_json(base, "/v1/detect", {"text": text}, token)
-        monkeypatch.setattr("samark.serving.worker.UNIT_SENTENCES", 3)
+        monkeypatch.setattr("samark.serving.scheduling.UNIT_SENTENCES", 3)
         status_batch, batch = post_json(base, "/v1/detect", {"texts": [text, " ", text]}, token)
     assert status == 200 and found["ring_keys"] == 2
     # the groups [text, " "] and [text]: each answer as alone, the empty one in the ring's words

@@ -95,7 +95,7 @@ def test_an_existing_record_file_keeps_its_mode(kgw, mpnet, tmp_path: Path) -> N
 
 # -- fair under load -------------------------------------------------------------------------
 def test_detection_units_group_texts_up_to_a_units_sentences() -> None:
-    from samark.serving.worker import detection_units
+    from samark.serving.scheduling import detection_units
 
     three = "One. Two. Three."
     units = detection_units([three, three, three, "A lone long text. " * 20, three], sentences=7)

@@ -1,4 +1,5 @@
-"""One worker thread that runs queued units of work by priority, then in order of arrival.
+"""Detection work in units, and the one worker thread that runs queued units by priority,
+then in order of arrival.
 
 The detection endpoint cuts each request into units of a few sentences
 (:meth:`samark.serving.worker.Worker.detect`) and queues one unit at a time. With plain
@@ -18,10 +19,40 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
 
+from samark.segment import split_sentences
+
 T = TypeVar("T")
 
 #: the priorities of a unit: a whole small request, or part of a larger one
 SMALL, LARGE = 0, 1
+
+#: sentences of one unit of detection work (``Worker.detect``): about a short check's time
+UNIT_SENTENCES = 8
+
+
+def detection_units(texts: list[str], sentences: int | None = None) -> list[list[str]]:
+    """Consecutive texts grouped up to ``sentences`` (default ``UNIT_SENTENCES``) sentences
+    a group (a longer text alone): the units of one request's detection, in order."""
+    sentences = UNIT_SENTENCES if sentences is None else sentences
+    units: list[list[str]] = []
+    size = 0
+    for text in texts:
+        n = max(1, len(split_sentences(text)))
+        if units and size + n <= sentences:
+            units[-1].append(text)
+            size += n
+        else:
+            units.append([text])
+            size = n
+    return units
+
+
+def split_units(texts: list[str]) -> list[tuple[list[str], list[str]]]:
+    """Each unit of ``texts`` (:func:`detection_units`) with its distinct sentences."""
+    return [
+        (group, list(dict.fromkeys(s for t in group for s in split_sentences(t))))
+        for group in detection_units(texts)
+    ]
 
 
 class PriorityExecutor(Executor):

@@ -29,9 +29,10 @@ from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
 from samark.schemes.base import Watermark
 from samark.segment import split_sentences
+from samark.serving import scheduling
 from samark.serving.errors import ApiError, timeout_error
 from samark.serving.metrics import ServeMetrics
-from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor
+from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
 from samark.serving.settings import ServeSettings
 
@@ -334,17 +335,18 @@ class Worker:
         embedder = self.scheme.embedder
         out: list[dict[str, Any]] = []
         # segmenting takes a moment on a large batch: off the event loop
-        groups = await asyncio.to_thread(_split_units, texts)
+        groups = await asyncio.to_thread(split_units, texts)
         # a request that is one unit goes before the units of larger ones
-        one_unit = len(groups) == 1 and len(groups[0][1]) <= UNIT_SENTENCES
+        one_unit = len(groups) == 1 and len(groups[0][1]) <= scheduling.UNIT_SENTENCES
         priority = SMALL if one_unit else LARGE
         for group, split in groups:
             # a unit scores its texts, embedding them too where they fit in one unit; a
             # longer text's sentences are embedded a unit at a time first
             known: dict[str, np.ndarray] = {}
-            if embedder is not None and len(split) > UNIT_SENTENCES:
-                for start in range(0, len(split), UNIT_SENTENCES):
-                    chunk = split[start : start + UNIT_SENTENCES]
+            unit = scheduling.UNIT_SENTENCES
+            if embedder is not None and len(split) > unit:
+                for start in range(0, len(split), unit):
+                    chunk = split[start : start + unit]
                     vectors = await self._limited(
                         self._detection_pool,
                         functools.partial(embedder.encode, chunk),
@@ -437,35 +439,6 @@ class Worker:
 
 #: what :meth:`Worker.warm` detects: two short sentences
 _WARM_TEXT = "The server is starting. This text warms its models."
-
-
-#: sentences of one unit of detection work (``Worker.detect``): about a short check's time
-UNIT_SENTENCES = 8
-
-
-def detection_units(texts: list[str], sentences: int | None = None) -> list[list[str]]:
-    """Consecutive texts grouped up to ``sentences`` (default ``UNIT_SENTENCES``) sentences
-    a group (a longer text alone): the units of one request's detection, in order."""
-    sentences = UNIT_SENTENCES if sentences is None else sentences
-    units: list[list[str]] = []
-    size = 0
-    for text in texts:
-        n = max(1, len(split_sentences(text)))
-        if units and size + n <= sentences:
-            units[-1].append(text)
-            size += n
-        else:
-            units.append([text])
-            size = n
-    return units
-
-
-def _split_units(texts: list[str]) -> list[tuple[list[str], list[str]]]:
-    """Each unit of ``texts`` (:func:`detection_units`) with its distinct sentences."""
-    return [
-        (group, list(dict.fromkeys(s for t in group for s in split_sentences(t))))
-        for group in detection_units(texts)
-    ]
 
 
 class _Served:
