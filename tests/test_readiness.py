@@ -212,3 +212,15 @@ def test_readiness_checks_a_remote_engine(minilm, free_port) -> None:
     worker.warm()
     assert worker.readiness() == {"ready": False, "checks": {"models": True, "engine": False}}
     worker.close()
+
+
+def test_a_request_refused_by_the_body_limit_counts_under_its_route(kgw, served_app) -> None:
+    settings = ServeSettings(tokens=frozenset({USER}), max_body_bytes=2_000)
+    with served_app(scheme_app(kgw, settings)) as base:
+        status, body = _call(base, "/v1/detect", {"text": "x " * 5_000})
+        assert status == 413 and body["error"]["code"] == "too_large"
+        assert "larger than this server takes (2 kB)" in body["error"]["message"]
+        with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
+            metrics = response.read().decode()
+    assert 'route="/v1/detect",status="413"' in metrics
+    assert 'route="unmatched",status="413"' not in metrics

@@ -97,14 +97,18 @@ def scheme_app(
     app.state.worker = worker
     install_error_handlers(app)
     caller = bearer_caller(settings)
-    app.include_router(operations_router(worker, caller))
-    app.include_router(
-        completions_router(worker, caller, render_chat=render_chat, upstream=upstream)
-    )
-    app.include_router(detection_router(worker, caller))
-    app.include_router(page_router())  # the detection page at /
+    routers = [
+        operations_router(worker, caller),
+        completions_router(worker, caller, render_chat=render_chat, upstream=upstream),
+        detection_router(worker, caller),
+        page_router(),  # the detection page at /
+    ]
+    for router in routers:
+        app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=settings.max_body_bytes)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)
+    # a request refused before routing (the body limit) still counts under its route
+    paths = frozenset(str(getattr(r, "path", "")) for rt in routers for r in rt.routes) - {""}
+    app.add_middleware(MetricsMiddleware, metrics=metrics, paths=paths)
     return app
 
 

@@ -59,11 +59,16 @@ class ServeMetrics:
 
 
 class MetricsMiddleware:
-    """Counts every request by its route *template* (never the raw path: bounded labels)."""
+    """Counts every request by its route *template* (never the raw path: bounded labels). A
+    request refused before routing (over the body limit) counts under its path where that
+    is one of the app's own ``paths``, else as "unmatched"."""
 
-    def __init__(self, app: ASGIApp, metrics: ServeMetrics) -> None:
+    def __init__(
+        self, app: ASGIApp, metrics: ServeMetrics, paths: frozenset[str] = frozenset()
+    ) -> None:
         self.app = app
         self.metrics = metrics
+        self.paths = paths
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -83,7 +88,8 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_status)
         finally:
             self.metrics.in_flight.dec()
-            route = scope.get("route")
-            label = getattr(route, "path", None) or "unmatched"
+            route = scope.get("route")  # starlette's, once routed
+            path = scope.get("path")
+            label = getattr(route, "path", None) or (path if path in self.paths else "unmatched")
             self.metrics.requests.labels(label, str(status)).inc()
             self.metrics.latency.labels(label).observe(time.perf_counter() - start)
