@@ -145,9 +145,6 @@ AnySchemeOption = Annotated[
     ),
 ]
 
-#: the scheme of a key that names none (keys written before keys named their scheme)
-OLDER_KEYS_SCHEME = "samark"
-
 
 def resolve_scheme(
     scheme: str | None,
@@ -160,6 +157,8 @@ def resolve_scheme(
     key (or the ring's keys) was made for, else ``samark``. A ``scheme`` the key was not
     made for is refused, naming the key's, unless ``any_scheme``. A key file that cannot be
     read is left for the command to report."""
+    from samark.schemes.base import OLDER_KEYS_SCHEME
+
     made_for = _made_for(key, keyring)
     if scheme is None:
         return made_for or OLDER_KEYS_SCHEME

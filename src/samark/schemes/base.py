@@ -352,6 +352,10 @@ def scheme_revision(name: str) -> int:
     return scheme_info(name).revision
 
 
+#: the scheme of a key that names none (keys written before keys named their scheme)
+OLDER_KEYS_SCHEME = "samark"
+
+
 def create_scheme(
     name: str | None = None, *, shared: SharedResources | None = None, **kwargs: Any
 ) -> Watermark:
@@ -361,7 +365,7 @@ def create_scheme(
     if name is None:
         key = kwargs.get("key")
         made_for = key.made_for() if key is not None else None
-        name = made_for or "samark"
+        name = made_for or OLDER_KEYS_SCHEME
     return SCHEMES.get(name)(shared=shared, **kwargs)
 
 
