@@ -20,8 +20,8 @@ from scipy import stats
 from samark.datasets import leading_sentences, load_dataset
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.detector import SAMarkDetector
-from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import STATISTICS
 
 

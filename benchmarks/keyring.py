@@ -40,10 +40,10 @@ from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import Run, public_key
 from samark.keys import WatermarkKey
 from samark.keys.keyring import RingEntry, flag_value
+from samark.keys.samark_material import PivotDraw
 from samark.models import DEFAULT_GENERATOR
 from samark.schemes.base import SharedResources
 from samark.schemes.samark import SAMark, SAMarkConfig
-from samark.schemes.samark.key_material import PivotDraw
 from samark.segment import split_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

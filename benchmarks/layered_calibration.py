@@ -37,9 +37,9 @@ from scipy import stats
 from samark.embed import load_embedder
 from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.schemes import create_scheme
 from samark.schemes.samark.detector import SAMarkDetector
-from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

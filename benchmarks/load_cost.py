@@ -53,11 +53,11 @@ def main() -> None:
     from samark.datasets import load_dataset, prompt_examples
     from samark.embed import load_embedder
     from samark.keys import WatermarkKey
+    from samark.keys.samark_material import PivotDraw
     from samark.models import DEFAULT_GENERATOR
     from samark.sampling.batching import BatchingSampler
     from samark.sampling.token_writing import WriteRequest
     from samark.schemes import create_scheme
-    from samark.schemes.samark.key_material import PivotDraw
 
     embedder = load_embedder("all-mpnet-base-v2")
     engine: Any

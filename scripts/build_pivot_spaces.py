@@ -1,7 +1,7 @@
 """Build ``src/samark/resources/pivot_spaces``: public subspaces keys may draw pivots in.
 
 A pivot space is spanned by the directions where sentences vary most relative to their
-documents' means (``fit_pivot_space`` of ``samark.schemes.samark.pivot_spaces``), fitted
+documents' means (``fit_pivot_space`` of ``samark.keys.pivot_spaces``), fitted
 on three kinds of human prose that the calibration tests do not score
 (``reference_corpora``: news, encyclopedic, fiction), each domain weighing equally.
 docs/statistics.md has the measurements behind it.
@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from samark.embed import load_embedder
-from samark.schemes.samark.pivot_spaces import PivotSpace, fit_balanced, reference_corpora
+from samark.keys.pivot_spaces import PivotSpace
+from samark.schemes.samark.pivot_space_fitting import fit_balanced, reference_corpora
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "samark" / "resources"
 #: embedder preset -> (space name, rank)

@@ -28,9 +28,9 @@ from scipy import stats
 from samark.datasets import leading_sentences, load_dataset
 from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
 from samark.keys import WatermarkKey
+from samark.keys.pivot_spaces import load_pivot_space
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.detector import SAMarkDetector
-from samark.schemes.samark.key_material import PivotDraw
-from samark.schemes.samark.pivot_spaces import load_pivot_space
 
 N_KEYS = 5
 

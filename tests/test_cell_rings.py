@@ -19,6 +19,7 @@ from samark.detection.ring_detector import HOLM, MAX_STATISTIC, RingDetector, ri
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring
+from samark.keys.pivots import PivotLaw
 from samark.schemes.samark.cell_pass import score_in_cells
 from samark.schemes.samark.cells import (
     NullCellDraws,
@@ -26,7 +27,6 @@ from samark.schemes.samark.cells import (
     key_cells,
     null_cells,
 )
-from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     exchangeable_p_value,
     ring_max_p_value,

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from samark.keys.pivots import PivotLaw
 from samark.schemes.samark.cells import cell_evidence, null_cells, text_signs
 from samark.schemes.samark.config import SAMarkConfig
-from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import (
     alignment,
     channel_responses,
@@ -214,8 +214,8 @@ def test_the_layered_mark_takes_its_keys_cells_and_samark_stays_static(mpnet) ->
     they were written); the paper's samark ignores them; an explicit value wins; what
     cells cannot do is refused naming the key's cells and the way out."""
     from samark.embed import new_key
+    from samark.keys.samark_material import DEFAULT_CELLS
     from samark.schemes import create_scheme
-    from samark.schemes.samark.key_material import DEFAULT_CELLS
 
     new, old = new_key(mpnet), new_key(mpnet, cells=0)
     layered = create_scheme("samark-layered", key=new, embedder=mpnet)

@@ -12,8 +12,8 @@ from scipy import stats
 
 from samark.datasets import leading_sentences, load_dataset
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.detector import RingPass, SAMarkDetector
-from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.topic_centring import NeighbourCentring
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from samark.cli import app
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.schemes.samark.key_material import PivotDraw
+from samark.keys.samark_material import PivotDraw
 
 HUMAN = (
     "The museum reopened after a two-year renovation. Visitors queued along the river to see "
@@ -577,7 +577,7 @@ def test_check_key_on_human_text_of_a_domain(runner, tmp_path, minilm, news_mini
     from scipy import stats
 
     from samark.datasets import load_dataset
-    from samark.schemes.samark.pivots import derive_pivots
+    from samark.keys.pivots import derive_pivots
     from samark.segment import split_sentences
 
     args = ["cnn_dailymail", "--limit", "150", "--sentences", "10"]
@@ -916,7 +916,7 @@ def test_a_centring_reference_of_the_domain_lets_a_leaning_key_hold(
     import numpy as np
 
     from samark.datasets import load_dataset
-    from samark.schemes.samark.pivots import derive_pivots
+    from samark.keys.pivots import derive_pivots
     from samark.segment import split_sentences
 
     docs = load_dataset("cnn_dailymail")

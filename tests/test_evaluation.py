@@ -497,7 +497,7 @@ def test_a_public_key_may_be_made_as_a_new_key_is(mpnet) -> None:
     from ``samark keygen`` names, so a row with no params is the shipped default
     (experiments/default.toml); without it, public keys are as they always were."""
     from samark.evaluation.runner import public_key
-    from samark.schemes.samark.key_material import DEFAULT_CELLS, DEFAULT_NULL_DRAWS
+    from samark.keys.samark_material import DEFAULT_CELLS, DEFAULT_NULL_DRAWS
 
     default = Experiment.load(Path(__file__).parents[1] / "experiments" / "default.toml")
     assert default.key_cells == DEFAULT_CELLS and default.schemes[0].params == {}

@@ -9,11 +9,11 @@ import pytest
 
 from samark.embed import new_key
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.sampling import SamplingParams
 from samark.schemes import create_scheme
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
-from samark.schemes.samark.key_material import PivotDraw
 from samark.segment import first_sentence, split_sentences
 
 PROMPT = (

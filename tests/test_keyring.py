@@ -23,7 +23,7 @@ from samark.detection.ring_detector import (
 from samark.errors import EmbedderMismatchError, SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.keys.keyring import INDEX, Keyring, KeyringError, flag_value
-from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw
+from samark.keys.samark_material import DEFAULT_CELLS, PivotDraw
 from samark.schemes.samark.statistics import exchangeable_p_value, ring_max_p_value
 
 IDENTITY = EmbedderIdentity("an-embedder", "f" * 64)

@@ -14,8 +14,8 @@ import pytest
 
 from samark.errors import EmbedderMismatchError, KeyFileError
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.schemes.samark.key_material import PivotDraw
-from samark.schemes.samark.pivots import _ln, derive_pivots, null_pivots
+from samark.keys.pivots import _ln, derive_pivots, null_pivots
+from samark.keys.samark_material import PivotDraw
 
 EMB = EmbedderIdentity("test-embedder", "f" * 64)
 SECRET = bytes(range(32))
@@ -263,7 +263,7 @@ def test_a_damaged_cells_key_fails_clearly(tmp_path, edit, message: str) -> None
 
 def test_new_keys_name_the_default_cells(mpnet) -> None:
     from samark.embed import new_key
-    from samark.schemes.samark.key_material import DEFAULT_CELLS
+    from samark.keys.samark_material import DEFAULT_CELLS
 
     assert DEFAULT_CELLS == 64
     assert new_key(mpnet).samark.cells == DEFAULT_CELLS

@@ -47,8 +47,8 @@ def _imported(node: ast.AST) -> list[str]:
 
 #: modules that moved, by their old names: none may come back as a module or a shim
 MOVED = {
-    "pivots.py": "schemes/samark/pivots.py",
-    "pivot_space.py": "schemes/samark/pivot_spaces.py",
+    "pivots.py": "keys/pivots.py",
+    "pivot_space.py": "keys/pivot_spaces.py",
     "centring.py": "schemes/samark/topic_centring.py",
     "keys/ring.py": "keys/keyring.py",
     "detection/ring.py": "detection/ring_detector.py",

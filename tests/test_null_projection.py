@@ -15,15 +15,15 @@ from scipy import stats
 
 from samark.errors import KeyFileError
 from samark.keys import WatermarkKey
+from samark.keys.pivots import PivotLaw
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.cell_pass import score_in_cells
 from samark.schemes.samark.cells import cell_evidence, null_cells
-from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.null_projection import (
     ProjectedNullCells,
     bartlett_wishart,
     span_coordinates,
 )
-from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.statistics import ring_max_p_value, statistic_values
 
 KEYS = Path(__file__).parent / "data" / "keys"

@@ -11,15 +11,15 @@ from scipy import stats
 
 from samark.errors import KeyFileError
 from samark.keys import EmbedderIdentity, WatermarkKey
-from samark.schemes.samark.key_material import PivotDraw
-from samark.schemes.samark.pivot_spaces import (
+from samark.keys.pivot_spaces import (
     PivotSpace,
     UnknownPivotSpaceError,
-    fit_pivot_space,
     load_pivot_space,
     shipped_pivot_spaces,
 )
-from samark.schemes.samark.pivots import derive_pivots_in_space, null_pivots_in_space
+from samark.keys.pivots import derive_pivots_in_space, null_pivots_in_space
+from samark.keys.samark_material import PivotDraw
+from samark.schemes.samark.pivot_space_fitting import fit_pivot_space
 
 SECRET = bytes(range(32))
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samark.schemes.samark.pivots import null_pivots
+from samark.keys.pivots import null_pivots
 from samark.schemes.samark.statistics import (
     alignment,
     channel_responses,

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from samark.keys.pivots import PivotLaw
 from samark.schemes.samark.cells import null_cells
-from samark.schemes.samark.pivots import PivotLaw
 
 
 def main() -> None:

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from samark.keys.pivots import PivotLaw
 from samark.schemes.samark.cells import CellFrames, null_cells
-from samark.schemes.samark.pivots import PivotLaw
 
 sys.path.insert(0, str(Path(__file__).parent))
 from selection_replay import Design, p_value  # type: ignore[import-not-found]

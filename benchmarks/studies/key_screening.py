@@ -28,9 +28,9 @@ from scipy import stats
 from samark.detection.key_check import KeyCheck
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
-from samark.schemes.samark.key_material import PivotDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))

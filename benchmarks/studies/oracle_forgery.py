@@ -38,8 +38,8 @@ import numpy as np
 from samark.datasets import Document
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.detector import SAMarkDetector
-from samark.schemes.samark.key_material import PivotDraw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
 sys.path.insert(0, str(Path(__file__).resolve().parent))

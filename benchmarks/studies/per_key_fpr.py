@@ -45,9 +45,9 @@ from scipy import stats
 
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.cell_pass import score_in_cells
 from samark.schemes.samark.cells import CellFrames, NullCellDraws, key_cells
-from samark.schemes.samark.key_material import PivotDraw
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 from samark.schemes.samark.topic_centring import NeighbourCentring, reference_texts
 

@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
+from samark.keys.pivots import PivotLaw
 from samark.schemes.samark.cells import CellFrames, cell_evidence, null_cells
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import embed_sentences
-from samark.schemes.samark.pivots import PivotLaw
 from samark.schemes.samark.selection import select
 from samark.schemes.samark.statistics import (
     alignment,

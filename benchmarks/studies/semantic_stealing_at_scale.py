@@ -102,7 +102,7 @@ def research_key(index: int, embedder: Any, avoided: Any) -> Any:
     """Repetition ``index``'s key, built as the paper run's public key is (its pivots
     avoid the same reference directions), from a public blob: for research only."""
     from samark.keys import WatermarkKey
-    from samark.schemes.samark.key_material import PivotDraw
+    from samark.keys.samark_material import PivotDraw
 
     secret = hashlib.sha256(f"samark/semantic-stealing-at-scale/{index}".encode()).digest()
     return WatermarkKey(

@@ -93,9 +93,9 @@ class LayeredTokenRow:
 
         from samark.embed import load_embedder
         from samark.keys import WatermarkKey
+        from samark.keys.samark_material import PivotDraw
         from samark.schemes import create_scheme
         from samark.schemes.base import SharedResources
-        from samark.schemes.samark.key_material import PivotDraw
 
         embedder = load_embedder("all-mpnet-base-v2")
         key = WatermarkKey(

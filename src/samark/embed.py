@@ -14,6 +14,7 @@ import numpy as np
 
 from samark.errors import SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
+from samark.keys.samark_material import DEFAULT_CELLS, PivotDraw, new_null_draws
 from samark.models import DEFAULT_EMBEDDER, folder_fingerprint, resolve_embedder
 
 #: the domains whose mean directions a new key's pivots avoid: a key whose pivots lean
@@ -152,10 +153,6 @@ def new_key(
     against ``null_draws`` (default: ``DEFAULT_NULL_DRAWS`` with cells; "full" matches the
     keys of a ring written before 2026-11-28), made for ``scheme`` (written in the key file;
     None: a key that names none, read as made for samark-layered where it has cells)."""
-    # SAMark's package imports this module (its detector embeds), so its key part is
-    # imported here rather than when this module loads
-    from samark.schemes.samark.key_material import DEFAULT_CELLS, PivotDraw, new_null_draws
-
     cells = DEFAULT_CELLS if cells is None else cells
     return WatermarkKey.generate(
         embedder.identity,

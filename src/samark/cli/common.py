@@ -217,7 +217,7 @@ def check_cells(cells: int | None, scheme_name: str, samark_family: bool) -> Non
         return
     if not samark_family:
         raise fail(f"--cells is SAMark's; leave it out for {scheme_name}")
-    from samark.schemes.samark.key_material import check_cells as valid
+    from samark.keys.samark_material import check_cells as valid
 
     try:
         valid(cells)

@@ -30,8 +30,8 @@ from samark.cli.common import (
     sentence_progress,
 )
 from samark.errors import SamarkError
+from samark.keys.samark_material import DEFAULT_CELLS
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
-from samark.schemes.samark.key_material import DEFAULT_CELLS
 
 if TYPE_CHECKING:
     from samark.embed import Embedder
@@ -195,7 +195,7 @@ def demo_key(embedder: Embedder, seed: int | None, cells: int = DEFAULT_CELLS) -
     Its pivots avoid the same reference directions as ``samark keygen``'s."""
     from samark.embed import new_key
     from samark.keys import WatermarkKey
-    from samark.schemes.samark.key_material import PivotDraw, new_null_draws
+    from samark.keys.samark_material import PivotDraw, new_null_draws
 
     if seed is None:
         return new_key(embedder, cells=cells)

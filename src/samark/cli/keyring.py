@@ -98,7 +98,7 @@ def _key_maker(
 def _ring_cells(cells: int | None, flag_bits: int) -> int:
     """The keyed cells of a new ring's keys: 64 (``DEFAULT_CELLS``), or static pivots where
     the ring writes payload bits in the flag pattern (a cell's flags are the key's)."""
-    from samark.schemes.samark.key_material import DEFAULT_CELLS
+    from samark.keys.samark_material import DEFAULT_CELLS
 
     if cells is None:
         return 0 if flag_bits else DEFAULT_CELLS

@@ -41,8 +41,8 @@ from samark.cli.loading import (
 )
 from samark.cli.record import RecordOption, check_record_options, open_record, record_served
 from samark.errors import SamarkError
+from samark.keys.samark_material import DEFAULT_CELLS
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
-from samark.schemes.samark.key_material import DEFAULT_CELLS
 
 
 @app.command()

@@ -66,7 +66,7 @@ class SchemeSpec:
     texts_from: str | None = None
     #: (label, fingerprint) of the row named by ``texts_from``, resolved by Experiment.parse
     owner: tuple[str, str] | None = None
-    #: a shipped pivot space (``samark.schemes.samark.pivot_spaces``): the row's key is
+    #: a shipped pivot space (``samark.keys.pivot_spaces``): the row's key is
     #: the experiment's secret drawing its pivots in that space
     pivot_space: str | None = None
     #: fewer human negatives than the data set's, for a detector that costs a generation
@@ -349,7 +349,7 @@ def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]
 
 def _key_cells(top: dict[str, Any], key: str, where: str) -> int:
     """The cells a public key names: an int, or "default" for a new key's."""
-    from samark.schemes.samark.key_material import DEFAULT_CELLS, check_cells
+    from samark.keys.samark_material import DEFAULT_CELLS, check_cells
 
     raw = top.get("key_cells", 0)
     if raw != 0 and key != "public":
@@ -471,7 +471,7 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
             raise ExperimentError(f"{where}: {f} must be an integer >= 1, not {value!r}")
     space = fields.get("pivot_space")
     if space is not None:
-        from samark.schemes.samark.pivot_spaces import shipped_pivot_spaces
+        from samark.keys.pivot_spaces import shipped_pivot_spaces
 
         if space not in shipped_pivot_spaces():
             raise ExperimentError(

@@ -37,9 +37,9 @@ from samark.evaluation.stages import length as stage_length
 from samark.evaluation.stages import quality as stage_quality
 from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import PivotDraw, new_null_draws
 from samark.schemes import Watermark, create_scheme
 from samark.schemes.base import SharedResources, scheme_info
-from samark.schemes.samark.key_material import PivotDraw, new_null_draws
 
 #: the stages in the order they run (each one owns its keys, work and status)
 STAGE_OBJECTS: tuple[Stage, ...] = (
@@ -236,7 +236,7 @@ class Run:
         """The run's key, drawing its pivots in the row's pivot space if it names one."""
         if spec.pivot_space is None:
             return self.key
-        from samark.schemes.samark.pivot_spaces import load_pivot_space
+        from samark.keys.pivot_spaces import load_pivot_space
 
         space = load_pivot_space(spec.pivot_space, fingerprint=self.embedder.identity.fingerprint)
         return self.key.with_samark(

@@ -4,7 +4,9 @@ A key holds what every scheme needs: the secret, its public id and the embedder 
 to. The secret derives each scheme's key material one-way: other schemes' integers
 (:meth:`WatermarkKey.derive_ints`, :func:`keyed_rng`) and SAMark's pivots, whose public law
 (avoided directions or a pivot space) the key carries as one part, ``key.samark``
-(:mod:`samark.schemes.samark.key_material`). The file is JSON with owner-only permissions;
+(:mod:`samark.keys.samark_material`, with :mod:`samark.keys.pivots` and
+:mod:`samark.keys.pivot_spaces`: key material, which every scheme's package reads and none
+of it imports a scheme). The file is JSON with owner-only permissions;
 a key's repr, str and errors show only its public id.
 """
 
@@ -19,14 +21,12 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from samark.errors import EmbedderMismatchError, KeyFileError
-
-if TYPE_CHECKING:
-    from samark.schemes.samark.key_material import PivotDraw, SAMarkKeyMaterial
+from samark.keys.pivot_spaces import UnknownPivotSpaceError
+from samark.keys.samark_material import PivotDraw, SAMarkKeyMaterial
 
 KEY_FORMAT = "samark-key"
 #: the key file versions this samark reads (SAMark's part says which one a key is written
@@ -37,14 +37,6 @@ KEY_VERSIONS = (1, 2, 3, 4)
 FILE_VERSION_SCHEME = 4
 SECRET_BYTES = 32
 _ID_DOMAIN = b"samark/key-id/v1"
-
-
-def _pivot_draw() -> type[PivotDraw]:
-    # SAMark's package imports this module (its scheme takes a key), so its key part is
-    # imported when a key first needs it rather than when this module loads
-    from samark.schemes.samark.key_material import PivotDraw
-
-    return PivotDraw
 
 
 @dataclass(frozen=True)
@@ -61,7 +53,7 @@ class EmbedderIdentity:
 class WatermarkKey:
     """A secret watermark key. Its repr and str show only a public key id.
 
-    ``samark`` (a :class:`~samark.schemes.samark.key_material.PivotDraw`) says where
+    ``samark`` (a :class:`~samark.keys.samark_material.PivotDraw`) says where
     SAMark's pivots are drawn: away from avoided directions or in a pivot space; ``None``
     draws them anywhere. Other schemes ignore it. ``scheme`` is the scheme the key was made
     for (``samark keygen --scheme``; public, in the key file): commands mark and detect with
@@ -82,7 +74,7 @@ class WatermarkKey:
             raise KeyFileError("a key's scheme is a scheme name")
         self._secret = secret
         self.embedder = embedder
-        self._draw = _pivot_draw()() if samark is None else samark
+        self._draw = PivotDraw() if samark is None else samark
         self.scheme = scheme
 
     @classmethod
@@ -110,8 +102,6 @@ class WatermarkKey:
     @property
     def samark(self) -> SAMarkKeyMaterial:
         """SAMark's part of the key: its pivots, their public law, the null pivots."""
-        from samark.schemes.samark.key_material import SAMarkKeyMaterial
-
         return SAMarkKeyMaterial(self._secret, self._draw)
 
     @property
@@ -174,8 +164,6 @@ class WatermarkKey:
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WatermarkKey:
         """Read a key file; every failure is a :class:`KeyFileError` naming the file only."""
-        from samark.schemes.samark.pivot_spaces import UnknownPivotSpaceError
-
         path = Path(path)
         try:
             raw = path.read_bytes()
@@ -208,7 +196,7 @@ class WatermarkKey:
             secret = base64.b64decode(record["secret"], validate=True)
             emb = record["embedder"]
             embedder = EmbedderIdentity(name=str(emb["name"]), fingerprint=str(emb["fingerprint"]))
-            draw = _pivot_draw().from_record(record, fingerprint=embedder.fingerprint)
+            draw = PivotDraw.from_record(record, fingerprint=embedder.fingerprint)
             scheme = record.get("scheme")
             if scheme is not None and not isinstance(scheme, str):
                 raise TypeError("scheme")

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
+from samark.keys.samark_material import check_cells
 from samark.models import DEFAULT_GENERATOR
-from samark.schemes.samark.key_material import check_cells
 from samark.serving.settings import ServeSettings
 
 if TYPE_CHECKING:

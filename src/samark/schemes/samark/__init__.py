@@ -11,11 +11,13 @@ home:
 - ``ring``: a keyring's max-statistic pass (every key on one embedding);
 - ``layered``: the layered mark (SAMark plus a token layer) and its ring pass.
 
-- ``pivots``: a key's pivot geometry (bit-reproducible pivots, their public law, null
-  pivots); ``pivot_spaces``: the public subspaces a key may draw them in;
+- ``cells``, ``cell_pass``, ``null_projection``: the layered mark's keyed cells, their
+  scoring pass and the exact law of their null draws in a text's span;
+- ``pivot_space_fitting``: fitting a pivot space to human text (the shipped spaces);
 - ``topic_centring``: the detector's optional topic centring by an operator's human text.
 
-Keys reach their pivots through :class:`samark.keys.WatermarkKey`; the layered mark's
+A key's pivots, their public law and pivot spaces are key material, one floor down in
+:mod:`samark.keys` (``key.samark``); the layered mark's
 token layer is :mod:`samark.token_layer`.
 """
 

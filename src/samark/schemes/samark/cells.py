@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from samark.keys import WatermarkKey
-from samark.schemes.samark.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
+from samark.keys.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
 
 #: null cell sets are drawn in chunks of this many (bounds the peak memory of the draw)
 _CHUNK = 64

@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from samark.keys.samark_material import NULL_DRAWS, check_cells
 from samark.sampling.base import SamplingParams
 from samark.schemes.base import SchemeConfig, check
-from samark.schemes.samark.key_material import check_cells
-from samark.schemes.samark.null_projection import NULL_DRAWS
 from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference
 from samark.schemes.samark.statistics import STATISTICS, Statistic
 

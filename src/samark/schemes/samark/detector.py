@@ -16,6 +16,8 @@ from samark.detection_result import Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
+from samark.keys.pivots import PivotLaw
+from samark.keys.samark_material import NULL_DRAWS, check_cells
 from samark.schemes.samark.cell_pass import CellScores, score_in_cells
 from samark.schemes.samark.cells import (
     CellFrames,
@@ -25,9 +27,7 @@ from samark.schemes.samark.cells import (
     null_cells,
     text_signs,
 )
-from samark.schemes.samark.key_material import check_cells
-from samark.schemes.samark.null_projection import NULL_DRAWS, ProjectedNullCells
-from samark.schemes.samark.pivots import PivotLaw
+from samark.schemes.samark.null_projection import ProjectedNullCells
 from samark.schemes.samark.statistics import (
     STATISTICS,
     Statistic,

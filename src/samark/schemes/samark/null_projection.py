@@ -40,12 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from samark.schemes.samark.pivots import PivotLaw
-
-#: the null draws a key is detected with: "full", d-dimensional cell sets
-#: (:class:`~samark.schemes.samark.cells.NullCellDraws`, every key written before
-#: 2026-11-28), or "projected", their law in each text's span (this module)
-NULL_DRAWS = ("full", "projected")
+from samark.keys.pivots import PivotLaw
 
 #: draws that share one seeded random stream (at most): a text's draws are a function of the
 #: seed, its ranks and sentence count alone

@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 
 from samark.errors import EmbedderMismatchError
-from samark.schemes.samark.null_projection import NULL_DRAWS
-from samark.schemes.samark.pivot_spaces import PivotSpace, load_pivot_space
-from samark.schemes.samark.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
+from samark.keys.pivot_spaces import PivotSpace, load_pivot_space
+from samark.keys.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
 
 #: the key file version of a key without a pivot space, and of one with (a samark that reads
 #: only version 1 would ignore the space and derive other pivots, so it must refuse it)
@@ -44,6 +43,11 @@ DEFAULT_CELLS = 64
 #: law in each text's span, seconds for a 64-key ring instead of minutes
 #: (docs/results/2026-11-28-cost); keys written before keep "full"
 DEFAULT_NULL_DRAWS = "projected"
+#: the null draws a key is detected with: "full", d-dimensional cell sets
+#: (:class:`~samark.schemes.samark.cells.NullCellDraws`, every key written before
+#: 2026-11-28), or "projected", their law in each text's span
+#: (:mod:`samark.schemes.samark.null_projection`)
+NULL_DRAWS = ("full", "projected")
 
 
 def new_null_draws(cells: int, null_draws: str | None = None) -> str:
@@ -144,7 +148,7 @@ class PivotDraw:
     def from_record(cls, record: dict[str, Any], fingerprint: str) -> PivotDraw:
         """The draw a key file's ``record`` stores, for a key of the embedder with
         ``fingerprint``. Raises ``KeyError``/``TypeError``/``ValueError`` on a damaged
-        record and :class:`~samark.schemes.samark.pivot_spaces.UnknownPivotSpaceError` for
+        record and :class:`~samark.keys.pivot_spaces.UnknownPivotSpaceError` for
         a space this samark does not ship."""
         avoid_rec = record.get("avoid") or {"rows": 0, "dim": 0, "float64_le": ""}
         flat = np.frombuffer(base64.b64decode(avoid_rec["float64_le"], validate=True), "<f8")
