@@ -5,7 +5,6 @@ sentences takes most of an hour on a 2-core CPU)."""
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 from pathlib import Path
 
@@ -18,8 +17,7 @@ from samark.segment import split_sentences
 
 def stored_test_corpora(embedder: Embedder) -> tuple[list[Document], list[list[str]], np.ndarray]:
     """The calibration tests' four corpora, their sentences and stored embeddings."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from build_test_embeddings import CORPORA, corpus_texts, stored_embeddings
+    from scripts.build_test_embeddings import CORPORA, corpus_texts, stored_embeddings
 
     docs: list[Document] = []
     sentences: list[list[str]] = []

@@ -1,11 +1,11 @@
 """Keyrings measured: the family-wise FPR on human text, attribution and payload on a run's
 SAMark texts, and the cost of a large ring.
 
-    python benchmarks/keyring.py fwer experiments/runs/paper --rings 3 --out FILE.json
-    python benchmarks/keyring.py fwer --test-corpora --rings 3
-    python benchmarks/keyring.py attribution experiments/runs/paper --rings 5 --out FILE.json
-    python benchmarks/keyring.py cost experiments/runs/paper
-    python benchmarks/keyring.py keys --test-corpora --size 4 --rings 3   # key by key
+    python -m benchmarks.keyring fwer experiments/runs/paper --rings 3 --out FILE.json
+    python -m benchmarks.keyring fwer --test-corpora --rings 3
+    python -m benchmarks.keyring attribution experiments/runs/paper --rings 5 --out FILE.json
+    python -m benchmarks.keyring cost experiments/runs/paper
+    python -m benchmarks.keyring keys --test-corpora --size 4 --rings 3   # key by key
 
 Rings hold keys drawn as ``samark keygen`` (or the run) draws them: one pivot law, so the
 ring's p-value is the exact max-statistic one. Detection uses the commands' statistic
@@ -23,7 +23,6 @@ import argparse
 import gzip
 import hashlib
 import json
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from benchmarks.human_texts import corpus_of, embed_texts, stored_test_corpora
 from samark.datasets import Document
 from samark.detection.ring_detector import RingDetector
 from samark.embed import Embedder, load_embedder
@@ -45,9 +45,6 @@ from samark.models import DEFAULT_GENERATOR
 from samark.schemes.base import SharedResources
 from samark.schemes.samark import SAMark, SAMarkConfig
 from samark.segment import split_sentences
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from human_texts import corpus_of, embed_texts, stored_test_corpora
 
 RING_SIZES = (1, 4, 16, 64)
 ALPHA = 0.01

@@ -10,9 +10,9 @@ Fisher combination (the layered mark's p-value). For each kind of p-value it pri
   binomial bound allows (about 0.1% of keys by chance);
 - one-sided KS tests against uniform: of the pooled p-values, and per key.
 
-    python benchmarks/layered_calibration.py experiments/runs/paper --keys 50 \
+    python -m benchmarks.layered_calibration experiments/runs/paper --keys 50 \
         --out docs/results/2026-11-25-layered/calibration.json
-    python benchmarks/layered_calibration.py --test-corpora --keys 60   # no embedding
+    python -m benchmarks.layered_calibration --test-corpora --keys 60   # no embedding
 
 Keys are drawn as ``samark keygen`` draws them (pivots avoiding the embedder's news,
 encyclopedic and fiction mean directions); ``--unconstrained`` draws Haar pivots in the
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from benchmarks.human_texts import corpus_of, embed_texts, stored_test_corpora
 from samark.embed import load_embedder
 from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
@@ -41,9 +41,6 @@ from samark.keys.samark_material import PivotDraw
 from samark.schemes import create_scheme
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from human_texts import corpus_of, embed_texts, stored_test_corpora
 
 KINDS = (
     "samark z",

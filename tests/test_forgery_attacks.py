@@ -13,9 +13,10 @@ import pytest
 from samark.errors import SamarkError
 from samark.evaluation.attacks import create_attack
 from samark.evaluation.attacks.base import attack_kind
-from samark.evaluation.attacks.piggyback import piggyback
+from samark.evaluation.attacks.piggyback import FALSE_CLAIMS, is_false_claim, piggyback
 from samark.evaluation.attacks.semantic_stealing import stolen_direction, stolen_orthant
 from samark.evaluation.attacks.token_stealing import StolenBias, StolenPreferences
+from samark.evaluation.forgery import ForgeryOutcome, forgery_p_values, measure_forgery
 from samark.segment import split_sentences
 
 TEXT = (
@@ -223,3 +224,19 @@ def test_semantic_stealing_with_its_own_unmarked_texts_sees_past_the_domain() ->
         create_attack("semantic-stealing", unmarked_vectors=unmarked[:1], **common)
     chosen = own.forgery_indices(4, random.Random(0))
     assert len(set(chosen)) == 4 and all(0 <= c < len(common["pool_vectors"]) for c in chosen)
+
+
+def test_is_false_claim_tells_the_piggybacks_own_sentences() -> None:
+    out, edits = piggyback(TEXT, random.Random(3), negations=0, numbers=0, entities=0, insertions=3)
+    inserted = [s for s in split_sentences(out) if is_false_claim(s)]
+    assert len(inserted) == edits.inserted == 3
+    assert not any(is_false_claim(s) for s in split_sentences(TEXT))
+    assert is_false_claim(FALSE_CLAIMS[0].format(name="Anna Berg"))
+
+
+def test_forgery_outcome_counts_detections_below_alpha() -> None:
+    outcome = ForgeryOutcome.of([0.001, 0.5, 0.009, 1.0], alpha=0.01)
+    assert (outcome.forgeries, outcome.detected, outcome.median_p) == (4, 0.5, 0.2545)
+    assert forgery_p_values([None]) == [1.0]  # nothing to score: not detected
+    with pytest.raises(SamarkError):  # a removal attack's detections are no forger's success
+        measure_forgery(None, create_attack("shuffle"), [TEXT])  # type: ignore[arg-type]

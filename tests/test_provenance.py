@@ -645,3 +645,135 @@ def test_cli_generate_records_what_it_generated(tmp_path, minilm, smollm2) -> No
         assert record.store.count() == len(made["sentences"])
         report = record.check(made["text"])
     assert report.requests == (made["request_id"],) and len(report.vouched) >= 1
+
+
+# -- samark record migrate -------------------------------------------------------------
+def _whole(store) -> list[tuple[bytes, bytes, str, str, datetime, str | None]]:
+    """Every row of a store as stored (embedding bytes included), the row number aside."""
+    rows, after = [], 0
+    while batch := store.scan(after, 3):
+        after = batch[-1][0]
+        rows += [
+            (e.digest, e.embedding.tobytes(), e.request_id, e.key_id, e.created, e.text)
+            for _, e in batch
+        ]
+    return rows
+
+
+def test_cli_record_migrate_copies_a_record_into_postgres_once(
+    tmp_path, postgres_url, minilm, minilm_key
+) -> None:
+    source = f"sqlite:///{tmp_path}/record.db"
+    ten_days_ago = datetime.now(UTC) - timedelta(days=10)
+    with ProvenanceRecord.open(source, minilm_key, minilm) as record:
+        served = record.record_text(SERVED)
+        kept = record.record_text(UNRELATED[0], store_text=True, request_id="with-text")
+        old = record.record_text(UNRELATED[1], when=ten_days_ago)
+        # a sentence served twice in one request is two rows, copied as two
+        twice = record.record(["It rained.", "It rained.", "Then it stopped."])
+        stored = record.store.count()
+        before = _whole(record.store)
+    assert stored == 8
+    runner = CliRunner()
+    first = runner.invoke(app, ["record", "migrate", source, postgres_url, "--batch-size", "2"])
+    assert first.exit_code == 0, first.output
+    out = json.loads(first.stdout)
+    assert (out["read"], out["copied"], out["present"], out["stored"]) == (8, 8, 0, 8)
+    assert "copied 8 sentences of 8" in first.stderr
+
+    # the same rows, byte for byte (hashes, float16 embeddings, times, text), the source
+    # untouched; found alike through the store's lookups and the record's check
+    with open_store(source) as keyless:
+        binding = keyless.binding
+    assert binding is not None
+    with open_store(source, binding) as a, open_store(postgres_url, binding) as b:
+        assert _whole(a) == before and _whole(b) == before
+        digests = [RecordKey.of(minilm_key).digest(s) for s in ("It rained.", UNRELATED[0])]
+        found_a, found_b = a.lookup(digests), b.lookup(digests)
+        assert [len(f) for f in found_a] == [2, 1]
+        for in_a, in_b in zip(found_a, found_b, strict=True):
+            assert [s.to_dict() for s in in_a] == [s.to_dict() for s in in_b]
+        assert found_b[1][0].text == UNRELATED[0] and found_b[0][0].request_id == twice
+    checked = " ".join([*PARAPHRASES, UNRELATED[1], UNRELATED[0], "Nothing like it was served."])
+    reports = []
+    for url in (source, postgres_url):
+        with ProvenanceRecord.open(url, minilm_key, minilm) as record:
+            reports.append(record.check(checked))
+    sqlite_report, postgres_report = reports
+    assert [s.state for s in postgres_report.sentences] == [
+        ProvenanceState.PARAPHRASE,
+        ProvenanceState.PARAPHRASE,
+        ProvenanceState.SERVED,
+        ProvenanceState.SERVED,
+        ProvenanceState.NOT_SERVED,
+    ]
+    assert set(postgres_report.requests) == {served, old, kept}
+    assert postgres_report.to_dict() == sqlite_report.to_dict() | {
+        "sentences": postgres_report.to_dict()["sentences"]
+    }
+    for s, p in zip(sqlite_report.sentences, postgres_report.sentences, strict=True):
+        assert s.state == p.state and s.times_served == p.times_served
+        assert (s.match and s.match.to_dict()) == (p.match and p.match.to_dict())
+        assert s.cosine == pytest.approx(p.cosine, abs=1e-6)
+
+    # again: nothing added; a request lost from the destination is brought back alone
+    again = runner.invoke(app, ["record", "migrate", source, postgres_url])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout) | {"source": "", "destination": ""} == {
+        "source": "",
+        "destination": "",
+        "read": 8,
+        "copied": 0,
+        "present": 8,
+        "stored": 8,
+    }
+    with open_store(postgres_url) as keyless:
+        assert keyless.delete_request(twice) == 3
+    resumed = runner.invoke(app, ["record", "migrate", source, postgres_url, "--batch-size", "4"])
+    assert json.loads(resumed.stdout)["copied"] == 3
+    with open_store(postgres_url, binding) as b:
+        assert sorted(_whole(b), key=repr) == sorted(before, key=repr) and b.count() == 8
+    # and back into a new file, as faithfully
+    back = f"sqlite:///{tmp_path}/back.db"
+    assert runner.invoke(app, ["record", "migrate", postgres_url, back]).exit_code == 0
+    with open_store(back, binding) as c:
+        assert sorted(_whole(c), key=repr) == sorted(before, key=repr)
+
+
+def test_cli_record_migrate_refuses_another_record_and_bad_input(
+    tmp_path: Path, store_url: str
+) -> None:
+    """A destination of another key or embedder, a missing source, one store as both, an
+    unreachable server: a clear error (exit 2), no secret shown, nothing written."""
+    a, b = RecordKey.of(_key(b"a")), RecordKey.of(_key(b"b"))
+    source = f"sqlite:///{tmp_path}/source.db"
+    with open_store(source, _binding(a)) as store:
+        store.add([_entry(a, "One.", "r1", seed=1), _entry(a, "Two.", "r1", seed=2)])
+    with open_store(store_url, _binding(b)) as other:
+        other.add([_entry(b, "Theirs.", "r9")])
+    wider = f"sqlite:///{tmp_path}/wider.db"
+    open_store(wider, _binding(a, dim=DIM + 1)).close()
+    runner = CliRunner()
+    for destination, says in [
+        (store_url, "made with another key"),
+        (wider, "holds embeddings of embedder"),
+    ]:
+        refused = runner.invoke(app, ["record", "migrate", source, destination])
+        assert refused.exit_code == 2 and isinstance(refused.exception, SystemExit)
+        assert "refusing to copy" in refused.output and says in refused.output
+        assert a._secret.hex() not in refused.output and b._secret.hex() not in refused.output
+    with open_store(store_url) as other, open_store(wider) as w, open_store(source) as s:
+        assert (other.count(), w.count(), s.count()) == (1, 0, 2)
+
+    missing = tmp_path / "no-such-record.db"
+    fresh = f"sqlite:///{tmp_path}/fresh.db"
+    for args, says in [
+        ([str(missing), fresh], "there is no record"),
+        ([source, str(tmp_path / "source.db")], "both the source and the destination"),
+        ([source, "mysql://host/db"], "unknown record URL scheme"),
+        ([source, "postgresql://me:s3cret@127.0.0.1:1/db"], "cannot reach the record"),
+    ]:
+        refused = runner.invoke(app, ["record", "migrate", *args])
+        assert refused.exit_code == 2 and says in refused.output, refused.output
+        assert "s3cret" not in refused.output
+    assert not missing.exists() and not (tmp_path / "fresh.db").exists()

@@ -52,11 +52,32 @@ def test_catalogued_schemes_load_on_first_use() -> None:
 
 
 def test_an_outside_scheme_registers_with_its_description() -> None:
-    from samark.schemes.base import register_scheme, scheme_info, scheme_names
+    from samark.schemes.base import Watermark, register_scheme, scheme_info, scheme_names
 
     @register_scheme("test-outside-scheme", unit="sentence", description="a test's scheme")
-    def _factory(**kwargs):  # pragma: no cover - never built
-        raise NotImplementedError
+    class _Outside(Watermark):  # pragma: no cover - never built
+        name = "test-outside-scheme"
 
     assert "test-outside-scheme" in scheme_names()
     assert scheme_info("test-outside-scheme").description == "a test's scheme"
+    with pytest.raises(TypeError, match="takes a Watermark class"):  # a factory is refused
+
+        @register_scheme("test-a-factory", unit="sentence", description="a factory")
+        def _factory(**kwargs):  # pragma: no cover - never built
+            raise NotImplementedError
+
+
+def test_the_registry_keeps_classes_so_a_ring_is_sized_before_building() -> None:
+    from samark.schemes.base import scheme_class
+    from samark.schemes.samark.ring_scoring import ring_null_count
+    from samark.schemes.samark.scheme import SAMark, SAMarkDagger
+    from samark.schemes.semstamp import KSemStamp, SemStamp
+
+    assert scheme_class("samark-dagger") is SAMarkDagger and issubclass(SAMarkDagger, SAMark)
+    assert scheme_class("k-semstamp") is KSemStamp and issubclass(KSemStamp, SemStamp)
+    need = ring_null_count(64, 0.01)
+    # never fewer null sets than a ring needs; more where asked; other schemes unchanged
+    assert SAMarkDagger.ring_params({}, 64, 0.01) == {"n_null": need}
+    assert SAMark.ring_params({"n_null": 10}, 64, 0.01)["n_null"] == need
+    assert SAMark.ring_params({"n_null": need + 5}, 64, 0.01)["n_null"] == need + 5
+    assert scheme_class("kgw").ring_params({"gamma": 0.25}, 64, 0.01) == {"gamma": 0.25}

@@ -10,13 +10,12 @@ sentence's margin from its cell's nearest wall (its cosine to its own anchor les
 cosine to the next) and how far the paraphrase moves it (the spread a selection rule that
 keeps sentences away from walls would plan for), and how far it moves a pivot's cosine.
 
-    python benchmarks/studies/cell_stability.py experiments/runs/candidate-pools/pools.jsonl
+    python -m benchmarks.studies.cell_stability experiments/runs/candidate-pools/pools.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +30,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=120)
     parser.add_argument("--keys", type=int, default=20)
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).parent))
-    from candidate_pools import load_pools  # type: ignore[import-not-found]
-
+    from benchmarks.studies.candidate_pools import load_pools
     from samark.embed import load_embedder
     from samark.evaluation.attacks.translation import PortugueseRoundTrip
 

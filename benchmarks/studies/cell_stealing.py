@@ -18,7 +18,7 @@ its own cell's learned direction and draws each forgery's 6 sentences among the 
 (the `semantic-stealing` attack's rule). An upper bound on a forger that must infer the
 cells and signs; the key's detector (exact p-value over 499 null keys) judges.
 
-    python benchmarks/studies/cell_stealing.py --keys 4 --ns 10 100 300 1000 \\
+    python -m benchmarks.studies.cell_stealing --keys 4 --ns 10 100 300 1000 \\
         --out experiments/runs/cell-stealing/forgeries.jsonl
 """
 
@@ -27,17 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.studies.selection_replay import Design, p_value
 from samark.keys.pivots import PivotLaw
 from samark.schemes.samark.cells import CellFrames, null_cells
-
-sys.path.insert(0, str(Path(__file__).parent))
-from selection_replay import Design, p_value  # type: ignore[import-not-found]
 
 DIM, SENTENCES, POOL, SHARE, CHANNELS = 768, 6, 32, 0.5, 2
 LAW = PivotLaw.of("avoid", None)

@@ -33,10 +33,10 @@ The marked material is limited by the recorded pools: 240 pools, so at n = 1,000
 each pool is selected from about 25 times (the softmax and the sign vary the pick). The
 curves compare forgers on equal material; ``cell_stealing.py`` gives the scale.
 
-    python benchmarks/studies/cell_stealing_real.py experiments/runs/candidate-pools/pools.jsonl \\
+    python -m benchmarks.studies.cell_stealing_real experiments/runs/candidate-pools/pools.jsonl \\
         --keys 2 --cells 16 64 --ns 100 300 1000 \\
         --out experiments/runs/cell-stealing-real/forgeries.jsonl
-    python benchmarks/studies/cell_stealing_real.py x \\
+    python -m benchmarks.studies.cell_stealing_real x \\
         --table experiments/runs/cell-stealing-real/forgeries.jsonl
 """
 
@@ -45,7 +45,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,11 +52,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.studies.candidate_pools import load_pools
+from benchmarks.studies.selection_replay import Design, frames_of, p_value, replay
 from samark.schemes.samark.cells import CellFrames
-
-sys.path.insert(0, str(Path(__file__).parent))
-from candidate_pools import load_pools  # type: ignore[import-not-found]
-from selection_replay import Design, frames_of, p_value, replay  # type: ignore[import-not-found]
 
 SENTENCES = 6
 #: the articles the forger writes from: after the first 50 (the prompts' articles)

@@ -6,7 +6,7 @@ gets its one p-value ("layered": the centred scan and the token layer, Fisher).
 The texts were generated without centring (Alg. 1 selects on raw cosines); centring is
 applied at detection only, to the key and the null sets alike.
 
-    python benchmarks/studies/centring_power.py experiments/runs/paper --rows SAMark \\
+    python -m benchmarks.studies.centring_power experiments/runs/paper --rows SAMark \\
         --rules none neighbours-16 "own mean" --out docs/results/2026-11-26-per-key-fpr/power.json
 
 ``--negatives 0`` skips TP@FP1% (no human text to embed); embeddings are cached
@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.studies.detection_statistics import EmbeddingCache
+from benchmarks.studies.per_key_fpr import centring, reference_means
 from samark.evaluation.detection_metrics import evidence, tpr_at_fpr
 from samark.evaluation.runner import Run
 from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 from samark.segment import split_sentences
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from detection_statistics import EmbeddingCache
-from per_key_fpr import centring, reference_means
 
 
 def main() -> None:
@@ -147,8 +143,7 @@ def _layered(run: Run) -> SAMarkLayered:
 def _operator_reference(run: Run) -> np.ndarray:
     """An operator's own human traffic, simulated: the first 10 sentences of the
     CNN/DailyMail articles that none of the run's prompts came from."""
-    from per_key_corpora import embed_cached, test_texts
-
+    from benchmarks.studies.per_key_corpora import embed_cached, test_texts
     from samark.datasets import load_dataset
     from samark.embed import load_embedder
 

@@ -25,7 +25,7 @@ detector scores the result; "forged" is p < 0.01. The share of the direction ins
 key's pivot span (|cos| to the span) says how much of the key leaked (a truth the forger
 never sees; a random direction has about sqrt(c / dim)).
 
-    python benchmarks/studies/flag_payload_leak.py experiments/runs/paper --draws 60 \
+    python -m benchmarks.studies.flag_payload_leak experiments/runs/paper --draws 60 \
         --out FILE.json --plot FILE.png
 """
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import sys
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -42,16 +41,13 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.human_texts import stored_test_corpora
+from benchmarks.keyring import ring, run_flags, run_texts
 from samark.embed import load_embedder
 from samark.evaluation.experiment import Experiment
 from samark.evaluation.runner import public_key
 from samark.schemes.samark import SAMark, SAMarkConfig
 from samark.schemes.samark.detector import embed_sentences
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from human_texts import stored_test_corpora
-from keyring import ring, run_flags, run_texts
 
 ALPHA = 0.01
 

@@ -14,19 +14,21 @@ the forger never uses the key). Three attacks (``samark.evaluation.attacks``):
   row's (same model, same prompts), continuing CNN/DailyMail prompts the run did not use;
   ``n = 0`` is the control (the forger's model, no bias).
 
-    python benchmarks/studies/forgery.py piggyback experiments/runs/paper --out F.jsonl
-    python benchmarks/studies/forgery.py semantic experiments/runs/paper --out F.jsonl
-    python benchmarks/studies/forgery.py stealing experiments/runs/paper --out F.jsonl
-    python benchmarks/studies/forgery.py more-marked experiments/runs/paper --row Unigram \
+    python -m benchmarks.studies.forgery piggyback experiments/runs/paper --out F.jsonl
+    python -m benchmarks.studies.forgery semantic experiments/runs/paper --out F.jsonl
+    python -m benchmarks.studies.forgery stealing experiments/runs/paper --out F.jsonl
+    python -m benchmarks.studies.forgery more-marked experiments/runs/paper --row Unigram \
         --forgeries 60 --sentences 6 --out MORE.jsonl
-    python benchmarks/studies/forgery.py stealing experiments/runs/paper --extra MORE.jsonl \
+    python -m benchmarks.studies.forgery stealing experiments/runs/paper --extra MORE.jsonl \
         --cells Unigram:100 --forgeries 20 --out F.jsonl
-    python benchmarks/studies/forgery.py localise experiments/runs/paper --out F.jsonl
-    python benchmarks/studies/forgery.py precision experiments/runs/paper --out F.jsonl \
+    python -m benchmarks.studies.forgery localise experiments/runs/paper --out F.jsonl
+    python -m benchmarks.studies.forgery precision experiments/runs/paper --out F.jsonl \
         --counts 10,20,40
-    python benchmarks/studies/forgery.py table --out F.jsonl --plot forgery.png
+    python -m benchmarks.studies.forgery table --out F.jsonl --plot forgery.png
 
 Each cell is one JSONL line (appended); ``table`` prints the Markdown table and plots.
+A cell's detection and its share detected are ``samark.evaluation.forgery``'s (the
+harness an operator runs on their own deployment: ``measure_forgery``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ import numpy as np
 ALPHA = 0.01
 TOKEN_ROWS = ["KGW", "SynthID", "Unigram", "MorphMark", "EXP", "UPV"]
 LAYERED = "SAMark (layered)"
-LEVELS = {
+#: the piggyback levels (also the provenance record's, benchmarks/studies/provenance_attacks.py)
+LEVELS: dict[str, dict[str, int]] = {
     "light": {"negations": 2, "numbers": 2, "entities": 1, "insertions": 1},
     "heavy": {"negations": 4, "numbers": 3, "entities": 2, "insertions": 3},
 }
@@ -71,25 +73,15 @@ def _write(out: Path, row: dict[str, Any]) -> None:
     print(f"{row['attack']:10} {row['target']:18} {row['detector']:24} n={row['n']:<3} {hits}")
 
 
-def _detections(scheme: Any, texts: list[str]) -> list[Any]:
-    from samark.errors import EmptyTextError
-
-    out = []
-    for t in texts:
-        try:
-            out.append(scheme.detect(t))
-        except EmptyTextError:
-            out.append(None)
-    return out
-
-
 def _each(dets: list[tuple[str, Any, str]], texts: list[str]) -> list[tuple[str, list[float]]]:
     """(detector label, p-values of ``texts``), each scheme detecting the texts once."""
+    from samark.evaluation.forgery import detect_forgeries
+
     found: dict[int, list[Any]] = {}
     out = []
     for label, scheme, how in dets:
         if id(scheme) not in found:
-            found[id(scheme)] = _detections(scheme, texts)
+            found[id(scheme)] = detect_forgeries(scheme, texts)
         out.append((label, _p_values(found[id(scheme)], how)))
     return out
 
@@ -113,14 +105,17 @@ def _p_values(dets: list[Any], how: str = "p") -> list[float]:
 
 
 def _row(attack: str, target: str, detector: str, n: int, ps: list[float], **extra: Any) -> dict:
+    from samark.evaluation.forgery import ForgeryOutcome
+
+    outcome = ForgeryOutcome.of(ps, ALPHA)
     return {
         "attack": attack,
         "target": target,
         "detector": detector,
         "n": n,
-        "forgeries": len(ps),
-        "detected": float(np.mean(np.asarray(ps) < ALPHA)),
-        "median_p": float(np.median(ps)),
+        "forgeries": outcome.forgeries,
+        "detected": outcome.detected,
+        "median_p": outcome.median_p,
         **extra,
     }
 
@@ -188,7 +183,7 @@ def piggyback(args: argparse.Namespace) -> None:
 
 
 def semantic(args: argparse.Namespace) -> None:
-    from human_texts import stored_test_corpora
+    from benchmarks.human_texts import stored_test_corpora
     from samark.evaluation.attacks import create_attack
 
     run, specs = _open(args.run)
@@ -215,6 +210,7 @@ def semantic(args: argparse.Namespace) -> None:
 
 def stealing(args: argparse.Namespace) -> None:
     from samark.evaluation.attacks import create_attack
+    from samark.evaluation.forgery import detect_forgeries
 
     run, specs = _open(args.run)
     prompts = _fresh_prompts(run, 0, args.forgeries)
@@ -242,9 +238,9 @@ def stealing(args: argparse.Namespace) -> None:
         quality["seconds_per_forgery"] = (time.perf_counter() - start) / len(prompts)
         rows = TOKEN_ROWS if n_used == 0 else [target] if target != LAYERED else []
         for row in rows:
-            ps = _p_values(_detections(run.scheme(specs[row]), forged))
+            ps = _p_values(detect_forgeries(run.scheme(specs[row]), forged))
             _write(args.out, _row("stealing", row, row, n_used, ps, **quality))
-        found = _detections(layered, forged)
+        found = detect_forgeries(layered, forged)
         for label, how in [("layered fisher", "p"), ("layered both", "both")]:
             ps = _p_values(found, how)
             name = LAYERED if n_used == 0 else target
@@ -256,16 +252,10 @@ def localise(args: argparse.Namespace) -> None:
     """Where the mark sits in a piggybacked text: the detector's per-sentence p-values
     (``Detection.marked_sentences(0.05)``) of inserted false sentences, edited sentences
     (negated, numbers or names changed) and untouched ones, after the heavy piggyback."""
-    import re
-
     from samark.evaluation.attacks import create_attack
-    from samark.evaluation.attacks.piggyback import _FALSE_CLAIMS
+    from samark.evaluation.attacks.piggyback import is_false_claim
     from samark.segment import split_sentences
 
-    claims = re.compile(
-        "|".join(re.escape(c).replace(re.escape("{name}"), ".+") for c in _FALSE_CLAIMS),
-        re.IGNORECASE,
-    )
     run, specs = _open(args.run)
     for target, label in (("SAMark", "SAMark z"), (LAYERED, "layered fisher")):
         scheme = run.scheme(specs[target])
@@ -282,7 +272,7 @@ def localise(args: argparse.Namespace) -> None:
                     "untouched"
                     if sentence in original
                     else "inserted"
-                    if claims.fullmatch(sentence)
+                    if is_false_claim(sentence)
                     else "edited"
                 )
                 marked[kind].append(int(j in hits))
@@ -568,8 +558,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.what != "table":
         _threads()
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
     commands = {
         "piggyback": piggyback,
         "semantic": semantic,

@@ -10,14 +10,13 @@ half-B count exceeds its bound and the pooled FPR at p < 0.01, for every key and
 screened keys; once screening on all four corpora, once on news and Wikipedia only (the
 other two then stand for domains the operator did not screen on).
 
-    python benchmarks/studies/key_screening.py --keys 200 --out FILE.json
+    python -m benchmarks.studies.key_screening --keys 200 --out FILE.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,16 +24,13 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from benchmarks.human_texts import corpus_of, stored_test_corpora
 from samark.detection.key_check import KeyCheck
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from human_texts import corpus_of, stored_test_corpora
 
 ALPHA = 0.01
 CONFIDENCE = 0.999

@@ -19,7 +19,7 @@ It prints, per detector (SAMark ``scan`` and ``z``, the layered p-value; with
 quartiles of the queries to the first text at p < 0.01, and (p-value oracle) to the p-value
 floor 1/(n_null + 1) = 0.001, and how often ``--queries`` were not enough.
 
-    python benchmarks/studies/oracle_forgery.py --keys 20 --queries 2000 \
+    python -m benchmarks.studies.oracle_forgery --keys 20 --queries 2000 \
         --out docs/results/2026-11-26-forgery/oracle.jsonl
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import zlib
 from collections.abc import Callable
@@ -35,15 +34,12 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.human_texts import corpus_of, stored_test_corpora
 from samark.datasets import Document
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.detector import SAMarkDetector
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from human_texts import corpus_of, stored_test_corpora
 
 ALPHA = 0.01
 DETECTORS = ("scan", "z", "layered", "kgw", "synthid", "unigram")

@@ -12,17 +12,13 @@ licenses and Reuters articles are fitted by nothing: the unseen domains.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.human_texts import embed_sentence_lists
 from samark.datasets import leading_sentences, load_dataset
 from samark.embed import Embedder
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from human_texts import embed_sentence_lists
 
 #: name -> (dataset, how many texts, skip the first N documents, role)
 TEST_CORPORA: dict[str, tuple[str, int, int, str]] = {
@@ -61,8 +57,7 @@ def embed_cached(embedder: Embedder, name: str, texts: list[list[str]]) -> list[
 
 def _stored(embedder: Embedder, name: str, texts: list[list[str]]) -> np.ndarray | None:
     """The calibration tests' stored embeddings of this corpus, where they match."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-    from build_test_embeddings import CORPORA, stored_embeddings
+    from scripts.build_test_embeddings import CORPORA, stored_embeddings
 
     if name not in CORPORA:
         return None

@@ -26,7 +26,7 @@ alike to the key and the null pivot sets, so every p-value stays exact over keys
   that knows each text's domain, the ceiling of any domain-mean estimate;
 - ``own mean``: less the text's own mean (within-text evidence only).
 
-    python benchmarks/studies/per_key_fpr.py --keys 200 --out docs/results/2026-11-26-per-key-fpr
+    python -m benchmarks.studies.per_key_fpr --keys 200 --out docs/results/2026-11-26-per-key-fpr
 
 Writes ``per-key.json`` (every key's counts) and ``per-key-spread.png`` under ``--out``.
 """
@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from benchmarks.studies.per_key_corpora import TEST_CORPORA, embed_cached, test_texts
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
@@ -50,10 +50,6 @@ from samark.schemes.samark.cell_pass import score_in_cells
 from samark.schemes.samark.cells import CellFrames, NullCellDraws, key_cells
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 from samark.schemes.samark.topic_centring import NeighbourCentring, reference_texts
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from per_key_corpora import TEST_CORPORA, embed_cached, test_texts
 
 ALPHAS = (0.01, 0.05)
 #: the plot's rules and their legend

@@ -10,7 +10,7 @@ them) in a fresh SQLite record under a throwaway key, then attacked and checked:
   sentence; heavy: 4, 3, 2, 3) and with its seeds (1000 + i). The attack reports counts,
   not which sentences it touched, so the truth is rebuilt from its output: a sentence of
   the forged text whose normal form is an original sentence's is *untouched*; one that
-  matches a template of the attack's false claims (``_FALSE_CLAIMS``, the name as a
+  matches a template of the attack's false claims (``is_false_claim``, the name as a
   wildcard) is *inserted*; every other one is *edited*. The attack only inserts sentences
   and edits words inside sentences, so with the inserted ones taken out the forged
   sentences line up one to one with the original ones; a text where the counts do not
@@ -29,8 +29,8 @@ sentences a request: one nearest-neighbour search (``store.nearest``, one query,
 the stored row read back) and one keyed-hash lookup, each timed ``--queries`` times after
 a cold first search (which loads the matrix into memory).
 
-    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 python benchmarks/studies/provenance_attacks.py attacks
-    OMP_NUM_THREADS=1 python benchmarks/studies/provenance_attacks.py scale \\
+    OMP_NUM_THREADS=1 HF_HUB_OFFLINE=1 python -m benchmarks.studies.provenance_attacks attacks
+    OMP_NUM_THREADS=1 python -m benchmarks.studies.provenance_attacks scale \\
         --sizes 100000,1000000
 
 The key is made for the run and never written or printed.
@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import random
-import re
 import resource
 import tempfile
 import time
@@ -54,15 +53,12 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.studies.forgery import LEVELS  # the forgery study's piggyback levels
+from samark.evaluation.attacks.piggyback import is_false_claim
 from samark.provenance import ProvenanceReport, ProvenanceState, normalise
 from samark.segment import split_sentences
 
 ROW = "SAMark (layered)"
-#: as benchmarks/studies/forgery.py
-LEVELS: dict[str, dict[str, int]] = {
-    "light": {"negations": 2, "numbers": 2, "entities": 1, "insertions": 1},
-    "heavy": {"negations": 4, "numbers": 3, "entities": 2, "insertions": 3},
-}
 #: lower thresholds whose shares are read off the reported cosines, with their false-match
 #: rates per sentence against ~4,800 stored sentences (docs/results/2026-11-27-provenance-
 #: threshold)
@@ -87,15 +83,6 @@ def load_texts(path: Path, n: int) -> list[dict[str, Any]]:
     if len(rows) < n:
         raise SystemExit(f"{path}: {len(rows)} rows of {ROW!r}, wanted {n}")
     return rows[:n]
-
-
-def _claims() -> re.Pattern[str]:
-    from samark.evaluation.attacks.piggyback import _FALSE_CLAIMS
-
-    return re.compile(
-        "|".join(re.escape(c).replace(re.escape("{name}"), ".+") for c in _FALSE_CLAIMS),
-        re.IGNORECASE,
-    )
 
 
 @dataclass
@@ -124,18 +111,12 @@ def _ratio(a: int, b: int) -> float:
     return a / b if b else float("nan")
 
 
-def piggyback_truth(
-    original: list[str], forged: list[str], claims: re.Pattern[str]
-) -> tuple[list[str], list[int | None]]:
+def piggyback_truth(original: list[str], forged: list[str]) -> tuple[list[str], list[int | None]]:
     """Each forged sentence's truth (untouched / edited / inserted) and, for the first two,
     the index of the original sentence it came from (None where they do not line up)."""
     normal = {normalise(s) for s in original}
     truth = [
-        "untouched"
-        if normalise(s) in normal
-        else "inserted"
-        if claims.fullmatch(s.strip())
-        else "edited"
+        "untouched" if normalise(s) in normal else "inserted" if is_false_claim(s) else "edited"
         for s in forged
     ]
     kept = [j for j, t in enumerate(truth) if t != "inserted"]
@@ -192,7 +173,6 @@ def attacks(args: argparse.Namespace) -> None:
 def _piggyback(record: Any, texts: list[str]) -> dict[str, Any]:
     from samark.evaluation.attacks.piggyback import Piggyback
 
-    claims = _claims()
     results: dict[str, Any] = {}
     for level, counts in LEVELS.items():
         attack = Piggyback(**counts)
@@ -202,7 +182,7 @@ def _piggyback(record: Any, texts: list[str]) -> dict[str, Any]:
             original = split_sentences(text)
             forged_text, edits = attack.edits(text, random.Random(1000 + i))
             forged = split_sentences(forged_text)
-            truth, source = piggyback_truth(original, forged, claims)
+            truth, source = piggyback_truth(original, forged)
             if truth.count("inserted") != edits.inserted or (
                 len(forged) - truth.count("inserted") != len(original)
             ):

@@ -22,7 +22,7 @@ false-match rate against a store of a given size:
    ``p(t)`` of pairs of different documents at or above t (an upper bound that needs no
    independence, loose where false matches come in clusters).
 
-    OMP_NUM_THREADS=1 python benchmarks/studies/provenance_threshold.py \
+    OMP_NUM_THREADS=1 python -m benchmarks.studies.provenance_threshold \
         --embedder all-mpnet-base-v2 --store-size 5000 --target 1e-3
 
 Embeddings are cached under ``~/.cache/samark/research/provenance/<embedder>/`` (the
@@ -36,19 +36,16 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.human_texts import embed_sentence_lists
 from samark.datasets import load_dataset
 from samark.embed import Embedder, load_embedder
 from samark.provenance.normalise import normalise
 from samark.segment import split_sentences
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-from human_texts import embed_sentence_lists
 
 #: corpus -> (documents, sentences per document from its start)
 CORPORA: dict[str, tuple[int, int]] = {
@@ -85,9 +82,8 @@ def corpus_documents(name: str, docs: int, sentences: int) -> list[list[str]]:
 
 def known_vectors(embedder: Embedder) -> dict[str, np.ndarray]:
     """The tests' stored vectors of this embedder (tests/data), by sentence."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
-    from build_test_embeddings import CORPORA as STORED
-    from build_test_embeddings import corpus_texts, stored_embeddings
+    from scripts.build_test_embeddings import CORPORA as STORED
+    from scripts.build_test_embeddings import corpus_texts, stored_embeddings
 
     known: dict[str, np.ndarray] = {}
     for name, limit in STORED.items():

@@ -22,7 +22,7 @@ they say similar things. Pivots that change from sentence to sentence make the s
 null projections independent, so evidence adds up as sqrt(n). The price: a paraphrase that
 moves a sentence to another cell loses that sentence's evidence.
 
-    python benchmarks/studies/selection_replay.py experiments/runs/candidate-pools/pools.jsonl \\
+    python -m benchmarks.studies.selection_replay experiments/runs/candidate-pools/pools.jsonl \\
         --keys 5 --lengths 3 6 --attacks none human doc-p doc-t mix \\
         --out experiments/runs/candidate-pools/replay.jsonl
 
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,8 +188,7 @@ class Attacks:
 
 
 def main() -> None:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from candidate_pools import load_pools  # type: ignore[import-not-found]
+    from benchmarks.studies.candidate_pools import load_pools
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("records")

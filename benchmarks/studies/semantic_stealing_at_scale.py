@@ -18,12 +18,12 @@ simulated, and the simulation is checked against real ones:
 - ``table``: the cells and the plot.
 
     D=experiments/runs/semantic-stealing-at-scale
-    python benchmarks/studies/semantic_stealing_at_scale.py embed $D --set base
-    python benchmarks/studies/semantic_stealing_at_scale.py embed $D --set source-a
-    python benchmarks/studies/semantic_stealing_at_scale.py calibrate $D
-    python benchmarks/studies/semantic_stealing_at_scale.py validate $D
-    python benchmarks/studies/semantic_stealing_at_scale.py forge $D --keys 8 --gamma 1
-    python benchmarks/studies/semantic_stealing_at_scale.py table $D --plot $D/PLOT.png
+    python -m benchmarks.studies.semantic_stealing_at_scale embed $D --set base
+    python -m benchmarks.studies.semantic_stealing_at_scale embed $D --set source-a
+    python -m benchmarks.studies.semantic_stealing_at_scale calibrate $D
+    python -m benchmarks.studies.semantic_stealing_at_scale validate $D
+    python -m benchmarks.studies.semantic_stealing_at_scale forge $D --keys 8 --gamma 1
+    python -m benchmarks.studies.semantic_stealing_at_scale table $D --plot $D/PLOT.png
 
 The keys are research keys, a function of their index alone (sha256 of
 ``samark/semantic-stealing-at-scale/<i>``), built as the paper run's key: not secrets.
@@ -38,15 +38,11 @@ import hashlib
 import itertools
 import json
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the shared helpers
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PAPER = Path("experiments/runs/paper")
 ROWS = ("SAMark", "SAMark (layered)")  # the rows whose real texts calibrate the simulation
@@ -128,7 +124,7 @@ class HumanPool:
     flat) with their stored embeddings."""
 
     def __init__(self, embedder: Any) -> None:
-        from human_texts import stored_test_corpora
+        from benchmarks.human_texts import stored_test_corpora
 
         _, self.texts, self.vectors = stored_test_corpora(embedder)
         self.sentences = [s for ss in self.texts for s in ss]
@@ -159,8 +155,7 @@ class HumanPool:
 def _under_public_key(args: argparse.Namespace) -> tuple[Any, np.ndarray, Any, HumanPool, dict]:
     """The paper run, its public key's pivots, the sentence-embedding cache, the human
     pool and the run's detectors: what ``validate`` and ``real`` work with."""
-    from detection_statistics import EmbeddingCache
-
+    from benchmarks.studies.detection_statistics import EmbeddingCache
     from samark.evaluation.runner import Run
 
     run = Run.open(args.run)
@@ -182,9 +177,8 @@ def calibrate(args: argparse.Namespace) -> None:
     sentence (12 x 2 a text), under the run's public key and the flags its seed drew:
     the part of a sentence embedding that the selection moves. Written to
     ``calibration.json`` with the same figures for the run's unmarked texts."""
-    from detection_statistics import EmbeddingCache
-
-    from keyring import run_flags
+    from benchmarks.keyring import run_flags
+    from benchmarks.studies.detection_statistics import EmbeddingCache
     from samark.evaluation.runner import Run
     from samark.segment import split_sentences
 

@@ -163,7 +163,7 @@ def prepare(args: argparse.Namespace) -> None:
         start = time.perf_counter()
         scheme = _scheme("upv", i)
         net = scheme.network  # trains it and sets its threshold, as detection does
-        upv[i] = {"state": net.state_dict(), "tau": scheme._tau}
+        upv[i] = {"state": net.state_dict(), "tau": scheme.threshold}
         print(f"key {i}: UPV network {time.perf_counter() - start:.0f} s", flush=True)
     torch.save(upv, args.run / "upv.pt")
 
@@ -354,13 +354,8 @@ def _processor_factory(
 
         return synthid, None
     if name == "upv":
-        from samark.schemes.upv import GreenNetwork
-
-        net = GreenNetwork().to(torch.float64)
-        net.load_state_dict(upv["state"])
-        net.eval()
-        proc = UPVTopK(net, float(upv["tau"]), scheme.config.top_k, scheme.config.delta, device)
-        scheme._net, scheme._tau = net, float(upv["tau"])
+        net = scheme.load_network(upv["state"], float(upv["tau"]))  # trained by prepare
+        proc = UPVTopK(net, scheme.threshold, scheme.config.top_k, scheme.config.delta, device)
         return (lambda _s, _r: proc), proc.green
     raise SystemExit(f"no batch processor for {name}")
 

@@ -1,4 +1,5 @@
-"""A named registry: the one mechanism behind the scheme, dataset, attack and metric lists."""
+"""A named registry: the one mechanism behind the scheme, engine, dataset, attack, metric
+and record-backend lists."""
 
 from __future__ import annotations
 
@@ -41,22 +42,6 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
         self._catalog: Mapping[str, str] = {} if catalog is None else catalog
-        #: names whose item registers itself when ``load`` runs (a module import)
-        self._lazy: dict[str, Callable[[], None]] = {}
-
-    def lazy(self, name: str, load: Callable[[], None]) -> None:
-        """Name an item that ``load`` registers on first use (e.g. by importing the
-        module that holds it)."""
-        self._lazy[name] = load
-
-    def lazy_module(self, name: str, module: str) -> None:
-        """Name an item that importing ``module`` registers (the catalogs' way: a name is
-        known without importing what it names)."""
-
-        def load() -> None:
-            importlib.import_module(module)
-
-        self.lazy(name, load)
 
     def register(self, name: str) -> Callable[[T], T]:
         def wrap(item: T) -> T:
@@ -68,8 +53,6 @@ class Registry(Generic[T]):
         return wrap
 
     def get(self, name: str) -> T:
-        if name not in self._items and name in self._lazy:
-            self._lazy[name]()
         if name not in self._items and name in self._catalog:
             module = self._catalog[name]
             importlib.import_module(module)
@@ -84,4 +67,4 @@ class Registry(Generic[T]):
             raise SamarkError(f"unknown {self.kind} {name!r}; known: {self.names()}") from None
 
     def names(self) -> list[str]:
-        return sorted(set(self._items) | set(self._lazy) | set(self._catalog))
+        return sorted(set(self._items) | set(self._catalog))

@@ -1,5 +1,6 @@
-"""``samark record``: the provenance record's upkeep (retention, deletion, a summary), and
-what ``generate --record`` and ``detect --record`` share (docs/provenance.md)."""
+"""``samark record``: the provenance record's upkeep (retention, deletion, a summary, a
+copy into another store), and what ``generate --record`` and ``detect --record`` share
+(docs/provenance.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import counted, err, fail, load_key
+from samark.cli.common import counted, err, fail, load_key, progress
 from samark.errors import SamarkError
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from samark.provenance.store import ProvenanceStore
 
 record_app = typer.Typer(
-    help="The provenance record of served sentences: retention and deletion.",
+    help="The provenance record of served sentences: retention, deletion and migration.",
     no_args_is_help=True,
 )
 app.add_typer(record_app, name="record")
@@ -178,3 +179,61 @@ def info(url: UrlArgument) -> None:
         out.update(binding.to_meta())
         out["dim"] = binding.dim
     typer.echo(json.dumps(out))
+
+
+@record_app.command("migrate")
+def migrate(
+    source: Annotated[
+        str, typer.Argument(help="The record to copy: usually the SQLite default. " + _URL_HELP)
+    ],
+    destination: Annotated[
+        str,
+        typer.Argument(
+            help="Where to copy it: usually postgresql://user:password@host/dbname; made "
+            "there where it is new."
+        ),
+    ],
+    batch_size: Annotated[
+        int,
+        typer.Option("--batch-size", help="Sentences a batch (one transaction).", min=1),
+    ] = 1000,
+) -> None:
+    """Copy a record into another store (the embedded SQLite default into PostgreSQL).
+
+    Every sentence is copied whole (keyed hash, embedding, request, key id, time, text),
+    in batches of one transaction each. Running it again copies only what the destination
+    lacks, so an interrupted copy is resumed, and a copy taken while the service still
+    writes the source is completed after the service has moved. A destination that holds
+    a record of another key or embedder is refused. The source is only read. Needs no
+    key."""
+    from samark.provenance import ProvenanceError
+    from samark.provenance.migrate import migrate_record
+    from samark.provenance.store import redact
+
+    with progress() as bar:
+        tasks = []
+
+        def started(total: int) -> None:
+            tasks.append(bar.add_task(f"copying {redact(source)}", total=total, unit="sentences"))
+
+        try:
+            result = migrate_record(
+                source,
+                destination,
+                batch=batch_size,
+                started=started,
+                progress=lambda done: bar.advance(tasks[0], done),
+            )
+        except ProvenanceError as exc:
+            raise fail(str(exc)) from None
+    typer.echo(
+        json.dumps(
+            {"source": redact(source), "destination": redact(destination), **result.to_dict()}
+        )
+    )
+    err.print(
+        f"copied {counted(result.copied, 'sentence')} of {result.read} into "
+        f"{redact(destination)} ({result.present} there already); it holds {result.stored}",
+        highlight=False,
+        soft_wrap=True,
+    )

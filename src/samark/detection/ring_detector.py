@@ -41,7 +41,15 @@ from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring, RingEntry, flag_value
-from samark.schemes.base import RingScore, RingScoring, SharedResources, Watermark, create_scheme
+from samark.schemes.base import (
+    RingScore,
+    RingScoring,
+    SharedResources,
+    Watermark,
+    create_scheme,
+    holm_adjusted,
+    scheme_class,
+)
 
 # SAMark's ring pass lives with SAMark; these names keep working from here
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
@@ -55,20 +63,6 @@ __all__ = [
     "holm_adjusted",
     "ring_null_count",
 ]
-
-
-def holm_adjusted(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values, in the input order: the i-th smallest p gets
-    ``max_{j <= i} min(1, (K - j + 1) p_(j))``. Rejecting where adjusted < alpha controls
-    the family-wise error at alpha for any dependence between the p-values."""
-    k = len(p_values)
-    order = sorted(range(k), key=lambda i: p_values[i])
-    out = [1.0] * k
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (k - rank) * p_values[i]))
-        out[i] = running
-    return out
 
 
 @dataclass(frozen=True)
@@ -261,14 +255,10 @@ class RingDetector:
                 generator=str(params.pop("generator", DEFAULT_GENERATOR)),
                 embedder=load_embedder(keys[0][1].embedder.name),
             )
-        first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
-        more = {k: v for k, v in first.ring_params(len(keys), alpha).items() if k not in params}
-        if more:  # what a ring of this family needs (SAMark's: more null sets)
-            params |= more
-            first = create_scheme(scheme, key=keys[0][1], shared=shared, alpha=alpha, **params)
-        schemes = [first] + [
-            create_scheme(scheme, key=key, shared=shared, alpha=alpha, **params)
-            for _, key in keys[1:]
+        # sized for the ring (SAMark's family: enough null sets), once for every key
+        params = scheme_class(scheme).ring_params(params, len(keys), alpha)
+        schemes = [
+            create_scheme(scheme, key=key, shared=shared, alpha=alpha, **params) for _, key in keys
         ]
         return cls(
             [e for e, _ in keys],
@@ -327,11 +317,9 @@ class RingDetector:
                 out.append(None)
                 continue
             found = [r for r in results if r is not None]
-            p = [r.p_value for r in found]
-            best = min(range(len(p)), key=lambda k: (p[k], -found[k].score))
-            out.append(
-                self._result(RingScore(min(1.0, len(p) * p[best]), best, found[best], tuple(p)))
-            )
+            p = tuple(r.p_value for r in found)
+            ring_p, best = RingScore.holm_best(p, [r.score for r in found])
+            out.append(self._result(RingScore(ring_p, best, found[best], p)))
         return out
 
     def _result(self, score: RingScore) -> RingDetection:
@@ -351,23 +339,29 @@ class RingDetector:
         )
 
 
+def refuse_flag_payload(scheme: str, flag_bits: int) -> None:
+    """Refuse a ring that writes ``flag_bits`` payload bits in the flag pattern for a
+    ``scheme`` that has no flag pattern to write them in (before anything is built)."""
+    from samark.schemes.base import scheme_info, scheme_names
+
+    if flag_bits and not scheme_info(scheme).payload_flags:
+        able = [n for n in scheme_names() if scheme_info(n).payload_flags]
+        raise SamarkError(
+            f"this ring writes {flag_bits} payload bits in the flag pattern; "
+            f"{scheme} has none: detect it with {', '.join(able)}"
+        )
+
+
 def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
     """A ring whose payload has flag bits needs schemes with a flag pattern of at least
     ``flag_bits + 1`` channels (flag 1 stays random; the bits are relative to it)."""
-    from samark.schemes.base import scheme_info, scheme_names
-
     for scheme in schemes:
-        if not scheme.flag_channels and scheme_info(scheme.name).payload_flags:
+        refuse_flag_payload(scheme.name, flag_bits)
+        if not scheme.flag_channels:
             raise SamarkError(  # SAMark's family with keyed cells: their flags are the key's
                 f"this ring writes {flag_bits} payload bits in the flag pattern; {scheme.name} "
                 "with keyed semantic cells has none (a cell's flags are the key's): detect "
                 "this ring without cells"
-            )
-        if not scheme.flag_channels:
-            able = [n for n in scheme_names() if scheme_info(n).payload_flags]
-            raise SamarkError(
-                f"this ring writes {flag_bits} payload bits in the flag pattern; "
-                f"{scheme.name} has none: detect it with {', '.join(able)}"
             )
         if scheme.flag_channels <= flag_bits:
             raise SamarkError(

@@ -9,8 +9,11 @@ docs/provenance.md.
 - :mod:`~samark.provenance.normalise`: the normal form hashed;
 - :mod:`~samark.provenance.record_key`: the record key, derived one-way from the key;
 - :mod:`~samark.provenance.store`: the store protocol and the URL that picks a backend
-  (:mod:`~samark.provenance.sqlite_store`, the embedded default);
+  from :data:`~samark.provenance.store.BACKENDS`, a :class:`~samark.registry.Registry`
+  (:mod:`~samark.provenance.sqlite_store`, the embedded default;
+  :mod:`~samark.provenance.postgres_store`);
 - :mod:`~samark.provenance.record`: recording and checking;
+- :mod:`~samark.provenance.migrate`: copying a record into another store;
 - :mod:`~samark.provenance.report`: what a check returns;
 - :mod:`~samark.provenance.threshold`: the calibrated paraphrase thresholds.
 """

@@ -40,8 +40,9 @@ from urllib.parse import quote
 
 import numpy as np
 
-from samark.provenance.entries import Neighbour, RecordEntry, StoredSentence
+from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
 from samark.provenance.store import (
+    BACKENDS,
     ProvenanceError,
     StoreBinding,
     redact,
@@ -64,7 +65,6 @@ _PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _COPY_TRAILER = struct.pack(">h", -1)
-_SCHEMES = ("postgresql", "postgres")
 
 
 def _psycopg() -> Any:
@@ -77,7 +77,7 @@ def _psycopg() -> Any:
     return psycopg
 
 
-def check_url(url: str) -> None:
+def _check_url(url: str) -> None:
     """Raise :class:`ProvenanceError` unless ``url`` is a libpq URI and psycopg is here."""
     psycopg = _psycopg()
     try:
@@ -96,17 +96,17 @@ def check_url(url: str) -> None:
         )
 
 
-def open_postgres(url: str, binding: StoreBinding | None) -> PostgresStore:
-    return PostgresStore(url, binding)
-
-
+@BACKENDS.register("postgres")
+@BACKENDS.register("postgresql")
 class PostgresStore:
     """A record in a PostgreSQL database with pgvector (see the module's docstring)."""
+
+    check_url = staticmethod(_check_url)
 
     def __init__(
         self, url: str, binding: StoreBinding | None, *, connect_timeout: int = 10
     ) -> None:
-        check_url(url)
+        _check_url(url)
         pg = _psycopg()
         self.url = url
         self._lock = threading.RLock()
@@ -260,6 +260,31 @@ class PostgresStore:
             for row in rows:
                 found.setdefault(bytes(row[0]), []).append(_stored(row[1:]))
         return [found.get(bytes(d), []) for d in digests]
+
+    def scan(self, after: int, limit: int) -> list[tuple[int, RecordEntry]]:
+        self._bound()
+        rows = self._query(
+            f"SELECT id, digest, embedding::text, request_id, key_id, created, text "
+            f"FROM {SENTENCES} WHERE id > %s ORDER BY id LIMIT %s",
+            (int(after), int(limit)),
+        )
+        return [
+            (
+                int(row[0]),
+                RecordEntry(
+                    digest=bytes(row[1]),
+                    # halfvec's text form: each float16 value's exact float32 repr
+                    embedding=np.array(row[2][1:-1].split(","), dtype=np.float32).astype(
+                        EMBEDDING_DTYPE
+                    ),
+                    request_id=str(row[3]),
+                    key_id=str(row[4]),
+                    created=row[5].astimezone(UTC),
+                    text=row[6],
+                ),
+            )
+            for row in rows
+        ]
 
     def nearest(self, embeddings: np.ndarray, k: int = 1) -> list[list[Neighbour]]:
         dim = self._bound().dim

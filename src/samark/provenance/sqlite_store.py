@@ -35,6 +35,7 @@ import numpy as np
 from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
 from samark.provenance.matrix import EmbeddingMatrix
 from samark.provenance.store import (
+    BACKENDS,
     ProvenanceError,
     StoreBinding,
     redact,
@@ -77,10 +78,6 @@ def sqlite_path(url: str) -> Path:
     return Path(rest[1:]).expanduser()
 
 
-def check_url(url: str) -> None:
-    sqlite_path(url)
-
-
 def _create_private(path: Path) -> None:
     """Make a new record file readable by its owner alone (0600), before SQLite opens it:
     the record is personal data (what was served, to whom). SQLite gives its WAL and shared
@@ -94,12 +91,13 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def open_sqlite(url: str, binding: StoreBinding | None) -> SqliteStore:
-    return SqliteStore(url, binding)
-
-
+@BACKENDS.register("sqlite")
 class SqliteStore:
     """A record in one SQLite file (see the module's docstring)."""
+
+    @staticmethod
+    def check_url(url: str) -> None:
+        sqlite_path(url)
 
     def __init__(self, url: str, binding: StoreBinding | None, *, timeout: float = 30.0) -> None:
         self.url = url
@@ -116,16 +114,19 @@ class SqliteStore:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.DatabaseError as exc:
+            raise ProvenanceError(f"cannot open the record {redact(url)}: {exc}") from None
+        try:
             self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             _set_wal(self._conn, timeout)
             self._conn.execute("PRAGMA synchronous = FULL")
             self._conn.execute("PRAGMA secure_delete = ON")
             self._binding = self._open(binding)
         except sqlite3.DatabaseError as exc:
-            self._close_quietly()
+            self._conn.close()
             raise ProvenanceError(f"{redact(url)} is not a readable samark record: {exc}") from None
         except ProvenanceError:
-            self._close_quietly()
+            self._conn.close()
             raise
         self._matrix: EmbeddingMatrix | None = None
         self._deletions = -1
@@ -245,6 +246,29 @@ class SqliteStore:
                     found.setdefault(bytes(row[0]), []).append(_stored(row[1:]))
         return [found.get(d, []) for d in digests]
 
+    def scan(self, after: int, limit: int) -> list[tuple[int, RecordEntry]]:
+        dim = self._bound().dim
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT id, digest, embedding, request_id, key_id, created, text "
+                f"FROM {SENTENCES} WHERE id > ? ORDER BY id LIMIT ?",
+                (int(after), int(limit)),
+            ).fetchall()
+        return [
+            (
+                int(row[0]),
+                _entry(
+                    self.url,
+                    int(row[0]),
+                    row[1],
+                    np.frombuffer(row[2], EMBEDDING_DTYPE).copy(),
+                    dim,
+                    row[3:],
+                ),
+            )
+            for row in rows
+        ]
+
     def nearest(self, embeddings: np.ndarray, k: int = 1) -> list[list[Neighbour]]:
         dim = self._bound().dim
         queries = np.atleast_2d(np.asarray(embeddings, dtype=np.float32))
@@ -342,11 +366,6 @@ class SqliteStore:
                     out[int(row[0])] = _stored(row)
         return out
 
-    def _close_quietly(self) -> None:
-        conn = getattr(self, "_conn", None)
-        if conn is not None:
-            conn.close()
-
 
 def _set_wal(conn: sqlite3.Connection, timeout: float) -> None:
     """Put the file in WAL mode. Changing the journal mode answers "database is locked"
@@ -361,6 +380,27 @@ def _set_wal(conn: sqlite3.Connection, timeout: float) -> None:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def _entry(
+    url: str, row: int, digest: Any, embedding: np.ndarray, dim: int, rest: Sequence[Any]
+) -> RecordEntry:
+    """A stored row as a :class:`RecordEntry`, or :class:`ProvenanceError` (naming the row,
+    not its content) where it is not one."""
+    request_id, key_id, created, text = rest
+    if embedding.shape != (dim,):
+        raise ProvenanceError(f"row {row} of the record {redact(url)} holds no {dim}-d embedding")
+    try:
+        return RecordEntry(
+            digest=bytes(digest),
+            embedding=embedding,
+            request_id=str(request_id),
+            key_id=str(key_id),
+            created=datetime.fromtimestamp(float(created), UTC),
+            text=text,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ProvenanceError(f"row {row} of the record {redact(url)} is damaged: {exc}") from None
 
 
 def _stored(row: Sequence[Any]) -> StoredSentence:

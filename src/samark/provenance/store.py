@@ -1,25 +1,26 @@
 """The record's store: a small protocol, and the URL that chooses a backend.
 
-A backend is one module with a class that follows :class:`ProvenanceStore` and an
-opener ``open(url, binding)``, plus one entry in :data:`BACKENDS` (URL scheme -> the
-opener's dotted path, imported only when its URL is opened, so that a backend's client
-library is needed only by those who use it).
+A backend is one module with a store class that follows :class:`ProvenanceStore` (made
+as ``cls(url, binding)``, its URLs' form checked by ``cls.check_url(url)``: a
+:class:`StoreBackend`), registered under its URL schemes with ``@BACKENDS.register``, plus
+one entry per scheme in :data:`BACKEND_CATALOG` (URL scheme -> its module, imported only
+when its URL is opened, so that a backend's client library is needed only by those who
+use it).
 """
 
 from __future__ import annotations
 
-import importlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from types import ModuleType
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from samark.errors import SamarkError
 from samark.provenance.entries import EMBEDDING_DTYPE, Neighbour, RecordEntry, StoredSentence
+from samark.registry import Registry
 
 #: the format and version a store's metadata names
 STORE_FORMAT = "samark-provenance"
@@ -96,7 +97,8 @@ class StoreBinding:
 @runtime_checkable
 class ProvenanceStore(Protocol):
     """Where the record lives. Opened with a binding, every method may assume it holds;
-    opened without one (maintenance: counting, deletion), ``add`` and the lookups raise."""
+    opened without one (maintenance: counting, deletion), ``add``, ``scan`` and the
+    lookups raise."""
 
     url: str
 
@@ -112,6 +114,12 @@ class ProvenanceStore(Protocol):
 
     def lookup(self, digests: Sequence[bytes]) -> list[list[StoredSentence]]:
         """For each keyed hash, the stored sentences that have it (oldest first)."""
+        ...
+
+    def scan(self, after: int, limit: int) -> list[tuple[int, RecordEntry]]:
+        """Up to ``limit`` stored sentences whole (embedding included, as stored), with
+        their rows, in row order from the first row after ``after`` (0: from the start):
+        for copying a record (:mod:`~samark.provenance.migrate`)."""
         ...
 
     def nearest(self, embeddings: np.ndarray, k: int = 1) -> list[list[Neighbour]]:
@@ -138,14 +146,27 @@ class ProvenanceStore(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-Opener = Callable[[str, StoreBinding | None], ProvenanceStore]
+class StoreBackend(Protocol):
+    """A backend as :data:`BACKENDS` holds it: its store class."""
 
-#: URL scheme -> "module:function" of its opener
-BACKENDS: dict[str, str] = {
-    "sqlite": "samark.provenance.sqlite_store:open_sqlite",
-    "postgresql": "samark.provenance.postgres_store:open_postgres",
-    "postgres": "samark.provenance.postgres_store:open_postgres",
+    def __call__(self, url: str, binding: StoreBinding | None) -> ProvenanceStore:
+        """The store at ``url`` (see :func:`open_store`)."""
+        ...
+
+    def check_url(self, url: str) -> None:
+        """Raise :class:`ProvenanceError` unless ``url`` is in a form this backend reads
+        (without opening anything)."""
+        ...
+
+
+#: URL scheme -> the module whose import registers that scheme's backend
+BACKEND_CATALOG: dict[str, str] = {
+    "sqlite": "samark.provenance.sqlite_store",
+    "postgresql": "samark.provenance.postgres_store",
+    "postgres": "samark.provenance.postgres_store",
 }
+#: the record backends by URL scheme
+BACKENDS: Registry[StoreBackend] = Registry("record backend", catalog=BACKEND_CATALOG)
 
 
 def url_scheme(url: str) -> str:
@@ -155,25 +176,23 @@ def url_scheme(url: str) -> str:
     return url.split("://", 1)[0].lower()
 
 
-def _backend(url: str) -> ModuleType:
+def _backend(url: str) -> StoreBackend:
     scheme = url_scheme(url)
-    target = BACKENDS.get(scheme)
-    if target is None:
-        known = ", ".join(f"{s}://" for s in sorted(BACKENDS))
+    known = BACKENDS.names()
+    if scheme not in known:
+        listed = ", ".join(f"{s}://" for s in known)
         raise ProvenanceError(
-            f"unknown record URL scheme {scheme!r} in {redact(url)}; known: {known} "
+            f"unknown record URL scheme {scheme!r} in {redact(url)}; known: {listed} "
             "(or a plain file path for SQLite)"
         )
-    return importlib.import_module(target.split(":")[0])
+    return BACKENDS.get(scheme)
 
 
 def check_url(url: str) -> None:
     """Raise :class:`ProvenanceError` unless ``url`` names a known backend in a form it
     reads (without opening anything: for commands that check their arguments before
-    loading models). A backend checks its own form with a ``check_url`` function."""
-    check = getattr(_backend(url), "check_url", None)
-    if check is not None:
-        check(url)
+    loading models)."""
+    _backend(url).check_url(url)
 
 
 def open_store(url: str, binding: StoreBinding | None = None) -> ProvenanceStore:
@@ -181,9 +200,7 @@ def open_store(url: str, binding: StoreBinding | None = None) -> ProvenanceStore
     plain file path), created where it does not exist. With ``binding``, a store bound to
     another record key or embedder is refused (:class:`ProvenanceError`); a new store is
     bound to it. Without, only counting and deletion work (they need no key)."""
-    module = _backend(url)
-    opener: Opener = getattr(module, BACKENDS[url_scheme(url)].split(":")[1])
-    return opener(url, binding)
+    return _backend(url)(url, binding)
 
 
 def redact(url: str) -> str:

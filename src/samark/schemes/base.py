@@ -56,6 +56,20 @@ class Generation:
         return out
 
 
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: the i-th smallest p gets
+    ``max_{j <= i} min(1, (K - j + 1) p_(j))``. Rejecting where adjusted < alpha controls
+    the family-wise error at alpha for any dependence between the p-values."""
+    k = len(p_values)
+    order = sorted(range(k), key=lambda i: p_values[i])
+    out = [1.0] * k
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
 @dataclass(frozen=True)
 class RingScore:
     """One text scored by a ring's keys together: the ring's p-value, the index of the key
@@ -65,6 +79,14 @@ class RingScore:
     best: int
     detection: Detection
     key_p_values: tuple[float, ...]
+
+    @staticmethod
+    def holm_best(key_p_values: Sequence[float], strength: Sequence[float]) -> tuple[float, int]:
+        """Holm's (Bonferroni's) answer for a ring whose keys give their own p-values: the
+        ring's p-value ``min(1, K * min p)`` and the key it attributes (the smallest p; of
+        equal ones, the largest ``strength``). The one place a ring makes it."""
+        best = min(range(len(key_p_values)), key=lambda i: (key_p_values[i], -strength[i]))
+        return holm_adjusted(key_p_values)[best], best
 
 
 class RingScoring(Protocol):
@@ -203,10 +225,11 @@ class Watermark(abc.ABC):
         return 0
 
     @classmethod
-    def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
-        """Parameters a ring of ``keys`` keys at ``alpha`` needs beyond one key's (SAMark:
-        more null pivot sets); a caller's own values win."""
-        return {}
+    def ring_params(cls, params: dict[str, Any], keys: int, alpha: float) -> dict[str, Any]:
+        """``params`` as a ring of ``keys`` keys at ``alpha`` needs them (SAMark: never
+        fewer null pivot sets than the ring's smallest p-values need); the one place a
+        ring's parameters are sized."""
+        return dict(params)
 
     @classmethod
     def ring_scoring(cls, schemes: Sequence[Watermark]) -> RingScoring | None:
@@ -276,14 +299,12 @@ class SharedResources:
     research_records: bool = False
 
 
-SchemeFactory = Callable[..., Watermark]
-#: what ``@register_scheme`` decorates: a factory, or a Watermark class (built by its
-#: ``from_params``)
-F = TypeVar("F", bound=Callable[..., Any])
+#: what ``@register_scheme`` decorates: a :class:`Watermark` class
+W = TypeVar("W", bound=type["Watermark"])
 UNITS = ("sentence", "token")
 
 
-SCHEMES: Registry[SchemeFactory] = Registry("scheme", catalog=CatalogModules(CATALOG))
+SCHEMES: Registry[type[Watermark]] = Registry("scheme", catalog=CatalogModules(CATALOG))
 #: what the schemes registered from outside the catalog are (a plugin's)
 _INFO: dict[str, SchemeInfo] = {}
 
@@ -295,11 +316,12 @@ def register_scheme(
     description: str | None = None,
     revision: int = 0,
     detectable: bool = True,
-) -> Callable[[F], F]:
-    """Register a scheme under ``name``: a :class:`Watermark` class (built by its
-    :meth:`~Watermark.from_params`), or a factory called with ``key=``, ``shared=`` (a
-    :class:`SharedResources` or None) and the scheme's parameters (for a variant of a
-    class with other defaults). Parameters the scheme does not know raise ``TypeError``.
+) -> Callable[[W], W]:
+    """Register a :class:`Watermark` class under ``name``; it is built by its
+    :meth:`~Watermark.from_params` from a key, the shared models and flat parameters
+    (those it does not know raise ``TypeError``). A variant with other defaults is a
+    subclass of its own (``SAMarkDagger``, ``KSemStamp``): the registry keeps classes, so
+    what a class says of itself (:meth:`~Watermark.ring_params`) is known before building.
 
     A built-in scheme's ``unit``, ``description`` and ``revision`` live in its
     :mod:`samark.schemes.catalog` entry (so that listing schemes imports none of them);
@@ -320,17 +342,10 @@ def register_scheme(
         info = SchemeInfo(name, unit, description, revision, detectable)
     add = SCHEMES.register(name)
 
-    def wrap(registered: F) -> F:
-        factory: SchemeFactory = registered
-        if isinstance(registered, type) and issubclass(registered, Watermark):
-            cls = registered
-
-            def factory(
-                key: Any = None, *, shared: SharedResources | None = None, **params: Any
-            ) -> Watermark:
-                return cls.from_params(key, shared, params)
-
-        add(factory)  # refuses a name registered twice
+    def wrap(registered: W) -> W:
+        if not (isinstance(registered, type) and issubclass(registered, Watermark)):
+            raise TypeError(f"register_scheme({name!r}) takes a Watermark class")
+        add(registered)  # refuses a name registered twice
         _INFO[name] = info
         return registered
 
@@ -366,7 +381,14 @@ def create_scheme(
         key = kwargs.get("key")
         made_for = key.made_for() if key is not None else None
         name = made_for or OLDER_KEYS_SCHEME
-    return SCHEMES.get(name)(shared=shared, **kwargs)
+    params = dict(kwargs)
+    key = params.pop("key", None)
+    return scheme_class(name).from_params(key, shared, params)
+
+
+def scheme_class(name: str) -> type[Watermark]:
+    """The class registered as scheme ``name`` (importing its module on first use)."""
+    return SCHEMES.get(name)
 
 
 def scheme_names() -> list[str]:

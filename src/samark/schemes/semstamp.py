@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -154,11 +154,27 @@ class SemStampConfig(SentenceSamplingConfig):
         check(self.max_trials >= 1 and self.batch >= 1, "need max_trials >= 1 and batch >= 1")
 
 
+@register_scheme("semstamp")
 class SemStamp(SentenceLevelWatermark):
     """SemStamp (``partition="lsh"``) or k-SemStamp (``partition="kmeans"``)."""
 
     name = "semstamp"
     config: SemStampConfig
+    #: the partition this registered row takes (the other row is the other class)
+    partition_kind: ClassVar[PartitionKind] = "lsh"
+
+    @classmethod
+    def from_params(
+        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+    ) -> SemStamp:
+        params = {"partition": cls.partition_kind, **params}
+        config, rest = split_sentence_params(SemStampConfig, shared, params)
+        if config.partition != cls.partition_kind:
+            raise ValueError(
+                "semstamp partitions by LSH, k-semstamp by k-means: "
+                f"{cls.name} takes partition = {cls.partition_kind!r}"
+            )
+        return cls(key, config, **rest)
 
     def __init__(
         self,
@@ -259,26 +275,7 @@ class SemStamp(SentenceLevelWatermark):
         )
 
 
+@register_scheme("k-semstamp")
 class KSemStamp(SemStamp):
     name = "k-semstamp"
-
-
-@register_scheme("semstamp")
-def _semstamp(
-    key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
-) -> SemStamp:
-    config, rest = split_sentence_params(SemStampConfig, shared, kwargs)
-    if config.partition != "lsh":
-        raise ValueError("semstamp partitions by LSH; k-semstamp is the k-means row")
-    return SemStamp(key, config, **rest)
-
-
-@register_scheme("k-semstamp")
-def _k_semstamp(
-    key: WatermarkKey, *, shared: SharedResources | None = None, **kwargs: Any
-) -> SemStamp:
-    kwargs.setdefault("partition", "kmeans")
-    config, rest = split_sentence_params(SemStampConfig, shared, kwargs)
-    if config.partition != "kmeans":
-        raise ValueError("k-semstamp partitions by k-means; semstamp is the LSH row")
-    return KSemStamp(key, config, **rest)
+    partition_kind: ClassVar[PartitionKind] = "kmeans"

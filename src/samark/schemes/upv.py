@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -235,6 +236,30 @@ class UPV(TokenWatermark):
             self._tau = float(torch.quantile(outputs, 1 - self.config.gamma))
             self._net = net
         return self._net
+
+    @property
+    def threshold(self) -> float:
+        """The key's threshold: a pair is green when the network's output exceeds it (the
+        ``1 - gamma`` quantile of its outputs over reference text; set, with the network,
+        on first use)."""
+        _ = self.network
+        return self._tau
+
+    def load_network(self, state: Mapping[str, torch.Tensor], threshold: float) -> GreenNetwork:
+        """Use the network and threshold trained earlier for this key (``network``'s
+        ``state_dict()`` and ``threshold``, saved) instead of training them again on first
+        use; returns the network, as ``network`` would. The caller vouches that they are
+        this key's (and this config's): a state saved under another key makes this scheme
+        detect and generate as that key."""
+        if not 0.0 <= threshold <= 1.0:  # the network's output is a probability
+            raise ValueError(f"threshold must be in [0, 1], got {threshold!r}")
+        net = GreenNetwork().to(torch.float64)
+        net.load_state_dict(state)
+        net.eval()
+        for p in net.parameters():
+            p.requires_grad_(False)
+        self._net, self._tau = net, float(threshold)
+        return net
 
     def is_green(self, windows: torch.Tensor) -> torch.Tensor:
         """Whether each (previous, token) row of ``windows`` is green under this key."""

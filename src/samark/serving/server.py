@@ -321,16 +321,14 @@ def _keys(
     """A keyring's part: with a ring of 2**b keys one scheme per payload value (the
     value's key, and its flags where the ring writes flag bits), and the ring's detector
     (detecting as the served scheme does, with its ``embedder``)."""
-    from samark.detection.ring_detector import RingDetector
+    from samark.detection.ring_detector import RingDetector, refuse_flag_payload
     from samark.keys.keyring import Keyring
-    from samark.schemes.base import SharedResources, scheme_info
+    from samark.schemes.base import SharedResources
     from samark.serving.worker import Keys
 
     assert config.keyring is not None
     ring = Keyring.load(Path(config.keyring))
-    info = scheme_info(config.scheme)
-    if ring.flag_bits and not info.payload_flags:
-        raise SamarkError(f"this ring writes payload bits in SAMark's flags; {info.name} has none")
+    refuse_flag_payload(config.scheme, ring.flag_bits)  # before any key's scheme is built
     payloads: dict[int, tuple[str, Watermark]] = {}
     for value in range(2**ring.payload_bits if ring.payload_bits else 0):
         entry = ring.entries[value >> ring.flag_bits]
@@ -339,10 +337,6 @@ def _keys(
             payloads[value] = (entry.label, build(ring.key(entry.label), flags))
     params = _scheme_fields(config)  # scheme_params too: they may change detection
     alpha = params.pop("alpha", config.alpha)  # the served scheme's level, as it has it
-    if info.statistics and "n_null" in params:  # never fewer null sets than the ring needs
-        from samark.schemes.samark.ring_scoring import ring_null_count
-
-        params["n_null"] = max(int(params["n_null"]), ring_null_count(len(ring), alpha))
     try:
         shared = SharedResources(config.generator_model, embedder)
         detector = RingDetector.from_ring(ring, config.scheme, shared=shared, alpha=alpha, **params)

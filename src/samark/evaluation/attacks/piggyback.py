@@ -117,8 +117,10 @@ _FUNCTION_WORDS = frozenset(
         "December",
     ]
 )
-# the attacker's own claims, about an entity of the text when it has one
-_FALSE_CLAIMS = (
+#: The attacker's own false sentences, one template each: ``{name}`` is an entity of the text
+#: (``"the company"`` where it has none), and the sentence's first letter is capitalised.
+#: :func:`is_false_claim` tells an inserted one in a forged text.
+FALSE_CLAIMS = (
     "{name} later admitted that the whole account had been invented.",
     "Officials confirmed that {name} had been paid to stay silent.",
     "{name} was arrested the following morning on fraud charges.",
@@ -128,6 +130,17 @@ _FALSE_CLAIMS = (
     "A spokesperson said {name} would resign by the end of the week.",
     "The report was later shown to have been written by {name} itself.",
 )
+_CLAIM = re.compile(
+    "|".join(re.escape(c).replace(re.escape("{name}"), ".+") for c in FALSE_CLAIMS),
+    re.IGNORECASE,
+)
+
+
+def is_false_claim(sentence: str) -> bool:
+    """Whether ``sentence`` is one of the sentences :func:`piggyback` inserts (a template of
+    :data:`FALSE_CLAIMS`, any name in its place): how a study tells the attacker's own
+    sentences in a forged text from the marked text's edited and untouched ones."""
+    return _CLAIM.fullmatch(sentence.strip()) is not None
 
 
 @dataclass(frozen=True)
@@ -246,7 +259,7 @@ def piggyback(
     subjects = [n for n in found if n.split()[0] not in _FUNCTION_WORDS] or ["the company"]
     out = list(sentences)
     inserted = 0
-    for claim in rng.sample(_FALSE_CLAIMS, min(insertions, len(_FALSE_CLAIMS))):
+    for claim in rng.sample(FALSE_CLAIMS, min(insertions, len(FALSE_CLAIMS))):
         name = rng.choice(subjects)
         line = claim.format(name=name)
         out.insert(rng.randint(1, len(out)), line[0].upper() + line[1:])

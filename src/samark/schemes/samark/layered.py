@@ -63,7 +63,7 @@ from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import embed_sentences, ring_passes
 from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
-from samark.token_layer import GreenListLayer, TokenLayerConfig
+from samark.token_layer import GreenListLayer, TokenLayerConfig, TokenLayerScore
 
 Combine = Literal["fisher", "cauchy", "both"]
 COMBINES: tuple[str, ...] = ("fisher", "cauchy", "both")
@@ -238,7 +238,11 @@ class SAMarkLayered(SAMark):
         key's) and the token layer scored here."""
         if not semantic.n_units:
             raise EmptyTextError("the text has no sentence to score")
-        token = self.token_layer.score(self.token_ids(text))
+        return self.layers(semantic, self.token_layer.score(self.token_ids(text)))
+
+    def layers(self, semantic: Detection, token: TokenLayerScore) -> Detection:
+        """The layered detection from this key's semantic layer's detection and its token
+        layer's score of the same text."""
         p_sem, p_tok = semantic.p_value, token.p_value
         p = combine_p_values(p_sem, p_tok, method=self.combine, contradiction=self.contradiction)
         z = combined_z(p)
@@ -293,17 +297,15 @@ class LayeredHolmRing:
             if scored is None:
                 out.append(None)
                 continue
-            ids = self.schemes[0].token_ids(text)
-            p = [
+            ids = self.schemes[0].token_ids(text)  # tokenised once for every key
+            tokens = [s.token_layer.score(ids) for s in self.schemes]
+            p = tuple(
                 combine_p_values(
-                    p_sem,
-                    s.token_layer.score(ids).p_value,
-                    method=s.combine,
-                    contradiction=s.contradiction,
+                    p_sem, token.p_value, method=s.combine, contradiction=s.contradiction
                 )
-                for s, p_sem in zip(self.schemes, scored.p_values(), strict=True)
-            ]
-            best = min(range(len(p)), key=lambda k: (p[k], -float(scored.own[k])))
-            detection = self.schemes[best].combine_layers(scored.detection(best), text)
-            out.append(RingScore(min(1.0, len(p) * p[best]), best, detection, tuple(p)))
+                for s, p_sem, token in zip(self.schemes, scored.p_values(), tokens, strict=True)
+            )
+            ring_p, best = RingScore.holm_best(p, [float(x) for x in scored.own])
+            detection = self.schemes[best].layers(scored.detection(best), tokens[best])
+            out.append(RingScore(ring_p, best, detection, p))
         return out

@@ -108,11 +108,13 @@ class SAMark(SentenceLevelWatermark):
         return 0 if self.cells else self.config.channels
 
     @classmethod
-    def ring_params(cls, keys: int, alpha: float) -> dict[str, Any]:
-        """Enough null pivot sets for the ring's smallest p-values."""
+    def ring_params(cls, params: dict[str, Any], keys: int, alpha: float) -> dict[str, Any]:
+        """Never fewer null pivot sets than the ring's smallest p-values need."""
         from samark.schemes.samark.ring_scoring import ring_null_count
 
-        return {"n_null": ring_null_count(keys, alpha)}
+        given = params.get("n_null")
+        need = ring_null_count(keys, alpha)
+        return {**params, "n_null": need if given is None else max(int(given), need)}
 
     @classmethod
     def ring_scoring(cls, schemes: Sequence[Watermark]) -> RingScoring | None:
@@ -345,14 +347,14 @@ def samark_config_from_params(
 
 
 @register_scheme("samark-dagger")
-def _samark_dagger(
-    key: WatermarkKey,
-    *,
-    shared: SharedResources | None = None,
-    config: SAMarkConfig | None = None,
-    **kwargs: Any,
-) -> SAMark:
-    built, kwargs = samark_config_from_params(shared, config, kwargs)
-    scheme = SAMark(key, config=built.replace(**SAMarkConfig.DAGGER), **kwargs)
-    scheme.name = scheme.detector.label = "samark-dagger"
-    return scheme
+class SAMarkDagger(SAMark):
+    """SAMark-dagger: SAMark with the paper's dagger settings (``SAMarkConfig.DAGGER``)
+    over whatever config it is given."""
+
+    name = "samark-dagger"
+
+    def __init__(
+        self, key: WatermarkKey, config: SAMarkConfig | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(key, (config or SAMarkConfig()).replace(**SAMarkConfig.DAGGER), **kwargs)
+        self.detector.label = self.name
