@@ -38,8 +38,8 @@ from samark.serving.app import scheme_app
 
 CHROMIUM = Path("/usr/bin/chromium")
 
-#: the page's evidence levels: a sentence's p-value below each bound
-LEVELS = (("strong", 0.01), ("some", 0.05), ("weak", 0.2), ("none", 2.0))
+#: the page shades a sentence whose own p-value is below this, and no other
+SHADE_P = 0.01
 #: the request id under which the record served the marked text
 REQUEST = "req-0f3a9c2e"
 USER = "user-token-0123456789abcdef"
@@ -245,19 +245,28 @@ def test_a_pasted_marked_text_reads_marked_with_its_sentences_highlighted(
     assert facts["Length"] == f"{expected.n_units} sentences"
     items = page.locator(".sentences li")
     assert items.count() == expected.n_units
+    # shaded exactly where the sentence alone has p below SHADE_P
     levels = [items.nth(i).get_attribute("data-evidence") for i in range(items.count())]
     for p, seen in zip(expected.sentence_p_values, levels, strict=True):
-        assert seen == (
-            "strong" if p < 0.01 else "some" if p < 0.05 else "weak" if p < 0.2 else "none"
-        )
-    assert sum(lv in ("strong", "some") for lv in levels) >= len(levels) // 2
+        assert seen == ("mark" if p < SHADE_P else "none")
     assert items.nth(0).inner_text().startswith(expected.sentences[0])
-    # the plot: one bar per sentence
-    assert page.locator("svg.plot rect").count() == expected.n_units
-    # the record served this very text
+    # each sentence's part: one bar per sentence (one layer)
+    assert page.locator(".parts svg.plot rect.bar").count() == expected.n_units
+    # the record served this very text: said at the top, in words
     assert {items.nth(i).get_attribute("data-state") for i in range(items.count())} == {"served"}
     n = expected.n_units
-    assert facts["Served record"].startswith(f"{n} of {n} sentences served verbatim, 0 a close")
+    verdict = page.locator(".provenance-verdict")
+    assert verdict.get_attribute("data-provenance") == "served"
+    assert verdict.inner_text().startswith(
+        f"Served by this server: all {n} sentences were served verbatim."
+    )
+    # the request id is folded away: in one closed <details>, on no sentence's line
+    assert REQUEST not in page.inner_text(".sentences")
+    assert page.locator("details.requests").get_attribute("open") is None
+    assert page.is_hidden("details.requests li")
+    page.click("details.requests summary")
+    assert page.inner_text("details.requests li").startswith(f"{REQUEST} (")
+    assert page.inner_text("details.requests li").endswith(f"sentences 1–{n} verbatim")
     # the JSON report is the server's answer
     report = _download_report(page, tmp_path)
     assert report["source"] == "pasted text" and report["results"][0]["is_watermarked"] is True
@@ -285,13 +294,23 @@ def test_an_edited_served_text_shows_which_sentences_were_served_edited_or_inser
     assert states == ["served", "paraphrase", "served", "not_served"] + ["served"] * (
         len(served) - 3
     )
-    said = items.nth(1).locator(".meta").inner_text()
-    assert f"close paraphrase of a served sentence (request {REQUEST}," in said
-    assert items.nth(3).locator(".meta").inner_text().endswith("not served")
-    facts = _facts(page)
-    assert facts["Served record"] == (
+    said = items.nth(1).locator(".badge").inner_text()
+    assert said.startswith("close paraphrase of a served sentence (cosine 0.")
+    assert items.nth(3).locator(".badge").inner_text() == "not served"
+    # the verdict in words at the top, the counts under it; the request once, folded
+    verdict = page.locator(".provenance-verdict")
+    assert verdict.get_attribute("data-provenance") == "paraphrase"
+    assert verdict.locator(".pv-head").inner_text() == (
+        "Edited from a text this server served: part of it was served, part changed."
+    )
+    assert verdict.locator(".pv-counts").inner_text() == (
         f"{len(served) - 1} of {len(checked)} sentences served verbatim, "
         "1 a close paraphrase of a served sentence, 1 not served"
+    )
+    assert REQUEST not in page.inner_text(".sentences")
+    page.click("details.requests summary")
+    assert page.inner_text("details.requests li").endswith(
+        f"sentences 1, 3, 5–{len(checked)} verbatim; sentence 2 as a close paraphrase"
     )
     assert page.inner_text(".verdict").startswith("Marked")
     if os.environ.get("SAMARK_PAGE_SCREENSHOT"):
@@ -550,3 +569,159 @@ def test_a_pasted_text_that_is_html_is_shown_as_text_and_runs_nothing(page, serv
     assert "".join(shown).count("<") == attack.count("<")  # every tag shown as typed
     assert page.locator("#results img, #results script, #results b").count() == 0
     assert page.title() != "ran"
+
+
+def _report_of(page: Any, folder: Path) -> dict[str, Any]:
+    """The server's answer for the one text checked (the downloaded report's)."""
+    return dict(_download_report(page, folder)["results"][0])
+
+
+def test_the_evidence_adds_up_as_the_detector_scores_each_first_k_sentences(
+    page, servers, scheme, marked_detection, tmp_path
+) -> None:
+    """The cumulative-evidence view: each point is the detector's own p-value of the
+    text's first k sentences (scored here again, apart from the server), the last is
+    the text's, and the words under the heading say where it crosses the decision level;
+    on a human text they say it never does. The chart fits its card at any width."""
+    sentences = list(marked_detection.sentences)
+    n = len(sentences)
+    page.goto(servers["full"])
+    _check(page, " ".join(sentences), token=ADMIN)
+    answer = _report_of(page, tmp_path)
+    trail = answer["evidence_trail"]
+    assert [point["sentences"] for point in trail] == list(range(1, n + 1))
+    for k, point in enumerate(trail, start=1):
+        alone = scheme.detect(" ".join(sentences[:k])).p_value
+        assert point["p_value"] == pytest.approx(alone, rel=0.05, abs=2e-3), k
+    assert trail[-1]["p_value"] == answer["p_value"]
+    # drawn: one point a prefix, each titled with its p-value
+    view = page.locator("section.trail")
+    assert view.get_attribute("data-points") == str(n)
+    dots = view.locator("circle.series-combined title").all_text_contents()
+    assert len(dots) == n and dots[0].startswith("First 1 sentence: p = ")
+    first = next(p["sentences"] for p in trail if p["p_value"] < marked_detection.alpha)
+    summary = view.locator(".trail-summary").inner_text()
+    assert f"below the decision level {marked_detection.alpha} from sentence {first} on" in summary
+    assert summary.endswith(
+        f"with all {n}. Higher on the chart: a smaller p-value, stronger evidence."
+    )
+    # the charts fill their boxes (not narrower than the card), at any width
+    for width in (900, 420):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)  # redrawn after a resize
+        for box in page.locator(".chart-box").all():
+            inner = box.evaluate("b => b.clientWidth")
+            drawn = box.locator("svg").evaluate("s => s.getBoundingClientRect().width")
+            assert inner * 0.97 <= drawn <= inner + 1, (width, inner, drawn)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # a human text: the p-value never crosses, and the record never served it
+    page.set_viewport_size({"width": 900, "height": 1000})
+    _check(page, HUMAN)
+    summary = page.inner_text("section.trail .trail-summary")
+    assert summary.startswith(
+        "The p-value of the first sentences, as more are read: it never falls below the "
+        "decision level 0.01"
+    )
+    verdict = page.locator(".provenance-verdict")
+    assert verdict.get_attribute("data-provenance") == "not_served"
+    assert verdict.inner_text().startswith(
+        "Not served by this server: none of its 5 sentences is in the record."
+    )
+    assert page.locator("details.requests").count() == 0
+
+
+@pytest.fixture(scope="module")
+def layered(mpnet, mpnet_key) -> Any:
+    """The layered mark under the test key (its detection loads the tokenizer only)."""
+    from samark.schemes import create_scheme
+
+    return create_scheme("samark-layered", key=mpnet_key, embedder=mpnet)
+
+
+@pytest.fixture(scope="module")
+def layered_server(layered, served_app) -> Iterator[str]:
+    settings = ServeSettings(admin_tokens=frozenset({ADMIN}))
+    with served_app(scheme_app(layered, settings, count_tokens=_words)) as base:
+        yield base
+
+
+def test_a_layered_mark_shows_each_layers_part_per_sentence_and_as_it_adds_up(
+    page, layered, layered_server, marked
+) -> None:
+    """Each sentence's semantic p, its token layer (green among scored, scored here on
+    its own) and the two joined as the scheme joins them; shading follows the joined
+    p-value; the legends' colours are the bars' and the lines'."""
+    from samark.schemes.samark.layered import combine_p_values
+
+    detection = layered.detect(marked)
+    page.goto(layered_server)
+    _check(page, marked, token=ADMIN)
+    layers = _facts(page)["Its two layers"]
+    semantic, token = re.fullmatch(r"semantic p = (\S+) · token p = (\S+)", layers).groups()
+    assert float(semantic) == pytest.approx(detection.details["p_semantic"], rel=0.06)
+    assert float(token) == pytest.approx(detection.details["p_token"], rel=0.06)
+    items = page.locator(".sentences li")
+    assert items.count() == detection.n_units
+    for i, sentence in enumerate(detection.sentences):
+        own = layered.token_layer.score(layered.token_ids(sentence))
+        meta = items.nth(i).locator(".meta").inner_text()
+        assert f"{own.n_green} of {own.n_scored} green)" in meta
+        joined = combine_p_values(detection.sentence_p_values[i], own.p_value)
+        shaded = items.nth(i).get_attribute("data-evidence") == "mark"
+        assert shaded == (joined < SHADE_P), (i, joined)
+    # two bars a sentence; three lines as the sentences add up
+    assert page.locator(".parts rect.bar.series-semantic").count() == detection.n_units
+    assert page.locator(".parts rect.bar.series-token").count() == detection.n_units
+    lines = page.locator("section.trail polyline").all()
+    assert sorted(line.get_attribute("class") for line in lines) == [
+        "line series-combined",
+        "line series-semantic",
+        "line series-token",
+    ]
+    # each legend's colour is its series' own
+    for name in ("semantic", "token"):
+        key = page.locator(f".parts .legend .key.series-{name}")
+        bar = page.locator(f".parts rect.bar.series-{name}").first
+        assert key.evaluate("k => getComputedStyle(k).backgroundColor") == bar.evaluate(
+            "b => getComputedStyle(b).fill"
+        )
+    for name in ("combined", "semantic", "token"):
+        key = page.locator(f".trail .legend .key.series-{name}")
+        line = page.locator(f".trail polyline.series-{name}")
+        assert key.evaluate("k => getComputedStyle(k).backgroundColor") == line.evaluate(
+            "l => getComputedStyle(l).stroke"
+        )
+
+
+def test_the_local_page_keeps_its_token_across_reloads_and_nowhere_else(
+    page, browser, servers
+) -> None:
+    """As `samark page` opens it: the token after '#' leaves the address at once, is kept
+    in this tab's sessionStorage (nothing in localStorage, nothing in the address), so a
+    reload still checks in full; another tab starts without it; a token that the server
+    no longer takes (an earlier run's) is dropped, with words that say why."""
+    base = servers["full"]
+    page.goto(f"{base}/#token={ADMIN}")
+    assert page.url == f"{base}/"
+    page.reload()
+    assert page.url == f"{base}/" and page.input_value("#token") == ADMIN
+    assert "kept in this tab until you close it" in page.inner_text("#token-help")
+    assert page.evaluate("sessionStorage.getItem('samark-page-token')") == ADMIN
+    assert page.evaluate("localStorage.length") == 0
+    _check(page, HUMAN)
+    assert page.locator(".sentences li").count() == 5  # still the admin's whole answer
+    other = browser.new_page()
+    try:
+        other.goto(base)
+        assert other.input_value("#token") == ""
+    finally:
+        other.close()
+    # an earlier run's token: refused, then forgotten
+    page.goto(f"{base}/#token=an-earlier-runs-token")
+    page.reload()
+    assert page.input_value("#token") == "an-earlier-runs-token"
+    _check(page, HUMAN)
+    assert "no longer valid" in page.inner_text("#error")
+    assert page.evaluate("sessionStorage.getItem('samark-page-token')") is None
+    page.reload()
+    assert page.input_value("#token") == ""

@@ -31,6 +31,7 @@ from samark.schemes.base import Watermark
 from samark.segment import split_sentences
 from samark.serving import scheduling
 from samark.serving.errors import ApiError, timeout_error
+from samark.serving.evidence import ring_scheme, sentence_evidence
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -506,6 +507,7 @@ def _detect_with(scheme: Watermark, texts: list[str], details: bool) -> list[dic
         }
         if details:
             out.update(_sentences(d))
+            out.update(sentence_evidence(scheme, text, d, scheme))
         answers.append(out)
     return answers
 
@@ -521,6 +523,7 @@ def _detect_ring(ring: RingDetector, texts: list[str], details: bool) -> list[di
         out = {k: v for k, v in r.to_dict().items() if k not in ("payload_bits", "flag_bits")}
         if details:
             out.update(_sentences(r.detection))
+            out.update(sentence_evidence(ring, text, r.detection, ring_scheme(ring, r)))
         answers.append(out)
     return answers
 

@@ -29,30 +29,50 @@
   function megabytes(bytes) {
     return bytes >= 1000000 ? `${Number((bytes / 1000000).toPrecision(3))} MB` : `${Math.ceil(bytes / 1000)} kB`;
   }
-  // per-sentence evidence, by the sentence's own p-value
-  const LEVELS = [
-    { name: "strong", below: 0.01, label: "strong evidence (p < 0.01)" },
-    { name: "some", below: 0.05, label: "some evidence (p < 0.05)" },
-    { name: "weak", below: 0.2, label: "weak evidence (p < 0.2)" },
-    { name: "none", below: Infinity, label: "no evidence" },
-  ];
-  // the plot's dashed line
-  const DASHED_P = 0.05;
+  // A sentence is shaded only when its own p-value (both layers joined, for a layered
+  // mark) is below SHADE_P: evidence worth the name on its own. A sentence that does not
+  // depend on the key reaches it about 1 time in 100.
+  const SHADE_P = 0.01;
   const PROVENANCE = {
     served: "served verbatim",
     paraphrase: "close paraphrase of a served sentence",
     not_served: "not served",
   };
+  // the page's token from `samark page`, kept for this tab (sessionStorage: gone when the
+  // tab closes, never in the address after the first load, never sent anywhere but here)
+  const TOKEN_KEY = "samark-page-token";
 
   let fileRecords = null; // {name, texts} of a .jsonl file: checked instead of the text box
   let lastReport = null;
 
   // `samark page` opens the page with its one-time token in the URL's fragment, which
-  // browsers never send to a server; it is moved into the field and out of the address.
+  // browsers never send to a server; it is moved into the field and out of the address,
+  // and kept in this tab's sessionStorage so that a reload keeps it.
+  function keep(token) {
+    try {
+      if (token) sessionStorage.setItem(TOKEN_KEY, token);
+      else sessionStorage.removeItem(TOKEN_KEY);
+    } catch {
+      // storage refused (a private window's setting): the token lasts until a reload
+    }
+  }
+  function kept() {
+    try {
+      return sessionStorage.getItem(TOKEN_KEY) || "";
+    } catch {
+      return "";
+    }
+  }
   const fragment = new URLSearchParams(location.hash.slice(1));
   if (fragment.get("token")) {
-    tokenBox.value = fragment.get("token");
+    keep(fragment.get("token"));
     history.replaceState(null, "", location.pathname + location.search);
+  }
+  if (kept()) {
+    tokenBox.value = kept();
+    $("token-help").textContent =
+      "This page's own token, from samark page: kept in this tab until you close it, " +
+      "and sent to this server only.";
   }
 
   function el(tag, attrs = {}, ...children) {
@@ -83,10 +103,6 @@
   function fmtP(p) {
     if (typeof p !== "number") return String(p);
     return p >= 0.001 ? String(Number(p.toPrecision(2))) : p.toExponential(1);
-  }
-
-  function level(p) {
-    return LEVELS.find((l) => p < l.below);
   }
 
   // ---- reading a file ----
@@ -185,6 +201,10 @@
 
   function explain(status, body) {
     const message = body && body.error && body.error.message;
+    if (status === 401 && kept() && tokenBox.value.trim() === kept()) {
+      keep(""); // samark page makes a new token each run: this one is from an earlier run
+      return "This page's token is no longer valid (samark page makes a new one each time it starts): open the address it printed.";
+    }
     if (status === 401) {
       return `This server needs a valid API token (${message || "refused"}). Enter the token your operator gave you.`;
     }
@@ -213,6 +233,55 @@
   }
 
   // ---- showing the answer ----
+  // "about once in 70 million": how rarely a text without the mark scores as high
+  function rarity(p) {
+    if (p >= 0.01) return `${Math.round(p * 100)} times in 100`;
+    const n = Number((1 / p).toPrecision(2));
+    const words = [[1e12, "trillion"], [1e9, "billion"], [1e6, "million"]];
+    for (const [size, word] of words) {
+      if (n >= size) return `about once in ${Number((n / size).toPrecision(2))} ${word}`;
+    }
+    return `about once in ${n.toLocaleString("en")}`;
+  }
+
+  function verdictNote(result) {
+    if (!("p_value" in result)) return null;
+    const p = fmtP(result.p_value);
+    const family = result.ring_keys ? " (counting every key of the keyring)" : "";
+    const odds = rarity(result.p_value);
+    return result.is_watermarked
+      ? `p = ${p}: a text without the mark scores this high ${odds}${family}; the decision needs p below ${result.alpha}.`
+      : `p = ${p}: a text without the mark scores this high ${odds}${family}; the decision needs p below ${result.alpha}, so nothing here shows the mark.`;
+  }
+
+  // the record's verdict on the whole text, in words: served, an edit or paraphrase of a
+  // served text, or not served
+  function provenanceVerdict(prov) {
+    const n = prov.sentences.length;
+    const of = `${n} sentence${n === 1 ? "" : "s"}`;
+    let state;
+    let headline;
+    if (prov.served === n) {
+      state = "served";
+      headline = n === 1
+        ? "Served by this server: its one sentence was served verbatim."
+        : `Served by this server: all ${n} sentences were served verbatim.`;
+    } else if (prov.served + prov.paraphrase === 0) {
+      state = "not_served";
+      headline = `Not served by this server: none of its ${of} is in the record.`;
+    } else {
+      state = "paraphrase";
+      headline = prov.served
+        ? "Edited from a text this server served: part of it was served, part changed."
+        : "A paraphrase of a text this server served: its sentences are close to served ones.";
+    }
+    const counts = `${prov.served} of ${of} served verbatim, ${prov.paraphrase} a close ` +
+      `paraphrase of a served sentence, ${prov.not_served} not served`;
+    return el("div", { class: `provenance-verdict pv-${state}`, "data-provenance": state },
+      el("p", { class: "pv-head" }, headline),
+      el("p", { class: "pv-counts" }, counts));
+  }
+
   function facts(result) {
     const dl = el("dl", { class: "facts" });
     const add = (term, value) => dl.append(el("dt", {}, term), el("dd", {}, value));
@@ -223,6 +292,10 @@
         add("p-value", fmtP(result.p_value));
       }
     }
+    const last = (result.evidence_trail || []).at(-1);
+    if (last && "p_semantic" in last && !result.ring_keys) {
+      add("Its two layers", `semantic p = ${fmtP(last.p_semantic)} · token p = ${fmtP(last.p_token)}`);
+    }
     add("Significance level", String(result.alpha));
     if (result.key_id && (result.is_watermarked || !result.ring_keys)) {
       add("Key", result.key_label ? `${result.key_label} (id ${result.key_id})` : `id ${result.key_id}`);
@@ -232,105 +305,240 @@
     if (result.payload !== undefined && result.payload !== null) add("Payload", String(result.payload));
     add("Length", `${result.n_units} ${result.unit}${result.n_units === 1 ? "" : "s"}`);
     add("Scheme", String(result.scheme));
-    if (result.provenance) add("Served record", provenanceSummary(result.provenance));
     return dl;
   }
 
-  function provenanceSummary(prov) {
-    const n = prov.sentences.length;
-    return `${prov.served} of ${n} sentence${n === 1 ? "" : "s"} served verbatim, ` +
-      `${prov.paraphrase} a close paraphrase of a served sentence, ${prov.not_served} not served`;
+  function when(time) {
+    return String(time).replace("T", " ").replace("Z", " UTC");
   }
 
-  function provenanceText(entry) {
-    let said = PROVENANCE[entry.state] || entry.state;
-    if (entry.state === "served" && entry.times_served > 1) said += ` ${entry.times_served} times`;
-    if (entry.match) {
-      const how = entry.state === "paraphrase" ? `, cosine ${entry.cosine}` : "";
-      const when = String(entry.match.time).replace("T", " ").replace("Z", " UTC");
-      said += ` (request ${entry.match.request_id}, ${when}${how})`;
+  // "1, 3-5, 8" from sorted 1-based numbers
+  function ranges(numbers) {
+    const out = [];
+    for (let i = 0; i < numbers.length; i++) {
+      let j = i;
+      while (j + 1 < numbers.length && numbers[j + 1] === numbers[j] + 1) j++;
+      out.push(j > i ? `${numbers[i]}–${numbers[j]}` : String(numbers[i]));
+      i = j;
     }
-    return said;
+    return out.join(", ");
   }
 
-  function legend(withProvenance) {
-    const list = el("ul", { class: "legend", "aria-label": "Legend" });
-    for (const l of LEVELS) {
-      list.append(el("li", {}, el("span", { class: `swatch ev-${l.name}`, "aria-hidden": "true" }), l.label));
+  // the requests the record found, folded away: one line a request, not one a sentence
+  function requestList(prov) {
+    const byRequest = new Map();
+    for (const entry of prov.sentences) {
+      if (!entry.match) continue;
+      const id = entry.match.request_id;
+      if (!byRequest.has(id)) byRequest.set(id, { time: entry.match.time, served: [], paraphrase: [] });
+      const seen = byRequest.get(id);
+      (entry.state === "paraphrase" ? seen.paraphrase : seen.served).push(entry.index + 1);
     }
-    if (withProvenance) {
-      for (const [state, label] of Object.entries(PROVENANCE)) {
-        list.append(el("li", {}, el("span", { class: `swatch prov-${state}`, "aria-hidden": "true" }), label));
+    if (!byRequest.size) return null;
+    const list = el("ul", {});
+    for (const [id, seen] of byRequest) {
+      const parts = [];
+      if (seen.served.length) parts.push(`sentence${seen.served.length === 1 ? "" : "s"} ${ranges(seen.served)} verbatim`);
+      if (seen.paraphrase.length) parts.push(`sentence${seen.paraphrase.length === 1 ? "" : "s"} ${ranges(seen.paraphrase)} as a close paraphrase`);
+      list.append(el("li", {}, el("code", {}, id), ` (${when(seen.time)}): ${parts.join("; ")}`));
+    }
+    const n = byRequest.size;
+    return el("details", { class: "requests" },
+      el("summary", {}, `Which served request${n === 1 ? "" : "s"} the record found (${n})`), list);
+  }
+
+  // ---- the charts: drawn at their box's own width, again when the window resizes ----
+  function logAxis(maxEvidence) {
+    const ymax = Math.max(3, Math.ceil(maxEvidence));
+    const step = ymax <= 6 ? 1 : ymax <= 12 ? 2 : ymax <= 30 ? 5 : 10;
+    const ticks = [];
+    for (let t = 0; t <= ymax; t += step) ticks.push(t);
+    return { ymax, ticks };
+  }
+
+  function tickLabel(t) {
+    return t === 0 ? "1" : t < 4 ? String(10 ** -t) : `1e-${t}`;
+  }
+
+  const evidenceOf = (p) => -Math.log10(Math.max(p, 1e-300));
+
+  function frame(width, height, ticks, ymax, label) {
+    const left = 46;
+    const right = 10;
+    const top = 24;
+    const bottom = 34;
+    const y = (v) => top + (height - top - bottom) * (1 - Math.min(v, ymax) / ymax);
+    const figure = svg("svg", { class: "plot", width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-label": label });
+    for (const t of ticks) {
+      figure.append(svg("line", { class: "grid", x1: left, x2: width - right, y1: y(t), y2: y(t) }));
+      figure.append(svg("text", { x: left - 6, y: y(t) + 4, "text-anchor": "end" }, tickLabel(t)));
+    }
+    figure.append(svg("line", { class: "axis", x1: left, x2: left, y1: top, y2: y(0) }));
+    figure.append(svg("line", { class: "axis", x1: left, x2: width - right, y1: y(0), y2: y(0) }));
+    figure.append(svg("text", { class: "axis-title", x: 2, y: 12 }, "p-value (log scale: higher, stronger evidence)"));
+    return { figure, y, left, right, top, bottom, height, width };
+  }
+
+  function levelLine(f, p, cls, words) {
+    const v = evidenceOf(p);
+    f.figure.append(svg("line", { class: cls, x1: f.left, x2: f.width - f.right, y1: f.y(v), y2: f.y(v) }));
+    f.figure.append(svg("text", { class: `${cls}-label`, x: f.width - f.right - 2, y: f.y(v) - 4, "text-anchor": "end" }, words));
+  }
+
+  // the p-value as sentences are added: the text's (both layers joined) and each layer's
+  function trailChart(result, width) {
+    const trail = result.evidence_trail;
+    const n = result.sentences.length;
+    const layered = "p_semantic" in trail[0] && !result.ring_keys;
+    const series = [["combined", (pt) => pt.p_value]];
+    if (layered) series.push(["semantic", (pt) => pt.p_semantic], ["token", (pt) => pt.p_token]);
+    const top = Math.max(...series.flatMap(([, get]) => trail.map((pt) => evidenceOf(get(pt)))));
+    const { ymax, ticks } = logAxis(Math.max(top, evidenceOf(result.alpha) + 0.5));
+    const crossing = trail.find((pt) => pt.p_value < result.alpha);
+    const label = crossing
+      ? `The p-value as sentences are added: below ${result.alpha} from sentence ${crossing.sentences} on, ${fmtP(trail.at(-1).p_value)} with all ${n}`
+      : `The p-value as sentences are added: never below ${result.alpha}; ${fmtP(trail.at(-1).p_value)} with all ${n}`;
+    const f = frame(width, 200, ticks, ymax, label);
+    const x = (k) => f.left + 12 + (f.width - f.left - f.right - 24) * (n === 1 ? 0.5 : (k - 1) / (n - 1));
+    levelLine(f, result.alpha, "alpha-line", `decision level ${result.alpha}`);
+    for (const [name, get] of series.slice().reverse()) {
+      const points = trail.map((pt) => `${x(pt.sentences).toFixed(1)},${f.y(evidenceOf(get(pt))).toFixed(1)}`);
+      f.figure.append(svg("polyline", { class: `line series-${name}`, points: points.join(" ") }));
+      if (name === "combined") {
+        for (const pt of trail) {
+          const dot = svg("circle", { class: `dot series-${name}`, cx: x(pt.sentences), cy: f.y(evidenceOf(pt.p_value)), r: 3.5 });
+          let said = `First ${pt.sentences} sentence${pt.sentences === 1 ? "" : "s"}: p = ${fmtP(pt.p_value)}`;
+          if (layered) said += ` (semantic ${fmtP(pt.p_semantic)}, token ${fmtP(pt.p_token)})`;
+          dot.append(svg("title", {}, said));
+          f.figure.append(dot);
+        }
       }
+    }
+    xLabels(f, n, x, "sentences read");
+    return f.figure;
+  }
+
+  function xLabels(f, n, x, title) {
+    const every = Math.max(1, Math.ceil(n / Math.max(2, Math.floor((f.width - f.left) / 28))));
+    for (let k = 1; k <= n; k++) {
+      if ((k - 1) % every === 0 || k === n) {
+        f.figure.append(svg("text", { x: x(k), y: f.height - f.bottom + 14, "text-anchor": "middle" }, String(k)));
+      }
+    }
+    f.figure.append(svg("text", { class: "axis-title", x: (f.left + f.width) / 2, y: f.height - 4, "text-anchor": "middle" }, title));
+  }
+
+  // each sentence's own evidence, one bar a layer
+  function partsChart(result, width) {
+    const n = result.sentences.length;
+    const layers = result.sentence_layers;
+    const bars = layers
+      ? [["semantic", (i) => layers[i].p_semantic], ["token", (i) => layers[i].p_token]]
+      : [["semantic", (i) => result.sentence_p_values[i]]];
+    const top = Math.max(...bars.flatMap(([, get]) => result.sentences.map((_, i) => evidenceOf(get(i)))));
+    const { ymax, ticks } = logAxis(Math.max(top, evidenceOf(SHADE_P) + 0.5));
+    const shaded = result.sentences.filter((_, i) => sentenceP(result, i) < SHADE_P).length;
+    const f = frame(width, 180, ticks, ymax,
+      `Each sentence's own evidence: ${shaded} of ${n} sentences below p = ${SHADE_P} on their own`);
+    const slot = (f.width - f.left - f.right) / n;
+    const x = (k) => f.left + slot * (k - 0.5);
+    const barWidth = Math.max(2, Math.min(22, (slot * 0.8) / bars.length));
+    for (let i = 0; i < n; i++) {
+      bars.forEach(([name, get], b) => {
+        const p = get(i);
+        const v = evidenceOf(p);
+        const rect = svg("rect", {
+          class: `bar series-${name}`,
+          x: x(i + 1) - (barWidth * bars.length) / 2 + b * barWidth,
+          y: f.y(v),
+          width: Math.max(1, barWidth - 1),
+          height: Math.max(0, f.y(0) - f.y(v)),
+        });
+        rect.append(svg("title", {}, `Sentence ${i + 1}, ${name} layer: p = ${fmtP(p)}`));
+        f.figure.append(rect);
+      });
+    }
+    levelLine(f, SHADE_P, "shade-line", `shading: p below ${SHADE_P}`);
+    xLabels(f, n, x, "sentence");
+    return f.figure;
+  }
+
+  function chartLegend(names) {
+    const words = {
+      combined: "the text's p-value (both layers)",
+      semantic: "semantic layer",
+      token: "token layer",
+    };
+    const list = el("ul", { class: "legend" });
+    for (const name of names) {
+      list.append(el("li", {}, el("span", { class: `key series-${name}`, "aria-hidden": "true" }), words[name]));
     }
     return list;
   }
 
-  function plot(pValues) {
-    const n = pValues.length;
-    // drawn at about the size it is shown (a phone's width, or 600 px), so that its text
-    // stays readable rather than scaled down
-    const width = Math.max(280, Math.min(600, document.documentElement.clientWidth - 72));
-    const height = 160;
-    const left = 44;
-    const bottom = 20;
-    const top = 10;
-    const evidence = pValues.map((p) => -Math.log10(Math.max(p, 1e-12)));
-    const ymax = Math.max(3, Math.ceil(Math.max(...evidence)));
-    const y = (v) => top + (height - top - bottom) * (1 - v / ymax);
-    const slot = (width - left - 8) / n;
-    const strong = pValues.filter((p) => p < DASHED_P).length;
-    const figure = svg("svg", {
-      class: "plot",
-      viewBox: `0 0 ${width} ${height}`,
-      role: "img",
-      "aria-label": `Evidence per sentence: ${strong} of ${n} sentences have p below ${DASHED_P}`,
-    });
-    figure.append(svg("title", {}, "Evidence per sentence (taller: stronger)"));
-    for (let t = 0; t <= ymax; t++) {
-      figure.append(svg("line", { class: "axis", x1: left - 4, x2: left, y1: y(t), y2: y(t) }));
-      figure.append(svg("text", { x: left - 6, y: y(t) + 4, "text-anchor": "end" }, t < 4 ? String(10 ** -t) : `1e-${t}`));
+  function drawCharts(root = reports) {
+    for (const box of root.querySelectorAll(".chart-box")) {
+      const result = box.result;
+      const width = Math.max(240, Math.floor(box.clientWidth));
+      box.replaceChildren(box.dataset.chart === "trail" ? trailChart(result, width) : partsChart(result, width));
     }
-    figure.append(svg("line", { class: "axis", x1: left, x2: left, y1: top, y2: y(0) }));
-    figure.append(svg("line", { class: "axis", x1: left, x2: width - 8, y1: y(0), y2: y(0) }));
-    const every = Math.ceil(n / 20);
-    evidence.forEach((v, i) => {
-      const x = left + i * slot + slot * 0.15;
-      const bar = svg("rect", {
-        class: `bar-${level(pValues[i]).name}`,
-        x,
-        y: y(v),
-        width: Math.max(1, slot * 0.7),
-        height: Math.max(0, y(0) - y(v)),
-      });
-      bar.append(svg("title", {}, `Sentence ${i + 1}: p = ${fmtP(pValues[i])}`));
-      figure.append(bar);
-      if (i % every === 0) {
-        figure.append(svg("text", { x: x + slot * 0.35, y: height - bottom + 14, "text-anchor": "middle" }, String(i + 1)));
-      }
-    });
-    const line = -Math.log10(DASHED_P);
-    figure.append(svg("line", { class: "alpha-line", x1: left, x2: width - 8, y1: y(line), y2: y(line) }));
-    return figure;
+  }
+
+  let resizing = null;
+  window.addEventListener("resize", () => {
+    clearTimeout(resizing);
+    resizing = setTimeout(() => drawCharts(), 120);
+  });
+
+  function chartBox(kind, result) {
+    const box = el("div", { class: "chart-box", "data-chart": kind });
+    box.result = result;
+    return box;
+  }
+
+  // a sentence's own p-value: both layers joined for a layered mark
+  function sentenceP(result, i) {
+    return result.sentence_layers ? result.sentence_layers[i].p_combined : result.sentence_p_values[i];
   }
 
   function sentenceList(result) {
     const prov = result.provenance ? result.provenance.sentences : [];
     const list = el("ol", { class: "sentences" });
     result.sentences.forEach((sentence, i) => {
-      const p = result.sentence_p_values[i];
-      const lv = level(p);
-      const meta = [`p = ${fmtP(p)}`, lv.label];
+      const p = sentenceP(result, i);
+      const shaded = p < SHADE_P;
+      const meta = el("span", { class: "meta" });
       const entry = prov.find((s) => s.index === i);
-      const classes = [`ev-${lv.name}`];
       if (entry) {
-        meta.push(provenanceText(entry));
-        classes.push(`prov-${entry.state}`);
+        let said = PROVENANCE[entry.state] || entry.state;
+        if (entry.state === "served" && entry.times_served > 1) said += ` (${entry.times_served} times)`;
+        if (entry.state === "paraphrase" && entry.cosine !== undefined) said += ` (cosine ${entry.cosine})`;
+        meta.append(el("span", { class: `badge pv-${entry.state}` }, said), " ");
       }
-      list.append(el("li", { class: classes.join(" "), "data-evidence": lv.name, "data-state": entry ? entry.state : "" },
-        el("span", { class: "said" }, sentence),
-        el("span", { class: "meta" }, meta.join(" · "))));
+      let evidence = `p = ${fmtP(p)}`;
+      if (result.sentence_layers) {
+        const layer = result.sentence_layers[i];
+        evidence += ` (semantic ${fmtP(layer.p_semantic)}; token ${fmtP(layer.p_token)}: ` +
+          `${layer.tokens_green} of ${layer.tokens_scored} green)`;
+      }
+      meta.append(shaded ? `${evidence}: carries the mark on its own` : evidence);
+      list.append(el("li", { class: shaded ? "ev-mark" : "ev-none", "data-evidence": shaded ? "mark" : "none", "data-state": entry ? entry.state : "" },
+        el("span", { class: "said" }, sentence), meta));
     });
+    return list;
+  }
+
+  function sentenceLegend(withProvenance) {
+    const list = el("ul", { class: "legend", "aria-label": "Legend" });
+    list.append(el("li", {}, el("span", { class: "swatch ev-mark", "aria-hidden": "true" }),
+      `shaded: this sentence alone has p below ${SHADE_P} (a sentence without the mark: about 1 in 100)`));
+    list.append(el("li", {}, el("span", { class: "swatch ev-none", "aria-hidden": "true" }),
+      "unshaded: not enough evidence in the sentence alone"));
+    if (withProvenance) {
+      for (const [state, label] of Object.entries(PROVENANCE)) {
+        list.append(el("li", {}, el("span", { class: `badge pv-${state}` }, label)));
+      }
+    }
     return list;
   }
 
@@ -344,6 +552,9 @@
     const marked = Boolean(result.is_watermarked);
     card.append(el("p", { class: `verdict ${marked ? "marked" : "clear"}` },
       marked ? "Marked: this text carries the watermark" : "Not marked: the watermark was not found"));
+    const note = verdictNote(result);
+    if (note) card.append(el("p", { class: "verdict-note" }, note));
+    if (result.provenance) card.append(provenanceVerdict(result.provenance));
     card.append(facts(result));
     if (!("p_value" in result)) {
       card.append(el("p", { class: "note" },
@@ -353,14 +564,38 @@
       card.append(el("p", { class: "note" },
         "Which sentences carry the mark is shown to admin tokens only."));
     }
-    if (Array.isArray(result.sentences) && result.sentences.length === (result.sentence_p_values || []).length && result.sentences.length) {
-      card.append(el("h4", {}, "Evidence per sentence"));
-      card.append(plot(result.sentence_p_values));
-      card.append(el("p", { class: "note" },
-        `Each bar is a sentence, numbered as below: the taller, the smaller its p-value ` +
-        `(log scale); dashed line: p = ${DASHED_P}.`));
-      card.append(legend(Boolean(result.provenance)));
-      card.append(sentenceList(result));
+    const sentences = Array.isArray(result.sentences) ? result.sentences : [];
+    if (sentences.length && sentences.length === (result.sentence_p_values || []).length) {
+      const layered = Boolean(result.sentence_layers);
+      if (Array.isArray(result.evidence_trail) && result.evidence_trail.length) {
+        const trail = result.evidence_trail;
+        const crossing = trail.find((pt) => pt.p_value < result.alpha);
+        const section = el("section", { class: "trail", "data-points": String(trail.length) });
+        section.append(el("h4", {}, "How the evidence adds up"));
+        section.append(el("p", { class: "note trail-summary" }, crossing
+          ? `The p-value of the first sentences, as more are read: below the decision level ${result.alpha} from sentence ${crossing.sentences} on, and ${fmtP(trail.at(-1).p_value)} with all ${sentences.length}. Higher on the chart: a smaller p-value, stronger evidence.`
+          : `The p-value of the first sentences, as more are read: it never falls below the decision level ${result.alpha} (${fmtP(trail.at(-1).p_value)} with all ${sentences.length}). Higher on the chart: a smaller p-value, stronger evidence.`));
+        section.append(chartLegend(layered && !result.ring_keys ? ["combined", "semantic", "token"] : ["combined"]));
+        section.append(chartBox("trail", result));
+        card.append(section);
+      }
+      const parts = el("section", { class: "parts" });
+      parts.append(el("h4", {}, layered ? "Each sentence's part, layer by layer" : "Each sentence's part"));
+      parts.append(el("p", { class: "note" }, layered
+        ? "Each sentence scored on its own, one bar a layer: the semantic layer (what the sentence says) and the token layer (its words). One sentence alone is weak evidence; a marked text's comes from many."
+        : "Each sentence scored on its own. One sentence alone is weak evidence; a marked text's comes from many."));
+      parts.append(chartLegend(layered ? ["semantic", "token"] : ["semantic"]));
+      parts.append(chartBox("parts", result));
+      card.append(parts);
+      const listing = el("section", { class: "listing" });
+      listing.append(el("h4", {}, "The sentences"));
+      listing.append(sentenceLegend(Boolean(result.provenance)));
+      listing.append(sentenceList(result));
+      if (result.provenance) {
+        const requests = requestList(result.provenance);
+        if (requests) listing.append(requests);
+      }
+      card.append(listing);
     }
     return card;
   }
@@ -370,9 +605,10 @@
     if (n === 1 && answer.results[0].error && !fileRecords) {
       throw new Error(`Not checked: ${answer.results[0].error}`);
     }
-    reports.replaceChildren(...answer.results.map((r, i) => reportCard(r, i, n, answer.detailsRefused)));
-    lastReport = { source, checked: new Date().toISOString(), results: answer.results };
     results.hidden = false;
+    reports.replaceChildren(...answer.results.map((r, i) => reportCard(r, i, n, answer.detailsRefused)));
+    drawCharts();
+    lastReport = { source, checked: new Date().toISOString(), results: answer.results };
     $("results-title").textContent = n === 1 ? "Result" : `Results (${n} records)`;
     $("results-title").focus();
   }

@@ -1,0 +1,151 @@
+"""How the evidence adds up over a text, for ``/v1/detect`` with ``details`` (the page's
+cumulative-evidence view and its per-sentence layers).
+
+- ``evidence_trail``: the detector's own p-value of the text's first ``k`` sentences, for
+  ``k`` = 1 .. n (at most :data:`MAX_TRAIL_POINTS` values of ``k``, evenly spread, the
+  whole text always last). Each point is a real detection of that prefix with the same
+  detector (a keyring's: its family-wise p-value), so each is exact in its own right; its
+  last point is the text's p-value. A layered mark's points carry its two layers' own
+  p-values too (``p_semantic``, ``p_token``).
+- ``sentence_layers`` (a layered mark only): each sentence's part in each layer. The
+  semantic layer's is its ``sentence_p_values`` entry; the token layer's is the sentence
+  scored on its own (its distinct (context, token) pairs, the green ones among them, their
+  exact binomial tail); ``p_combined`` joins the two as the scheme joins the text's (Fisher
+  by default). The two sub-keys are independent, so on a sentence that does not depend on
+  the key the combination is as valid as the text's.
+
+The prefixes' sentences are the text's, so within the worker's ``remembering`` block
+nothing is embedded again: a point costs one scoring against the null draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+import numpy as np
+
+from samark.detection.ring_detector import RingDetector
+from samark.detection_result import Detection
+from samark.schemes.base import Watermark
+from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
+
+#: the most prefixes scored for one text's trail
+MAX_TRAIL_POINTS = 40
+
+
+class TrailPoint(TypedDict, total=False):
+    """The detection of a text's first ``sentences`` sentences."""
+
+    sentences: int
+    p_value: float
+    #: a layered mark's layers, each its own p-value (not for a keyring)
+    p_semantic: float
+    p_token: float
+
+
+class SentenceLayers(TypedDict):
+    """One sentence's part in each layer of a layered mark."""
+
+    p_semantic: float
+    tokens_scored: int
+    tokens_green: int
+    p_token: float
+    p_combined: float
+
+
+def sentence_evidence(
+    detector: Watermark | RingDetector, text: str, detection: Detection, scheme: Watermark
+) -> dict[str, Any]:
+    """The fields added to a detailed answer: ``evidence_trail`` and, for a layered mark,
+    ``sentence_layers``. ``detector`` scored ``text`` (a scheme or a keyring), giving
+    ``detection`` (a keyring's: the found key's, whose scheme is ``scheme``)."""
+    out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, detection)}
+    layers = sentence_layers(scheme, detection)
+    if layers is not None:
+        out["sentence_layers"] = layers
+    return out
+
+
+def trail_lengths(n: int) -> list[int]:
+    """The prefix lengths a text of ``n`` sentences is scored at: every one up to
+    :data:`MAX_TRAIL_POINTS`, else that many evenly spread, ``n`` always among them."""
+    if n <= MAX_TRAIL_POINTS:
+        return list(range(1, n + 1))
+    return sorted({int(k) for k in np.rint(np.linspace(1, n, MAX_TRAIL_POINTS))})
+
+
+def prefixes(text: str, sentences: tuple[str, ...], lengths: list[int]) -> list[str]:
+    """The text up to the end of its ``k``-th sentence, for each ``k`` in ``lengths``: cut
+    from ``text`` itself where its sentences are found in order in it (so a prefix reads
+    as the text does), else the sentences joined by spaces; the whole text for the last."""
+    ends: list[int] = []
+    at = 0
+    for sentence in sentences:
+        found = text.find(sentence, at)
+        if found < 0:
+            break
+        at = found + len(sentence)
+        ends.append(at)
+    whole = len(ends) == len(sentences)
+    out = []
+    for k in lengths:
+        if k == len(sentences):
+            out.append(text)
+        elif whole:
+            out.append(text[: ends[k - 1]])
+        else:
+            out.append(" ".join(sentences[:k]))
+    return out
+
+
+def evidence_trail(
+    detector: Watermark | RingDetector, text: str, detection: Detection
+) -> list[TrailPoint]:
+    """The p-value as sentences are added (module docstring); a prefix with nothing to
+    score is left out."""
+    lengths = trail_lengths(len(detection.sentences))
+    if not lengths:
+        return []
+    texts = prefixes(text, detection.sentences, lengths)
+    points: list[TrailPoint] = []
+    for k, found in zip(lengths, detector.detect_many(texts), strict=True):
+        if found is None:
+            continue
+        point: TrailPoint = {"sentences": k, "p_value": float(found.p_value)}
+        if isinstance(found, Detection):
+            layers = found.details
+            if isinstance(layers.get("p_semantic"), float):
+                point["p_semantic"] = float(layers["p_semantic"])
+            if isinstance(layers.get("p_token"), float):
+                point["p_token"] = float(layers["p_token"])
+        points.append(point)
+    return points
+
+
+def sentence_layers(scheme: Watermark, detection: Detection) -> list[SentenceLayers] | None:
+    """Each sentence's part in each layer (module docstring), or None for a scheme
+    without a token layer."""
+    if not isinstance(scheme, SAMarkLayered):
+        return None
+    parts: list[SentenceLayers] = []
+    for sentence, p_semantic in zip(detection.sentences, detection.sentence_p_values, strict=True):
+        score = scheme.token_layer.score(scheme.token_ids(sentence))
+        p_token = float(score.p_value)
+        combined = combine_p_values(
+            p_semantic, p_token, method=scheme.combine, contradiction=scheme.contradiction
+        )
+        parts.append(
+            {
+                "p_semantic": float(p_semantic),
+                "tokens_scored": int(score.n_scored),
+                "tokens_green": int(score.n_green),
+                "p_token": p_token,
+                "p_combined": float(combined),
+            }
+        )
+    return parts
+
+
+def ring_scheme(ring: RingDetector, found: Any) -> Watermark:
+    """The scheme of the key a keyring's detection ``found`` names (its best key)."""
+    return ring.schemes[ring.entries.index(found.best)]
