@@ -117,7 +117,53 @@ def test_one_cell_is_static_pivots() -> None:
     np.testing.assert_allclose(np.abs(own), np.abs(static), atol=1e-5)
 
 
+def test_cell_margin_by_hand_and_the_cell_aware_pick_prefers_a_deep_sentence() -> None:
+    from scipy.special import ndtr
+
+    from samark.schemes.samark.selection import select
+
+    rng = np.random.default_rng(1)
+    frames = null_cells(LAW, 2, 16, 4, 2, seed=3)
+    emb = _unit(rng.standard_normal((9, 16)))
+    margin = frames.cell_margin(emb)
+    assert margin.shape == (2, 9) and (margin >= 0).all()
+    for k in range(2):
+        for i in range(9):
+            top = np.sort(frames.anchors[k] @ emb[i])[::-1]
+            assert margin[k, i] == pytest.approx(top[0] - top[1], abs=1e-5)
+    # two candidates with the same flag-signed cosines: the one deep in its cell is picked
+    # (a near-greedy softmax: exp(50 S)), while without ``stay`` the pick is a coin flip
+    signed = np.array([[0.05, 0.05], [0.05, 0.05]])
+    stay = ndtr(np.array([0.0005, 0.04]) / 0.016)
+    picks = set()
+    for seed in range(20):
+        common = dict(
+            context_ngrams=set(),
+            vocabulary=set(),
+            history=np.zeros((0, 2)),
+            kappa=30.0,
+            epsilon=50.0,
+            lambda_div=0.0,
+            lambda_nov=0.0,
+            theta_sem=1.0,
+            theta_ngram=1.0,
+            ngram_n=3,
+            ngram_filter=False,
+            semantic_filter=False,
+            signed=signed,
+            rng=np.random.default_rng(seed),
+        )
+        emb2 = _unit(rng.standard_normal((2, 2)))
+        assert select(["a b c", "d e f"], emb2, None, None, stay=stay, **common).index == 1
+        picks.add(select(["a b c", "d e f"], emb2, None, None, **common).index)
+    assert picks == {0, 1}
+
+
 def test_config_refuses_what_cells_cannot_do() -> None:
+    with pytest.raises(ValueError, match="cell_margin_sd needs keyed cells"):
+        SAMarkConfig(cells=0, cell_margin_sd=0.016).refuse_what_cells_cannot_do(0)
+    with pytest.raises(ValueError, match="cell_margin_sd must be positive"):
+        SAMarkConfig(cells=64, cell_margin_sd=0.0)
     with pytest.raises(ValueError, match="cells"):
         SAMarkConfig(cells=1)
     with pytest.raises(ValueError, match="payload_flags"):

@@ -100,11 +100,11 @@ def test_the_attack_walk_through(tmp_path, monkeypatch) -> None:
 
 
 def test_the_dataset_walk_through(tmp_path, monkeypatch) -> None:
-    from samark.dataset_registry import CATALOG
     from samark.datasets import dataset_names, load_dataset
+    from samark.datasets.registry import CATALOG
 
-    code = _block("# src/samark/proverbs.py")
-    name, stem = _catalog_entry("# src/samark/dataset_registry.py, CATALOG: one entry")
+    code = _block("# src/samark/datasets/proverbs.py")
+    name, stem = _catalog_entry("# src/samark/datasets/registry.py, CATALOG: one entry")
     assert (name, stem) == ("proverbs", "proverbs")
     module = _as_module(tmp_path, monkeypatch, code, stem)
     monkeypatch.setitem(CATALOG, name, module)
@@ -140,13 +140,14 @@ def test_every_built_in_attack_is_one_decorator_and_one_catalog_entry() -> None:
 
 
 def test_every_built_in_dataset_is_one_decorator_and_one_catalog_entry() -> None:
-    import samark.datasets
-    import samark.debian_corpora
-    from samark.dataset_registry import CATALOG, DATASETS
+    import samark.datasets.debian_corpora
+    import samark.datasets.loaders
+    from samark.datasets.registry import CATALOG, DATASETS
 
     for name, module in CATALOG.items():
         assert DATASETS.get(name).__module__ == module  # its catalog module registers it
-    assert samark.datasets and samark.debian_corpora  # every loader module imported
+    # every loader module imported
+    assert samark.datasets.loaders and samark.datasets.debian_corpora
     assert _built_in(DATASETS) == set(CATALOG)  # and every decorator has its entry
 
 

@@ -72,12 +72,13 @@ def test_cnn_dailymail_ships_with_the_package(tmp_path, monkeypatch) -> None:
     any working directory."""
     from pathlib import Path
 
-    import samark.datasets as datasets
+    import samark
+    from samark.datasets.loaders import find_data_file
 
     monkeypatch.delenv("SAMARK_DATA_DIR", raising=False)
     monkeypatch.chdir(tmp_path)
-    path = datasets.find_data_file("cnn_dailymail.jsonl")
-    assert path.parent == Path(datasets.__file__).resolve().parent / "resources" / "data"
+    path = find_data_file("cnn_dailymail.jsonl")
+    assert path.parent == Path(samark.__file__).resolve().parent / "resources" / "data"
     docs = load_dataset("cnn_dailymail")
     assert len(docs) == 200 and all(len(d.text) > 200 for d in docs)
 

@@ -558,8 +558,9 @@ def write(
         "prompts):",
         "",
         "| design | Tok/Out | matched | S_wm | pivot margin mean / p10 / p50 "
-        "| cell margin p25 / p50 | cell margin > median | Doc-P evidence (model) |",
-        "|---|---|---|---|---|---|---|---|",
+        "| cell margin p25 / p50 | cell margin > median | Doc-P evidence (model) "
+        "| vs plain N=16 | vs plain N=32 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(rows, key=lambda r: r["tok_out"]):
         md.append(

@@ -73,27 +73,28 @@ class Detection:
             "p_value": self.p_value,
             "is_watermarked": self.is_watermarked,
             "alpha": self.alpha,
-            "z": _finite(self.z),
+            "z": self.z,
             "statistic": self.statistic,
-            "score": _finite(self.score),
+            "score": self.score,
             "n_units": self.n_units,
             "unit": self.unit,
-            "details": {k: _finite(v) for k, v in self.diagnostics.items()},
+            "details": dict(self.diagnostics),
         }
         if details:
             out["sentences"] = list(self.sentences)
             out["sentence_p_values"] = list(self.sentence_p_values)
-            out["details"] = {k: _json(v) for k, v in self.details.items()}
-        return out
+            out["details"] = dict(self.details)
+        return json_safe(out)
 
 
-def _json(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (JSON has none) as null, through dicts,
+    lists and tuples (as lists). The one JSON encoding of numbers in samark's outputs:
+    detections (CLI, server, Ray), rings and the evaluation's records."""
     if isinstance(value, float):
-        return _finite(value)
-    if isinstance(value, tuple | list):
-        return [_json(v) for v in value]
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
     return value
-
-
-def _finite(x: float) -> float | str:
-    return x if math.isfinite(x) else ("inf" if x > 0 else "-inf")

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -48,11 +48,8 @@ from samark.cli.loading import (
 )
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
+from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
-
-if TYPE_CHECKING:
-    from samark.detection.ring_detector import RingDetector
-    from samark.schemes.base import Watermark
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
 #: time (``--chunk``)
@@ -169,15 +166,18 @@ def detect(
             given = read_text(source, literal=literal)
             require_sentences(given, "score")
     # a bad key or ring fails here, before Ray starts
-    detector: Watermark | RingDetector
+    # one key is a ring of one: every path below detects through a RingDetector
+    detector: RingDetector
     if keyring is not None:
         detector = load_ring_detector(
             keyring, scheme_name, statistic=statistic, alpha=alpha, at=at, **fields
         )
     elif samark_family:
-        detector = load_scheme(key, scheme_name, statistic=statistic, alpha=alpha, **fields)
+        detector = RingDetector.of_scheme(
+            load_scheme(key, scheme_name, statistic=statistic, alpha=alpha, **fields)
+        )
     else:
-        detector = load_other_scheme(scheme_name, key, alpha=alpha)
+        detector = RingDetector.of_scheme(load_other_scheme(scheme_name, key, alpha=alpha))
     if ray is not None:
         assert source is not None and out_dir is not None
         raise typer.Exit(
@@ -195,9 +195,7 @@ def detect(
                 batch=chunk or RAY_BATCH,
             )
         )
-    from samark.detection.ring_detector import RingDetector
-
-    embedder = (detector.schemes[0] if isinstance(detector, RingDetector) else detector).embedder
+    embedder = detector.schemes[0].embedder
     if embedder is not None:
         embedder.progress_over = 2000  # a book-length text takes minutes: show it
     provenance = (
@@ -211,12 +209,6 @@ def detect(
         )
     assert given is not None
     _detect_text(detector, given.text, details, provenance)
-
-
-def _p_from_z(statistic: str) -> bool:
-    """Whether a detection's p-value is computed from its ``z`` (SAMark's ``z`` statistic,
-    KGW's and UPV's z-tests)."""
-    return statistic == "z" or statistic.endswith("_z")
 
 
 def _records_file(source: str | None) -> tuple[Path, int] | None:
@@ -249,10 +241,10 @@ def _check_ray_source(source: Path) -> None:
 
 
 def _detect_text(
-    scheme: Watermark | RingDetector, text: str, details: bool, provenance: Any = None
+    scheme: RingDetector, text: str, details: bool, provenance: Any = None
 ) -> NoReturn:
-    """Detect with ``scheme`` in one text; exits 0 if watermarked, 1 if not. With a
-    ``provenance`` record, each sentence's provenance too (a ``provenance`` field)."""
+    """Detect with ``scheme`` (a key or keyring) in one text; exits 0 if watermarked, 1 if
+    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field)."""
     try:
         result = scheme.detect(text)
         report = None if provenance is None else provenance.check(text)
@@ -262,38 +254,17 @@ def _detect_text(
     if report is not None:
         out["provenance"] = report.to_dict()
     typer.echo(json.dumps(out, ensure_ascii=False))
-    verdict = "[bold green]watermarked[/]" if result.is_watermarked else "not watermarked"
-    from samark.detection.ring_detector import RingDetection
-
-    if isinstance(result, RingDetection):  # a keyring's answer
-        found = (
-            f" by key {result.label!r} (its own p = {result.key_p_value:.4g})"
-            if result.is_watermarked
-            else ""
-        )
-        payload = f", payload {result.payload}" if result.payload is not None else ""
-        err.print(
-            f"{verdict}{found}{payload}: p = {result.p_value:.4g} over a ring of "
-            f"{counted(result.ring_size, 'key')} ({result.method}; alpha {result.alpha}), "
-            f"{counted(result.n_units, result.detection.unit)}",
-            soft_wrap=True,
-        )
-    else:
-        # z only where the p-value is computed from it: beside the scan's or Fisher's p,
-        # the paper's z reads as a verdict it is not (it stays in the JSON line)
-        z = f", z = {result.z:.2f}" if _p_from_z(result.statistic) else ""
-        err.print(
-            f"{verdict}: p = {result.p_value:.4g} (alpha {result.alpha}), "
-            f"{counted(result.n_units, result.unit)}{z}",
-            soft_wrap=True,
-        )
+    words = result.describe()
+    if result.is_watermarked:  # the verdict in bold green
+        words = "[bold green]watermarked[/]" + words.removeprefix("watermarked")
+    err.print(words, soft_wrap=True)
     if report is not None:
         err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 
 def _detect_file(
-    scheme: Watermark | RingDetector,
+    scheme: RingDetector,
     path: Path,
     total: int,
     field: str,

@@ -45,15 +45,17 @@ class _ActorDetector:
         from samark.schemes import create_scheme
 
         torch.set_num_threads(threads)
-        self.detector: Any
-        if keyring is not None:
-            from samark.detection.ring_detector import RingDetector
-            from samark.keys.keyring import Keyring
+        from samark.detection.ring_detector import RingDetector
+        from samark.keys.keyring import Keyring
 
+        # one key is a ring of one (its results read as the key's own detections)
+        self.detector: RingDetector
+        if keyring is not None:
             self.detector = RingDetector.from_ring(Keyring.load(keyring), scheme, **params)
         else:
             assert key_path is not None
-            self.detector = create_scheme(scheme, key=WatermarkKey.load(key_path), **params)
+            one = create_scheme(scheme, key=WatermarkKey.load(key_path), **params)
+            self.detector = RingDetector.of_scheme(one)
         self.ring = keyring is not None
         self.field = field
 

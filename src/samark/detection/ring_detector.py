@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from samark.detection_result import Detection
+from samark.detection_result import Detection, json_safe
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring, RingEntry, flag_value
@@ -55,6 +55,8 @@ from samark.schemes.base import (
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
 
 HOLM = "holm"
+#: the label of the key of a ring of one (:meth:`RingDetector.of_scheme`)
+SINGLE_KEY = "key"
 __all__ = [
     "HOLM",
     "MAX_STATISTIC",
@@ -89,6 +91,8 @@ class RingDetection:
     payload_bits: int | None = None
     #: the payload's low bits, read from the attributed key's inferred flags
     flag_bits: int = 0
+    #: one key, not a keyring (:meth:`RingDetector.of_scheme`): it reads as its detection
+    single_key: bool = False
 
     @property
     def is_watermarked(self) -> bool:
@@ -128,9 +132,35 @@ class RingDetection:
     def statistic(self) -> str:
         return self.detection.statistic
 
+    def describe(self) -> str:
+        """The answer in words: the verdict, the p-value, what it rests on and, for a
+        keyring, the key and payload it attributes the text to."""
+        verdict = "watermarked" if self.is_watermarked else "not watermarked"
+        units = _counted(self.n_units, self.detection.unit)
+        if self.single_key:
+            # z only where the p-value is computed from it: beside the scan's or Fisher's
+            # p, the paper's z reads as a verdict it is not (it stays in the JSON)
+            d = self.detection
+            z = f", z = {d.z:.2f}" if d.statistic == "z" or d.statistic.endswith("_z") else ""
+            return f"{verdict}: p = {self.p_value:.4g} (alpha {self.alpha}), {units}{z}"
+        found = (
+            f" by key {self.label!r} (its own p = {self.key_p_value:.4g})"
+            if self.is_watermarked
+            else ""
+        )
+        payload = f", payload {self.payload}" if self.payload is not None else ""
+        return (
+            f"{verdict}{found}{payload}: p = {self.p_value:.4g} over a ring of "
+            f"{_counted(self.ring_size, 'key')} ({self.method}; alpha {self.alpha}), {units}"
+        )
+
     def to_dict(self, *, details: bool = False) -> dict[str, Any]:
         """JSON-ready fields (flat, so that they become table columns); with ``details``
-        the best key's own detection in full and every key's p-values by label."""
+        the best key's own detection in full and every key's p-values by label. One key
+        (not a keyring) gives its detection's fields (:meth:`Detection.to_dict`) and its
+        key's public id."""
+        if self.single_key:
+            return self.detection.to_dict(details=details) | {"key_id": self.best.key_id}
         out: dict[str, Any] = {
             "scheme": self.detection.scheme,
             "p_value": self.p_value,
@@ -157,7 +187,7 @@ class RingDetection:
                     self.labels, self.key_p_values, self.adjusted_p_values, strict=True
                 )
             }
-        return out
+        return json_safe(out)
 
 
 class RingDetector:
@@ -186,15 +216,28 @@ class RingDetector:
         self.alpha = alpha
         self.payload_bits = payload_bits
         self.flag_bits = flag_bits
+        #: one key, not a keyring (:meth:`of_scheme`)
+        self.single_key = False
         if flag_bits:
             _check_flag_payload(self.schemes, flag_bits)
         family = type(self.schemes[0])
+        # one key is a ring of one: its scheme's own detection is the ring's answer
         self._scoring: RingScoring | None = (
             family.ring_scoring(self.schemes)
-            if all(type(s) is family for s in self.schemes)
+            if len(self.schemes) > 1 and all(type(s) is family for s in self.schemes)
             else None
         )
         self.method = HOLM if self._scoring is None else self._scoring.method
+
+    @classmethod
+    def of_scheme(cls, scheme: Watermark) -> RingDetector:
+        """One key as a ring of one (the scheme's own key, labelled ``key``): every surface
+        detects through a ring, and a ring of one answers exactly as its scheme does (at
+        the scheme's own alpha)."""
+        entry = RingEntry(label=SINGLE_KEY, key_id=scheme.key_id or "", created="")
+        ring = cls([entry], [scheme])
+        ring.single_key = True
+        return ring
 
     @classmethod
     def from_ring(
@@ -273,6 +316,10 @@ class RingDetector:
     def name(self) -> str:
         return self.schemes[0].name
 
+    def scheme_of(self, found: RingDetection) -> Watermark:
+        """The scheme of the key a detection of this ring attributes (its best key)."""
+        return self.schemes[self.entries.index(found.best)]
+
     def __repr__(self) -> str:
         return (
             f"RingDetector(scheme={self.name!r}, keys={len(self.entries)}, method={self.method!r})"
@@ -326,7 +373,7 @@ class RingDetector:
         key_p = score.key_p_values
         return RingDetection(
             p_value=score.p_value,
-            alpha=self.alpha,
+            alpha=score.detection.alpha if self.single_key else self.alpha,
             method=self.method,
             best=self.entries[score.best],
             position=self.positions[score.best],
@@ -336,6 +383,7 @@ class RingDetector:
             labels=tuple(e.label for e in self.entries),
             payload_bits=self.payload_bits,
             flag_bits=self.flag_bits,
+            single_key=self.single_key,
         )
 
 
@@ -368,3 +416,7 @@ def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
                 f"this ring writes {flag_bits} payload bits in the flags, which needs "
                 f"{flag_bits + 1} channels; the scheme has {scheme.flag_channels}"
             )
+
+
+def _counted(n: int, unit: str) -> str:
+    return f"{n} {unit}" + ("" if n == 1 else "s")

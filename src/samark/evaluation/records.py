@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from samark.detection_result import Detection
 from samark.errors import SamarkError
 from samark.schemes.base import Generation
 
@@ -151,9 +152,10 @@ class DetectionRecord(_Record):
     item: str
     attack: str
     p_value: float
-    z: float
+    #: null where the detection's was not finite (:func:`samark.detection_result.json_safe`)
+    z: float | None
     statistic: str
-    score: float
+    score: float | None
     n_units: int
     seconds: float
     unit: str | None = None
@@ -161,6 +163,23 @@ class DetectionRecord(_Record):
     details: dict[str, float] | None = None
     #: the prefix length scored (length stage only)
     sentences: int | None = None
+
+    @classmethod
+    def of(cls, detection: Detection, seconds: float, **meta: Any) -> DetectionRecord:
+        """The record of ``detection``: its fields as :meth:`Detection.to_dict` writes
+        them (the one serialisation of a detection) and ``meta`` (detector, row, item...)."""
+        out = detection.to_dict()
+        return cls(
+            p_value=out["p_value"],
+            z=out["z"],
+            statistic=out["statistic"],
+            score=out["score"],
+            n_units=out["n_units"],
+            unit=out["unit"],
+            details=out["details"],
+            seconds=seconds,
+            **meta,
+        )
 
     @classmethod
     def nothing_to_score(cls, seconds: float, **meta: Any) -> DetectionRecord:

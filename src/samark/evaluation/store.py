@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
 import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from samark.detection_result import json_safe
 from samark.errors import SamarkError
 
 try:
@@ -124,7 +124,7 @@ class RecordStore:
         key = tuple(str(k) for k in key)
         if key in records:
             raise ValueError(f"{self.path.name}: record {key} already exists")
-        rec = _finite({"key": list(key), **record})
+        rec = json_safe({"key": list(key), **record})
         line = json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._drop_torn_tail()
@@ -272,14 +272,3 @@ def compact_folder(
         return done
     finally:
         lock.release()
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN/inf: store them as null."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value

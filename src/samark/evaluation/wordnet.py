@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from samark.debian_packages import unpack_debian_packages
+from samark.datasets.debian_packages import unpack_debian_packages
 from samark.errors import SamarkError
 from samark.models import cache_dir
 

@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from samark.detection.ring_detector import RingDetector
+from samark.detection.ring_detector import RingDetection, RingDetector
 from samark.detection_result import Detection
 from samark.schemes.base import Watermark
 from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
@@ -53,14 +53,12 @@ class SentenceLayers(TypedDict):
     p_combined: float
 
 
-def sentence_evidence(
-    detector: Watermark | RingDetector, text: str, detection: Detection, scheme: Watermark
-) -> dict[str, Any]:
+def sentence_evidence(detector: RingDetector, text: str, found: RingDetection) -> dict[str, Any]:
     """The fields added to a detailed answer: ``evidence_trail`` and, for a layered mark,
-    ``sentence_layers``. ``detector`` scored ``text`` (a scheme or a keyring), giving
-    ``detection`` (a keyring's: the found key's, whose scheme is ``scheme``)."""
-    out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, detection)}
-    layers = sentence_layers(scheme, detection)
+    ``sentence_layers``. ``detector`` (a key as a ring of one, or a keyring) scored
+    ``text``, giving ``found`` (a keyring's: its best key's detection and scheme)."""
+    out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, found.detection)}
+    layers = sentence_layers(detector.scheme_of(found), found.detection)
     if layers is not None:
         out["sentence_layers"] = layers
     return out
@@ -98,9 +96,7 @@ def prefixes(text: str, sentences: tuple[str, ...], lengths: list[int]) -> list[
     return out
 
 
-def evidence_trail(
-    detector: Watermark | RingDetector, text: str, detection: Detection
-) -> list[TrailPoint]:
+def evidence_trail(detector: RingDetector, text: str, detection: Detection) -> list[TrailPoint]:
     """The p-value as sentences are added (module docstring); a prefix with nothing to
     score is left out."""
     lengths = trail_lengths(len(detection.sentences))
@@ -112,8 +108,8 @@ def evidence_trail(
         if found is None:
             continue
         point: TrailPoint = {"sentences": k, "p_value": float(found.p_value)}
-        if isinstance(found, Detection):
-            layers = found.details
+        if found.single_key:  # a keyring's points are family-wise: no layers of their own
+            layers = found.detection.details
             if isinstance(layers.get("p_semantic"), float):
                 point["p_semantic"] = float(layers["p_semantic"])
             if isinstance(layers.get("p_token"), float):
@@ -144,8 +140,3 @@ def sentence_layers(scheme: Watermark, detection: Detection) -> list[SentenceLay
             }
         )
     return parts
-
-
-def ring_scheme(ring: RingDetector, found: Any) -> Watermark:
-    """The scheme of the key a keyring's detection ``found`` names (its best key)."""
-    return ring.schemes[ring.entries.index(found.best)]

@@ -31,7 +31,7 @@ from samark.schemes.base import Watermark
 from samark.segment import split_sentences
 from samark.serving import scheduling
 from samark.serving.errors import ApiError, timeout_error
-from samark.serving.evidence import ring_scheme, sentence_evidence
+from samark.serving.evidence import sentence_evidence
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -71,6 +71,8 @@ class Worker:
         self.scheme = scheme
         self.settings = settings
         self.keys = keys or Keys()
+        #: what ``/v1/detect`` detects with: the keyring, or the served key as a ring of one
+        self.detector = self.keys.ring or RingDetector.of_scheme(scheme)
         #: the provenance record: every served sentence is recorded in it before it is
         #: sent (its text too only with ``store_text``), and a detection with ``details``
         #: reads it (which sentences were served); None: no record
@@ -99,10 +101,7 @@ class Worker:
         try:
             if self.warm_engine:
                 _ = self.scheme.engine
-            if self.keys.ring is not None:
-                _detect_ring(self.keys.ring, [_WARM_TEXT], False)
-            else:
-                _detect_with(self.scheme, [_WARM_TEXT], False)
+            answers(self.detector, [_WARM_TEXT], False)
         except Exception as exc:
             self.warm_error = f"{type(exc).__name__}: {exc}"
             log.error("warming the models failed: %s", self.warm_error)
@@ -384,15 +383,12 @@ class Worker:
         embedder = self.scheme.embedder
         remember = embedder.remembering(known) if embedder is not None else None
         with remember if remember is not None else contextlib.nullcontext():
-            if self.keys.ring is not None:
-                answers = _detect_ring(self.keys.ring, group, details)
-            else:
-                answers = _detect_with(self.scheme, group, details)
+            found = answers(self.detector, group, details)
             if details and self.record is not None:
-                for text, answer in zip(group, answers, strict=True):
+                for text, answer in zip(group, found, strict=True):
                     if "error" not in answer:
                         answer["provenance"] = self._provenance(text)
-        return answers
+        return found
 
     def _provenance(self, text: str) -> dict[str, Any]:
         """The record's report on ``text``, or 503 where the record cannot be read (as
@@ -488,47 +484,38 @@ def key_id(scheme: Watermark) -> str:
     return scheme.key_id
 
 
-def _detect_with(scheme: Watermark, texts: list[str], details: bool) -> list[dict[str, Any]]:
-    """Each text's answer under the served key, the texts scored together."""
-    answers: list[dict[str, Any]] = []
-    for text, d in zip(texts, scheme.detect_many(texts), strict=True):
-        if d is None:
-            answers.append(_nothing_to_score(scheme, text))
-            continue
-        out: dict[str, Any] = {
-            "scheme": d.scheme,
-            "p_value": d.p_value,
-            "is_watermarked": d.is_watermarked,
-            "alpha": d.alpha,
-            "statistic": d.statistic,
-            "n_units": d.n_units,
-            "unit": d.unit,
-            "key_id": key_id(scheme),
-        }
-        if details:
-            out.update(_sentences(d))
-            out.update(sentence_evidence(scheme, text, d, scheme))
-        answers.append(out)
-    return answers
+#: what ``/v1/detect`` answers for one key, of its detection's fields (the rest, z and the
+#: scheme's diagnostics, stay with the CLI and the records: beside a scan's or Fisher's p,
+#: z reads as a verdict it is not); a keyring's answer keeps every field but its layout
+SINGLE_KEY_FIELDS = (
+    *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit"),
+    "key_id",
+)
+_RING_LAYOUT = ("payload_bits", "flag_bits")
 
 
-def _detect_ring(ring: RingDetector, texts: list[str], details: bool) -> list[dict[str, Any]]:
-    """Each text's answer from a keyring, the texts scored together: the family-wise
-    p-value, and the key (label, id, its own p) and payload when the text is flagged."""
-    answers: list[dict[str, Any]] = []
-    for text, r in zip(texts, ring.detect_many(texts), strict=True):
+def answers(detector: RingDetector, texts: list[str], details: bool) -> list[dict[str, Any]]:
+    """Each text's answer, the texts scored together: a key's detection (a ring of one),
+    or a keyring's family-wise p-value with the key (label, id, its own p) and payload
+    when the text is flagged; all from :meth:`RingDetection.to_dict`."""
+    out: list[dict[str, Any]] = []
+    for text, r in zip(texts, detector.detect_many(texts), strict=True):
         if r is None:
-            answers.append(_nothing_to_score(ring, text))
+            out.append(_nothing_to_score(detector, text))
             continue
-        out = {k: v for k, v in r.to_dict().items() if k not in ("payload_bits", "flag_bits")}
+        fields = r.to_dict()
+        if r.single_key:
+            answer = {k: fields[k] for k in SINGLE_KEY_FIELDS}
+        else:
+            answer = {k: v for k, v in fields.items() if k not in _RING_LAYOUT}
         if details:
-            out.update(_sentences(r.detection))
-            out.update(sentence_evidence(ring, text, r.detection, ring_scheme(ring, r)))
-        answers.append(out)
-    return answers
+            answer.update(_sentences(r.detection))
+            answer.update(sentence_evidence(detector, text, r))
+        out.append(answer)
+    return out
 
 
-def _nothing_to_score(detector: Watermark | RingDetector, text: str) -> dict[str, Any]:
+def _nothing_to_score(detector: RingDetector, text: str) -> dict[str, Any]:
     """The error of a text with nothing to score, in the detector's own words (it says
     why, e.g. how many sentences the scheme needs; it fails before any scoring)."""
     try:

@@ -72,17 +72,7 @@ def detect_into(
     except EmptyTextError:
         record = DetectionRecord.nothing_to_score(time.perf_counter() - start, **meta)
     else:
-        record = DetectionRecord(
-            p_value=d.p_value,
-            z=d.z,
-            statistic=d.statistic,
-            score=d.score,
-            n_units=d.n_units,
-            unit=d.unit,
-            details=dict(d.diagnostics),
-            seconds=time.perf_counter() - start,
-            **meta,
-        )
+        record = DetectionRecord.of(d, time.perf_counter() - start, **meta)
     store.append(key, record.to_json())
 
 

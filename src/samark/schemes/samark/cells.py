@@ -59,6 +59,17 @@ class CellFrames:
         scores = embeddings.astype(np.float32) @ self.anchors.reshape(k * m, d).T
         return np.ascontiguousarray(scores.reshape(-1, k, m).argmax(axis=2).T)
 
+    def cell_margin(self, embeddings: np.ndarray) -> np.ndarray:
+        """Each sentence's margin in its cell under each key: its cosine to its cell's
+        anchor minus that to the runner-up's, shape (K, n); how far a paraphrase may move
+        it before it is scored in another cell."""
+        k, m, d = self.anchors.shape
+        scores = (embeddings.astype(np.float32) @ self.anchors.reshape(k * m, d).T).reshape(
+            -1, k, m
+        )
+        top2 = -np.partition(-scores, 1, axis=2)[:, :, :2]
+        return np.ascontiguousarray((top2[:, :, 0] - top2[:, :, 1]).T).astype(np.float64)
+
     def signed(self, embeddings: np.ndarray) -> np.ndarray:
         """Each sentence's cosines to its own cell's pivots, signed by the cell's flags,
         shape (K, n, c)."""

@@ -51,6 +51,13 @@ class SAMarkConfig(SchemeConfig):
     # flag side, the paper's terms saturate and the pick stops preferring larger margins;
     # "pool" keeps the first step's pressure at every step (docs/parameters.md)
     margin_reference: MarginReference = "zero"
+    # with keyed cells: weigh each candidate's watermark score by the chance that its
+    # sentence stays in its cell when paraphrased, Phi(margin / cell_margin_sd), where the
+    # margin is its cosine to its cell's anchor minus that to the runner-up's (a sentence
+    # that leaves its cell under paraphrase is scored on another cell's pivots and carries
+    # no evidence); None: off (the default). 0.016 is the margin's measured move under
+    # paraphrase (docs/results/2026-11-28-cost, "A cell-aware pick")
+    cell_margin_sd: float | None = None
     # candidate sampling
     candidates: int = 64
     temperature: float = 0.7
@@ -147,6 +154,10 @@ class SAMarkConfig(SchemeConfig):
         check(self.adaptive_chunk >= 1, "adaptive_chunk must be >= 1")
         check(self.adaptive_matches >= 1, "adaptive_matches must be >= 1")
         check(0 <= self.adaptive_saturation < 1, "adaptive_saturation must be in [0, 1)")
+        check(
+            self.cell_margin_sd is None or self.cell_margin_sd > 0,
+            "cell_margin_sd must be positive (or None: off)",
+        )
         check(self.adaptive_patience >= 1, "adaptive_patience must be >= 1")
         check(self.steer >= 0, "steer must be >= 0")
         check(self.steer_words >= 16, "steer_words must be >= 16")
@@ -183,6 +194,8 @@ class SAMarkConfig(SchemeConfig):
                 self.margin_reference == "zero",
                 f"margin_reference 'pool' needs static pivots, not {how}: cells=0",
             )
+        else:
+            check(self.cell_margin_sd is None, "cell_margin_sd needs keyed cells (cells >= 2)")
 
     @property
     def selection_kappa(self) -> float:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
+from scipy.special import ndtr
 
 from samark.detection_result import Detection
 from samark.embed import Embedder
@@ -236,6 +237,9 @@ class SAMark(SentenceLevelWatermark):
             saturation=c.adaptive_saturation,
             margin_reference=c.margin_reference,
             signed=None if cells is None else cells.signed(pool)[0] * state.flags[0],
+            stay=None
+            if cells is None or c.cell_margin_sd is None
+            else ndtr(cells.cell_margin(pool)[0] / c.cell_margin_sd),
             rng=state.rng,
         )
         return None if choice is None else Pick(choice.index, choice.kind, choice)

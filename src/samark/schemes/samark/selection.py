@@ -148,6 +148,7 @@ def select(
     saturation: float = 0.3,
     margin_reference: MarginReference = "zero",
     signed: np.ndarray | None = None,
+    stay: np.ndarray | None = None,
     rng: np.random.Generator,
 ) -> StepChoice:
     """Choose the next sentence among complete ``candidates`` (non-empty).
@@ -158,7 +159,9 @@ def select(
 
     ``saturation`` only feeds the ``n_saturated`` count (the adaptive budget's stop rule).
     ``margin_reference`` "pool" measures each channel's margin from the mean of all
-    ``candidates`` instead of from zero (the match rule is unchanged).
+    ``candidates`` instead of from zero (the match rule is unchanged). ``stay`` (m,), each
+    candidate's chance of staying in its cell under paraphrase, weighs its watermark
+    score (``SAMarkConfig.cell_margin_sd``).
     """
     m = len(candidates)
     if m == 0:
@@ -183,6 +186,8 @@ def select(
     novelty = np.array([vocabulary_novelty(c, vocabulary) for c in candidates])
     reference = pool_reference(cosines, flags) if margin_reference == "pool" else None
     s_wm = watermark_score(cosines, flags, kappa, use_tanh, reference)
+    if stay is not None:
+        s_wm = s_wm * stay
     score = s_wm + lambda_div * diversity + lambda_nov * novelty
     counts = dict(
         n_candidates=m,

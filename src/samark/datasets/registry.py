@@ -20,18 +20,18 @@ class Document:
 
 #: dataset name -> the module whose import registers its loader
 CATALOG: dict[str, str] = {
-    "booksum": "samark.datasets",
-    "c4": "samark.datasets",
-    "cnn_dailymail": "samark.datasets",
-    "debian_handbook": "samark.datasets",
-    "jane_austen": "samark.datasets",
-    "jsonl": "samark.datasets",
-    "wikipedia_leads": "samark.datasets",
+    "booksum": "samark.datasets.loaders",
+    "c4": "samark.datasets.loaders",
+    "cnn_dailymail": "samark.datasets.loaders",
+    "debian_handbook": "samark.datasets.loaders",
+    "jane_austen": "samark.datasets.loaders",
+    "jsonl": "samark.datasets.loaders",
+    "wikipedia_leads": "samark.datasets.loaders",
     # more genres from Debian packages
-    "fortunes": "samark.debian_corpora",
-    "licenses": "samark.debian_corpora",
-    "python_docs": "samark.debian_corpora",
-    "reuters": "samark.debian_corpora",
+    "fortunes": "samark.datasets.debian_corpora",
+    "licenses": "samark.datasets.debian_corpora",
+    "python_docs": "samark.datasets.debian_corpora",
+    "reuters": "samark.datasets.debian_corpora",
 }
 
 DatasetLoader = Callable[..., list[Document]]

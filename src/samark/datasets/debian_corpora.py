@@ -14,8 +14,8 @@ from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 
-from samark.dataset_registry import Document, register_dataset
-from samark.debian_packages import package_root, unpack_debian_packages
+from samark.datasets.debian_packages import package_root, unpack_debian_packages
+from samark.datasets.registry import Document, register_dataset
 from samark.errors import SamarkError
 from samark.models import cache_dir
 from samark.segment import split_sentences

@@ -1,9 +1,8 @@
-"""Human-written text sources, by name (a registry the evaluation harness extends), and
-their splitting into prompts and continuations.
-
-Each loader returns :class:`Document` items: an id and the text. Nothing is downloaded.
-The built-in loaders live here and in :mod:`samark.debian_corpora`; a name's module loads
-on first use (:data:`samark.dataset_registry.CATALOG`).
+"""The built-in loaders of human-written text (news, encyclopedia, fiction, a manual, any
+JSONL file, and two hub sets where a local copy exists). Each returns :class:`Document`
+items: an id and the text. Nothing is downloaded. More genres from Debian packages live in
+:mod:`samark.datasets.debian_corpora`; a name's module loads on first use
+(:data:`samark.datasets.registry.CATALOG`).
 """
 
 from __future__ import annotations
@@ -11,25 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
-from samark.dataset_registry import DATASETS as DATASETS
-from samark.dataset_registry import DatasetLoader as DatasetLoader
-from samark.dataset_registry import Document as Document
-from samark.dataset_registry import register_dataset as register_dataset
+from samark.datasets.registry import Document, register_dataset
 from samark.errors import SamarkError
-from samark.segment import split_sentences
-
-
-def load_dataset(name: str, **kwargs: object) -> list[Document]:
-    return DATASETS.get(name)(**kwargs)
-
-
-def dataset_names() -> list[str]:
-    return DATASETS.names()
 
 
 def find_data_file(filename: str) -> Path:
@@ -40,7 +25,7 @@ def find_data_file(filename: str) -> Path:
     if os.environ.get("SAMARK_DATA_DIR"):
         candidates.append(Path(os.environ["SAMARK_DATA_DIR"]) / filename)
     here = Path(__file__).resolve()
-    candidates.append(here.parent / "resources" / "data" / filename)
+    candidates.append(here.parents[1] / "resources" / "data" / filename)
     for parent in here.parents:
         candidates.append(parent / "shared" / "data" / filename)
     cwd = Path.cwd().resolve()
@@ -67,7 +52,7 @@ def jane_austen() -> list[Document]:
     """Jane Austen's six novels, one document per chapter (Debian's ``r-cran-janeaustenr``,
     public-domain texts from Project Gutenberg; fetched with ``apt-get download`` into the
     user cache on first use). Human prose far from news: dialogue, long sentences."""
-    from samark.debian_packages import package_root
+    from samark.datasets.debian_packages import package_root
 
     relative = Path("usr/lib/R/site-library/janeaustenr/data/Rdata.rdb")
     root = package_root("r-cran-janeaustenr", str(relative), "janeaustenr")
@@ -109,7 +94,7 @@ def debian_handbook() -> list[Document]:
     section: technical prose about system administration, far from news, encyclopedic
     leads and fiction. Paragraph text only: command listings, screens and tables are
     dropped."""
-    from samark.debian_packages import package_root
+    from samark.datasets.debian_packages import package_root
 
     relative = Path("usr/share/doc/debian-handbook/html/en-US")
     root = package_root("debian-handbook", str(relative / "index.html"), "debian-handbook")
@@ -260,76 +245,3 @@ def c4(limit: int = 2000, split: str = "validation") -> list[Document]:
 def booksum(limit: int = 2000, split: str = "test") -> list[Document]:
     """BookSum chapters (the paper's long-form set); needs network access."""
     return _hub_dataset("kmfoda/booksum", None, split, "chapter", limit)
-
-
-@dataclass(frozen=True)
-class Example:
-    """A generation prompt and its human counterpart from the same document."""
-
-    id: str
-    prompt: str  # the document's leading sentences
-    human: str  # the document's own continuation, as many sentences as are generated
-
-
-def prompt_examples(
-    docs: list[Document], *, prompt_sentences: int, sentences: int, count: int
-) -> list[Example]:
-    """The first ``count`` documents long enough for a prompt and a continuation."""
-    out = []
-    for doc in docs:
-        sents = split_sentences(doc.text)
-        if len(sents) < prompt_sentences + sentences:
-            continue
-        out.append(
-            Example(
-                doc.id,
-                " ".join(sents[:prompt_sentences]),
-                " ".join(sents[prompt_sentences : prompt_sentences + sentences]),
-            )
-        )
-        if len(out) == count:
-            break
-    return out
-
-
-def human_windows(
-    docs: list[Document], *, sentences: int, count: int, shift: int = 0
-) -> list[Document]:
-    """Up to ``count`` human texts of ``sentences`` sentences: non-overlapping windows taken
-    round-robin across documents (the negatives of every FPR). ``shift`` starts every window
-    that many sentences later (ids ``doc#k+shift``): with half a window, each such window
-    shares half its sentences with two unshifted ones."""
-    per_doc = [split_sentences(d.text) for d in docs]
-    out: list[Document] = []
-    suffix = f"+{shift}" if shift else ""
-    k = 0
-    while len(out) < count:
-        added = False
-        for doc, sents in zip(docs, per_doc, strict=True):
-            start = k * sentences + shift
-            window = sents[start : start + sentences]
-            if len(window) == sentences:
-                out.append(Document(f"{doc.id}#{k}{suffix}", " ".join(window)))
-                added = True
-                if len(out) == count:
-                    break
-        if not added:
-            break
-        k += 1
-    return out
-
-
-def leading_sentences(
-    texts: Iterable[str], *, limit: int, stop: int, start: int = 0, min_sentences: int = 3
-) -> list[list[str]]:
-    """Sentences ``start:stop`` of each text, for the first ``limit`` texts that have at
-    least ``min_sentences`` there: the human texts of the calibration tests, benchmarks
-    and ``samark check-key`` (one text's evidence from its opening sentences)."""
-    out: list[list[str]] = []
-    for text in texts:
-        if len(out) == limit:
-            break
-        sents = split_sentences(text)[start:stop]
-        if len(sents) >= min_sentences:
-            out.append(sents)
-    return out
