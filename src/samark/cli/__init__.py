@@ -15,6 +15,7 @@ from samark.cli.app import app
 COMMAND_MODULES = (
     "marking",
     "detecting",
+    "key_checking",
     "centring",
     "demo",
     "serve",

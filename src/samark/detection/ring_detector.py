@@ -330,6 +330,7 @@ class RingDetector:
         nothing to score."""
         result = self.detect_many([text])[0]
         if result is None:
+            self.schemes[0].detect(text)  # raises the scheme's own words for what is missing
             raise EmptyTextError("the text has nothing to score")
         return result
 

@@ -22,16 +22,15 @@ from typing import Any, TypeVar
 import numpy as np
 
 from samark.detection.ring_detector import RingDetector
-from samark.detection_result import Detection
-from samark.errors import EmptyTextError, SamarkError
+from samark.errors import SamarkError
 from samark.provenance import ProvenanceRecord, new_request_id, normalise
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
 from samark.schemes.base import Watermark
 from samark.segment import split_sentences
 from samark.serving import scheduling
+from samark.serving.answers import answers
 from samark.serving.errors import ApiError, timeout_error
-from samark.serving.evidence import sentence_evidence
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -482,52 +481,3 @@ def key_id(scheme: Watermark) -> str:
     if scheme.key_id is None:
         raise SamarkError(f"{scheme.name} marks with no key: nothing to serve")
     return scheme.key_id
-
-
-#: what ``/v1/detect`` answers for one key, of its detection's fields (the rest, z and the
-#: scheme's diagnostics, stay with the CLI and the records: beside a scan's or Fisher's p,
-#: z reads as a verdict it is not); a keyring's answer keeps every field but its layout
-SINGLE_KEY_FIELDS = (
-    *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit"),
-    "key_id",
-)
-_RING_LAYOUT = ("payload_bits", "flag_bits")
-
-
-def answers(detector: RingDetector, texts: list[str], details: bool) -> list[dict[str, Any]]:
-    """Each text's answer, the texts scored together: a key's detection (a ring of one),
-    or a keyring's family-wise p-value with the key (label, id, its own p) and payload
-    when the text is flagged; all from :meth:`RingDetection.to_dict`."""
-    out: list[dict[str, Any]] = []
-    for text, r in zip(texts, detector.detect_many(texts), strict=True):
-        if r is None:
-            out.append(_nothing_to_score(detector, text))
-            continue
-        fields = r.to_dict()
-        if r.single_key:
-            answer = {k: fields[k] for k in SINGLE_KEY_FIELDS}
-        else:
-            answer = {k: v for k, v in fields.items() if k not in _RING_LAYOUT}
-        if details:
-            answer.update(_sentences(r.detection))
-            answer.update(sentence_evidence(detector, text, r))
-        out.append(answer)
-    return out
-
-
-def _nothing_to_score(detector: RingDetector, text: str) -> dict[str, Any]:
-    """The error of a text with nothing to score, in the detector's own words (it says
-    why, e.g. how many sentences the scheme needs; it fails before any scoring)."""
-    try:
-        detector.detect(text)
-    except EmptyTextError as exc:
-        return {"error": str(exc)}
-    return {"error": "the text has nothing to score"}
-
-
-def _sentences(d: Detection) -> dict[str, Any]:
-    return {
-        "sentences": list(d.sentences),
-        "sentence_p_values": list(d.sentence_p_values),
-        "marked_sentences": list(d.marked_sentences()),
-    }
