@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -54,69 +55,198 @@ from samark.errors import SamarkError
 RAY_BATCH = 64
 
 
+SourceArgument = Annotated[
+    str | None,
+    typer.Argument(help="Text, a file, '@file', '-' for stdin, or a .jsonl / .parquet file."),
+]
+AlphaOption = Annotated[float, typer.Option(help="Significance level of the decision.")]
+FieldOption = Annotated[str, typer.Option(help="Text field of JSONL records.")]
+DetailsOption = Annotated[
+    bool,
+    typer.Option(
+        help="Per-sentence and per-channel evidence, and per-sentence p-values "
+        "(which sentences carry the mark)."
+    ),
+]
+StatisticOption = Annotated[
+    str | None,
+    typer.Option(
+        help="SAMark's test statistic: scan (default: keeps its power on text mixed with "
+        "human writing), z (the paper's) or alignment (docs/statistics.md). Every one "
+        "has an exact p-value."
+    ),
+]
+ChunkOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Records of a file detected together: one embedding call, one pass over "
+        "keyed cells' null draws (memory vs speed; default 32, with --ray 64 a batch)."
+    ),
+]
+RayOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Run on a local Ray instance with this many workers (samark[scale]); "
+        "writes Parquet to --out."
+    ),
+]
+OutOption = Annotated[
+    Path | None, typer.Option("--out", "-o", help="Output folder of --ray (Parquet).")
+]
+AtOption = Annotated[
+    str | None,
+    typer.Option(
+        help="With --keyring: only the keys in use at this date (ISO 8601), when the "
+        "text's date is known: fewer keys, more power."
+    ),
+]
+ParaphraseThresholdOption = Annotated[
+    float | None,
+    typer.Option(
+        help="With --record: the cosine at or above which a sentence is a paraphrase "
+        "of a served one (default: the embedder's calibrated threshold).",
+        min=0.0,
+        max=1.0,
+    ),
+]
+
+
+@dataclass(frozen=True)
+class DetectRequest:
+    """What ``samark detect`` was asked: its options, checked before any model loads
+    (:meth:`check`), then run (:meth:`run`)."""
+
+    source: str | None
+    key: Path
+    alpha: float
+    field: str
+    details: bool
+    statistic: str | None
+    chunk: int | None
+    ray: int | None
+    out_dir: Path | None
+    scheme: str
+    keyring: Path | None
+    at: str | None
+    literal: bool
+    centring: Path | None
+    record_url: str | None
+    paraphrase_threshold: float | None
+    cells: int | None
+
+    @property
+    def samark_family(self) -> bool:
+        return can(self.scheme, "statistics")
+
+    def check(self) -> None:
+        """Refuse options that do not go together (exit 2), naming them."""
+        if (self.chunk is not None and self.chunk < 1) or (self.ray is not None and self.ray < 1):
+            raise fail("--chunk and --ray must be >= 1")
+        if not 0 < self.alpha < 1:
+            raise fail(f"--alpha must be between 0 and 1, got {self.alpha}")
+        if self.at is not None and self.keyring is None:
+            raise fail("--at chooses the keys of a --keyring in use at a date")
+        if not self.samark_family and (
+            self.ray is not None or self.statistic is not None or self.centring
+        ):
+            raise fail(
+                "--ray, --statistic and --centring are SAMark's; leave them out for " + self.scheme
+            )
+        if self.centring is not None and self.ray is not None:
+            raise fail("--centring is not available with --ray")
+        check_cells(self.cells, self.scheme, self.samark_family)
+        if self.record_url is not None and (self.keyring is not None or self.ray is not None):
+            raise fail("--record reads a record made with one --key (not with --keyring or --ray)")
+        if self.paraphrase_threshold is not None and self.record_url is None:
+            raise fail("--paraphrase-threshold applies to a --record")
+        check_record_url(self.record_url)
+        if self.ray is not None:
+            if self.source is None or self.out_dir is None or self.literal:
+                raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
+            if self.at is not None:
+                raise fail("--at is not available with --ray")
+            _check_ray_source(Path(self.source))
+
+    def detector(self) -> RingDetector:
+        """The key (a ring of one) or keyring to detect with; a bad key or ring fails here,
+        before Ray starts."""
+        fields = {**centring_fields(self.centring), **cells_field(self.cells)}
+        stat, alpha = self.statistic, self.alpha
+        if self.keyring is not None:
+            return load_ring_detector(
+                self.keyring, self.scheme, statistic=stat, alpha=alpha, at=self.at, **fields
+            )
+        if self.samark_family:
+            one = load_scheme(self.key, self.scheme, statistic=stat, alpha=alpha, **fields)
+            return RingDetector.of_scheme(one)
+        return RingDetector.of_scheme(load_other_scheme(self.scheme, self.key, alpha=alpha))
+
+    def run(self) -> NoReturn:
+        """Detect in the text, the record file or (with --ray) the dataset; exits with
+        grep's codes."""
+        self.check()
+        # what to read is checked before any model loads: a missing file, an empty text
+        # or a file without records fails at once
+        records = None if self.literal or self.ray is not None else _records_file(self.source)
+        given: TextInput | None = None
+        if self.ray is None and records is None:
+            given = read_text(self.source, literal=self.literal)
+            require_sentences(given, "score")
+        detector = self.detector()
+        if self.ray is not None:
+            raise typer.Exit(self._on_ray())
+        embedder = detector.schemes[0].embedder
+        if embedder is not None:
+            embedder.progress_over = 2000  # a book-length text takes minutes: show it
+        provenance = (
+            open_record(self.record_url, self.key, embedder, threshold=self.paraphrase_threshold)
+            if self.record_url is not None
+            else None
+        )
+        if records is not None:
+            chunk = self.chunk or DEFAULT_CHUNK
+            raise typer.Exit(
+                _detect_file(detector, *records, self.field, self.details, chunk, provenance)
+            )
+        assert given is not None
+        _detect_text(detector, given.text, self.details, provenance)
+
+    def _on_ray(self) -> int:
+        assert self.source is not None and self.out_dir is not None and self.ray is not None
+        return _detect_on_ray(
+            Path(self.source),
+            self.out_dir,
+            self.field,
+            self.ray,
+            self.scheme,
+            self.statistic or COMMAND_STATISTIC,
+            self.alpha,
+            key=None if self.keyring is not None else self.key,
+            keyring=self.keyring,
+            cells=self.cells,
+            batch=self.chunk or RAY_BATCH,
+        )
+
+
 @app.command()
 def detect(
-    source: Annotated[
-        str | None,
-        typer.Argument(help="Text, a file, '@file', '-' for stdin, or a .jsonl / .parquet file."),
-    ] = None,
+    source: SourceArgument = None,
     key: KeyOption = Path("samark.key"),
-    alpha: Annotated[float, typer.Option(help="Significance level of the decision.")] = 0.01,
-    field: Annotated[str, typer.Option(help="Text field of JSONL records.")] = "text",
-    details: Annotated[
-        bool,
-        typer.Option(
-            help="Per-sentence and per-channel evidence, and per-sentence p-values "
-            "(which sentences carry the mark)."
-        ),
-    ] = False,
-    statistic: Annotated[
-        str | None,
-        typer.Option(
-            help="SAMark's test statistic: scan (default: keeps its power on text mixed with "
-            "human writing), z (the paper's) or alignment (docs/statistics.md). Every one "
-            "has an exact p-value."
-        ),
-    ] = None,
-    chunk: Annotated[
-        int | None,
-        typer.Option(
-            help="Records of a file detected together: one embedding call, one pass over "
-            "keyed cells' null draws (memory vs speed; default 32, with --ray 64 a batch)."
-        ),
-    ] = None,
-    ray: Annotated[
-        int | None,
-        typer.Option(
-            help="Run on a local Ray instance with this many workers (samark[scale]); "
-            "writes Parquet to --out."
-        ),
-    ] = None,
-    out_dir: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Output folder of --ray (Parquet).")
-    ] = None,
+    alpha: AlphaOption = 0.01,
+    field: FieldOption = "text",
+    details: DetailsOption = False,
+    statistic: StatisticOption = None,
+    chunk: ChunkOption = None,
+    ray: RayOption = None,
+    out_dir: OutOption = None,
     scheme_name: SchemeOption = None,
     any_scheme: AnySchemeOption = False,
     keyring: KeyringOption = None,
-    at: Annotated[
-        str | None,
-        typer.Option(
-            help="With --keyring: only the keys in use at this date (ISO 8601), when the "
-            "text's date is known: fewer keys, more power."
-        ),
-    ] = None,
+    at: AtOption = None,
     literal: TextFlag = False,
     centring: CentringOption = None,
     record_url: RecordOption = None,
-    paraphrase_threshold: Annotated[
-        float | None,
-        typer.Option(
-            help="With --record: the cosine at or above which a sentence is a paraphrase "
-            "of a served one (default: the embedder's calibrated threshold).",
-            min=0.0,
-            max=1.0,
-        ),
-    ] = None,
+    paraphrase_threshold: ParaphraseThresholdOption = None,
     cells: CellsOption = None,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
@@ -127,86 +257,25 @@ def detect(
     is an error, unless --text says it is the text. With --record, each sentence's
     provenance too: served, a paraphrase of a served sentence, or not served
     (docs/provenance.md)."""
-    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
-    if (chunk is not None and chunk < 1) or (ray is not None and ray < 1):
-        raise fail("--chunk and --ray must be >= 1")
-    if not 0 < alpha < 1:
-        raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if at is not None and keyring is None:
-        raise fail("--at chooses the keys of a --keyring in use at a date")
-    samark_family = can(scheme_name, "statistics")
-    if not samark_family and (ray is not None or statistic is not None or centring):
-        raise fail(
-            "--ray, --statistic and --centring are SAMark's; leave them out for " + scheme_name
-        )
-    if centring is not None and ray is not None:
-        raise fail("--centring is not available with --ray")
-    check_cells(cells, scheme_name, samark_family)
-    fields = {**centring_fields(centring), **cells_field(cells)}
-    if record_url is not None and (keyring is not None or ray is not None):
-        raise fail("--record reads a record made with one --key (not with --keyring or --ray)")
-    if paraphrase_threshold is not None and record_url is None:
-        raise fail("--paraphrase-threshold applies to a --record")
-    check_record_url(record_url)
-    # what to read is checked before any model loads: a missing file, an empty text or
-    # a file without records fails at once
-    records: tuple[Path, int] | None = None
-    given: TextInput | None = None
-    if ray is not None:
-        if source is None or out_dir is None or literal:
-            raise fail("--ray needs a .jsonl or .parquet SOURCE and --out FOLDER")
-        if at is not None:
-            raise fail("--at is not available with --ray")
-        _check_ray_source(Path(source))
-    else:
-        records = None if literal else _records_file(source)
-        if records is None:
-            given = read_text(source, literal=literal)
-            require_sentences(given, "score")
-    # a bad key or ring fails here, before Ray starts
-    # one key is a ring of one: every path below detects through a RingDetector
-    detector: RingDetector
-    if keyring is not None:
-        detector = load_ring_detector(
-            keyring, scheme_name, statistic=statistic, alpha=alpha, at=at, **fields
-        )
-    elif samark_family:
-        detector = RingDetector.of_scheme(
-            load_scheme(key, scheme_name, statistic=statistic, alpha=alpha, **fields)
-        )
-    else:
-        detector = RingDetector.of_scheme(load_other_scheme(scheme_name, key, alpha=alpha))
-    if ray is not None:
-        assert source is not None and out_dir is not None
-        raise typer.Exit(
-            _detect_on_ray(
-                Path(source),
-                out_dir,
-                field,
-                ray,
-                scheme_name,
-                statistic or COMMAND_STATISTIC,
-                alpha,
-                key=None if keyring is not None else key,
-                keyring=keyring,
-                cells=cells,
-                batch=chunk or RAY_BATCH,
-            )
-        )
-    embedder = detector.schemes[0].embedder
-    if embedder is not None:
-        embedder.progress_over = 2000  # a book-length text takes minutes: show it
-    provenance = (
-        open_record(record_url, key, embedder, threshold=paraphrase_threshold)
-        if record_url is not None
-        else None
-    )
-    if records is not None:
-        raise typer.Exit(
-            _detect_file(detector, *records, field, details, chunk or DEFAULT_CHUNK, provenance)
-        )
-    assert given is not None
-    _detect_text(detector, given.text, details, provenance)
+    DetectRequest(
+        source=source,
+        key=key,
+        alpha=alpha,
+        field=field,
+        details=details,
+        statistic=statistic,
+        chunk=chunk,
+        ray=ray,
+        out_dir=out_dir,
+        scheme=resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme),
+        keyring=keyring,
+        at=at,
+        literal=literal,
+        centring=centring,
+        record_url=record_url,
+        paraphrase_threshold=paraphrase_threshold,
+        cells=cells,
+    ).run()
 
 
 def _records_file(source: str | None) -> tuple[Path, int] | None:
