@@ -83,12 +83,10 @@ def test_a_bad_draw_fails_only_its_caller(smollm2) -> None:
         sampler.sample(PREFIXES[0], 1, PARAMS)
 
 
-def test_only_a_batching_engine_is_accepted() -> None:
-    class NoBatch:
-        name = "x"
-
-        def sample(self, *a, **k):
-            raise AssertionError
-
-    with pytest.raises(TypeError, match="several requests"):
-        BatchingSampler(NoBatch())  # type: ignore[arg-type]
+def test_the_queue_counts_tokens_as_its_engine(smollm2) -> None:
+    """``count_tokens`` is declared by every engine; the queue's is its engine's."""
+    sampler = BatchingSampler(smollm2)
+    text = " The council met again on Thursday."
+    ids = smollm2.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert sampler.count_tokens(text) == smollm2.count_tokens(text) == len(ids)
+    assert len(ids) != len(text.split())  # tokens, not words

@@ -117,16 +117,16 @@ def test_every_scheme_takes_a_validated_config(name: str, minilm) -> None:
     key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
     params = {"embedder": minilm} if scheme_info(name).unit == "sentence" else {}
     scheme = create_scheme(name, key=key, **params)
-    config = scheme.config  # type: ignore[attr-defined]
+    config = scheme.config
     assert isinstance(config, SchemeConfig)
     with pytest.raises(TypeError):
         create_scheme(name, key=key, no_such_parameter=1, **params)
     rebuilt = create_scheme(name, key=key, config=config, **params)
-    assert rebuilt.config == config  # type: ignore[attr-defined]
+    assert rebuilt.config == config
     if scheme_info(name).detectable:
         assert rebuilt.detector_id() == scheme.detector_id()
     changed = create_scheme(name, key=key, max_new_sentences=5, **params)
-    assert changed.config.max_new_sentences == 5  # type: ignore[attr-defined]
+    assert changed.config.max_new_sentences == 5
     with pytest.raises(ValueError, match="max_new_sentences"):
         create_scheme(name, key=key, max_new_sentences=0, **params)
 

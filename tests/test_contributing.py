@@ -91,7 +91,10 @@ def test_the_attack_walk_through(tmp_path, monkeypatch) -> None:
     listed = CliRunner().invoke(app, ["attack", "--list"])
     assert listed.exit_code == 0, listed.output
     assert "sentence-drop    one sentence removed at random" in listed.output
+    declared = ATTACKS.get(name)  # the class, its metadata read without building it
+    assert (declared.name, declared.kind, declared.paraphrase) == (name, "removal", False)
     attack = create_attack(name)
+    assert isinstance(attack, declared)
     text = "One is here. Two is there. Three is gone. Four stays."
     dropped = [attack.apply(text, seed=s) for s in range(8)]
     assert all(len(d.split(". ")) == 3 for d in dropped)  # one sentence fewer, each time
@@ -128,11 +131,14 @@ def _built_in(registry) -> set[str]:
 
 
 def test_every_built_in_attack_is_one_decorator_and_one_catalog_entry() -> None:
-    from samark.evaluation.attacks import ATTACKS
+    from samark.evaluation.attacks import ATTACKS, Attack
     from samark.evaluation.attacks.catalog import CATALOG
 
     for name, module in CATALOG.items():
-        assert ATTACKS.get(name).__module__ == module  # its catalog module registers it
+        registered = ATTACKS.get(name)
+        assert registered.__module__ == module  # its catalog module registers it
+        assert issubclass(registered, Attack) and registered.name == name  # a class, named
+        assert registered.kind in ("removal", "forgery") and registered.summary
     package = importlib.import_module("samark.evaluation.attacks")
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"samark.evaluation.attacks.{info.name}")

@@ -109,10 +109,10 @@ def test_experiment_errors_are_clear() -> None:
         Experiment.parse(named.replace('reference = "kgw"', 'reference = "KGW"'))
     assert exp.only_schemes(["kgw"]).reference_row() is None
     # the report's robustness-quality plot finds paraphrases by what the attack declares
-    from samark.evaluation.attacks.base import attack_is_paraphrase
+    from samark.evaluation.attacks import ATTACKS
 
-    assert attack_is_paraphrase("doc-p-local") and attack_is_paraphrase("doc-p")
-    assert not attack_is_paraphrase("shuffle") and not attack_is_paraphrase("doc-t")
+    assert ATTACKS.get("doc-p-local").paraphrase and ATTACKS.get("doc-p").paraphrase
+    assert not ATTACKS.get("shuffle").paraphrase and not ATTACKS.get("doc-t").paraphrase
     scan = Experiment.parse(TINY + scan_row.format("samark")).schemes[-1]
     assert scan.texts_owner == ("samark", exp.schemes[2].fingerprint)
     assert exp.schemes[2].texts_owner == ("samark", exp.schemes[2].fingerprint)

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from samark.errors import SamarkError
-from samark.evaluation.attacks import create_attack
-from samark.evaluation.attacks.base import attack_kind
+from samark.evaluation.attacks import ATTACKS, create_attack
 from samark.evaluation.attacks.piggyback import FALSE_CLAIMS, is_false_claim, piggyback
 from samark.evaluation.attacks.semantic_stealing import stolen_direction, stolen_orthant
 from samark.evaluation.attacks.token_stealing import StolenBias, StolenPreferences
@@ -31,8 +30,8 @@ TEXT = (
 
 def test_forgery_attacks_are_registered_as_forgeries() -> None:
     for name in ("piggyback", "token-stealing", "semantic-stealing"):
-        assert attack_kind(name) == "forgery"
-    assert attack_kind("shuffle") == "removal"
+        assert ATTACKS.get(name).kind == "forgery"
+    assert ATTACKS.get("shuffle").kind == "removal"
 
 
 def test_piggyback_changes_the_asked_facts() -> None:

@@ -81,3 +81,22 @@ def test_the_registry_keeps_classes_so_a_ring_is_sized_before_building() -> None
     assert SAMark.ring_params({"n_null": 10}, 64, 0.01)["n_null"] == need
     assert SAMark.ring_params({"n_null": need + 5}, 64, 0.01)["n_null"] == need + 5
     assert scheme_class("kgw").ring_params({"gamma": 0.25}, 64, 0.01) == {"gamma": 0.25}
+
+
+def test_the_pivot_detector_is_a_declared_ability(tmp_path) -> None:
+    """What only SAMark's detector takes (a centring reference, keyed cells) is asked of
+    the declared ability ``pivot_detector``, never of the statistics a scheme offers."""
+    from samark.errors import SamarkError
+    from samark.schemes import scheme_names
+    from samark.schemes.base import scheme_info
+    from samark.serving import ServerConfig, ServeSettings
+
+    able = [n for n in scheme_names() if scheme_info(n).pivot_detector]
+    assert able == ["samark", "samark-dagger", "samark-layered"]
+    assert all(scheme_info(n).statistics for n in able)
+    centring = tmp_path / "centring.npz"
+    centring.write_bytes(b"")
+    access = ServeSettings(tokens=frozenset({"t" * 24}), concurrent_generations=1)
+    assert ServerConfig(key="k", centring=centring, access=access).centring == centring
+    with pytest.raises(SamarkError, match="a centring reference is SAMark's"):
+        ServerConfig(key="k", scheme="kgw", centring=centring, access=access)

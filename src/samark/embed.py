@@ -25,6 +25,12 @@ AVOIDED_DOMAINS = ("news", "wiki", "fiction")
 LEGACY_AVOIDED_DOMAINS = ("news", "wiki")
 
 
+class _ThreadMemo(threading.local):
+    """One thread's remembered sentences (None outside ``Embedder.remembering``)."""
+
+    memo: dict[str, np.ndarray] | None = None
+
+
 class Embedder:
     """Unit-norm sentence embeddings from a sentence-transformers model, with an identity
     (name + hash of its files) that keys record."""
@@ -52,7 +58,7 @@ class Embedder:
         self._lock = threading.Lock()
         # remembered sentences (``remembering``), per thread: a block in one thread (a
         # server's detection) never changes what another thread's calls return
-        self._local = threading.local()
+        self._local = _ThreadMemo()
 
     @property
     def identity(self) -> EmbedderIdentity:
@@ -101,8 +107,7 @@ class Embedder:
     @property
     def _memo(self) -> dict[str, np.ndarray] | None:
         """This thread's remembered sentences, or None outside ``remembering``."""
-        memo: dict[str, np.ndarray] | None = getattr(self._local, "memo", None)
-        return memo
+        return self._local.memo
 
     def encode(self, sentences: list[str]) -> np.ndarray:
         """Embeddings of ``sentences``, shape ``(len, dim)``, float64, unit L2 norm."""

@@ -83,9 +83,9 @@ def check_detector_id_is_stable(case: SchemeCase) -> None:
 
 
 def check_config_is_frozen_and_stable(case: SchemeCase) -> None:
-    name, config = case.name, getattr(case.scheme, "config", None)
+    name, config = case.name, case.scheme.config
     assert isinstance(config, SchemeConfig), f"{name}: scheme.config must be a SchemeConfig"
-    assert config == getattr(case.again, "config", None), f"{name}: config not stable"
+    assert config == case.again.config, f"{name}: config not stable"
     first = dataclasses.fields(config)[0].name
     try:
         setattr(config, first, getattr(config, first))

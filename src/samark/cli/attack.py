@@ -49,14 +49,14 @@ def attack(
     attack's measured fidelity."""
     try:
         from samark.evaluation.attack_file import attack_jsonl, parse_params
-        from samark.evaluation.attacks import ATTACKS, attack_summary, create_attack
+        from samark.evaluation.attacks import ATTACKS, create_attack
     except ImportError as exc:
         raise fail(
             f"`samark attack` needs the eval extra ({exc}): pip install 'samark[eval]'"
         ) from None
     if list_attacks:
         for known in ATTACKS.names():
-            out.print(f"{known:<16} {attack_summary(known)}", highlight=False, soft_wrap=True)
+            out.print(f"{known:<16} {ATTACKS.get(known).summary}", highlight=False, soft_wrap=True)
         return
     if name is None or source is None or output is None:
         raise fail("usage: samark attack NAME INPUT.jsonl -o OUTPUT.jsonl [--param k=v]")

@@ -9,6 +9,7 @@ import os
 import random
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -46,116 +47,166 @@ DEMO_SENTENCES = 6
 DEMO_CELLS = DEFAULT_CELLS
 
 
+SentencesOption = Annotated[int, typer.Option(help="Sentences to generate.")]
+
+CandidatesOption = Annotated[
+    int, typer.Option(help="Candidates per sentence (N; the paper's is 64).")
+]
+
+SeedOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Seed: the same seed gives the same key, text and p-values (the key is "
+        "derived from it: a demo key, never a secret)."
+    ),
+]
+
+CellsOption = Annotated[
+    int,
+    typer.Option(
+        help="Keyed semantic cells (samark-layered's default for a new key; 0: the "
+        "paper's static pivots; docs/layered.md, 'Keyed semantic cells')."
+    ),
+]
+
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Torch threads (default: one fewer than the CPUs this process may use, at "
+        "least 1, so that other work on the machine slows the demo gracefully)."
+    ),
+]
+
+
+@dataclass(frozen=True)
+class DemoRequest:
+    """What ``samark demo`` was asked: its options, then :meth:`run`."""
+
+    sentences: SentencesOption
+    candidates: CandidatesOption
+    seed: SeedOption
+    cells: CellsOption
+    threads: ThreadsOption
+
+    def run(self) -> None:
+        require_positive(sentences=self.sentences, candidates=self.candidates)
+        check_cells(self.cells, "samark-layered", True)
+        if self.threads is not None:
+            require_positive(threads=self.threads)
+        import torch
+
+        torch.set_num_threads(self.threads or demo_threads())
+        start = time.monotonic()
+        keyed = (
+            "a throwaway key" if self.seed is None else f"a demo key derived from seed {self.seed}"
+        )
+        layout = (
+            f" in each sentence's own keyed cell, {self.cells} cells"
+            if self.cells
+            else ", static pivots"
+        )
+        err.print(
+            f"demo: {DEFAULT_GENERATOR} writes {counted(self.sentences, 'sentence')} with "
+            f"samark-layered: {counted(self.candidates, 'candidate')} each, sampled under a keyed "
+            f"green-list token layer, and SAMark picks one whose meaning (embedder "
+            f"{DEFAULT_EMBEDDER}, c = 2 channels{layout}) leans the key's way; {keyed}, never "
+            f"written. "
+            f"The paper: N = 64, 12-sentence texts, 8B-24B generators (docs/parameters.md). "
+            f"{counted(torch.get_num_threads(), 'torch thread')}.",
+            highlight=False,
+            soft_wrap=True,
+        )
+        gen, scheme, data = self._write(start)
+        texts = demo_texts(gen.text, gen.sentences, self.seed, data["human"])
+        paraphrased = dict(texts).get("paraphrased")
+        out.print(_results_table((label, scheme.detect(text)) for label, text in texts))
+        if paraphrased is not None:
+            out.print(
+                "[bold]Paraphrased copy[/] (Doc-P: sentences split, back-translated through "
+                f"Portuguese, merged and moved): {paraphrased}\n",
+                highlight=False,
+                soft_wrap=True,
+            )
+        else:
+            # no markup: rich would read "[eval]" as a style tag and drop it
+            out.print(
+                "(a paraphrased copy needs offline back-translation: pip install 'samark[eval]')",
+                markup=False,
+                soft_wrap=True,
+            )
+        out.print(
+            f"generation {gen.seconds:.0f} s ({gen.tokens_sampled} tokens sampled for "
+            f"{gen.output_tokens} output tokens), total {time.monotonic() - start:.0f} s; "
+            f"fallbacks: {gen.fallbacks or 'none'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    def _write(self, start: float) -> tuple[Any, Any, dict[str, Any]]:
+        """Load the models and write the marked continuation, shown as it grows; returns
+        the generation, the scheme and the demo's data."""
+        from samark.embed import load_embedder
+        from samark.schemes import create_scheme
+
+        data = demo_data()
+        err.print("loading the embedder ...", highlight=False)
+        try:
+            embedder = load_embedder(DEFAULT_EMBEDDER)
+            scheme: Any = create_scheme(
+                "samark-layered",
+                key=demo_key(embedder, self.seed, self.cells),
+                embedder=embedder,
+                candidates=self.candidates,
+            )
+            err.print(
+                f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False
+            )
+            scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
+        except SamarkError as exc:
+            raise fail(f"{exc} (run `samark models install`)") from None
+        out.print(f"[bold]Prompt:[/] {data['prompt']}\n", highlight=False, soft_wrap=True)
+        with _DemoProgress() if err.is_terminal else LineProgress() as bar:
+            task = bar.add_task("drawing candidates for sentence 1", total=self.sentences)
+            show = sentence_progress(bar, task, self.sentences)
+
+            def on_sentence(sentence: str, step: Any) -> None:
+                if isinstance(bar, _DemoProgress):
+                    bar.written.append(sentence)
+                show(sentence, step)
+
+            gen = scheme.generate(
+                data["prompt"],
+                max_new_sentences=self.sentences,
+                seed=self.seed,
+                on_sentence=on_sentence,
+            )
+        # the text once, whole, after the progress display is gone: never split or wrapped
+        out.print(
+            f"[bold]Watermarked continuation:[/] {gen.text}\n", highlight=False, soft_wrap=True
+        )
+        return gen, scheme, data
+
+
 @app.command()
 def demo(
-    sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = DEMO_SENTENCES,
-    candidates: Annotated[
-        int, typer.Option(help="Candidates per sentence (N; the paper's is 64).")
-    ] = DEMO_CANDIDATES,
-    seed: Annotated[
-        int | None,
-        typer.Option(
-            help="Seed: the same seed gives the same key, text and p-values (the key is "
-            "derived from it: a demo key, never a secret)."
-        ),
-    ] = None,
-    cells: Annotated[
-        int,
-        typer.Option(
-            help="Keyed semantic cells (samark-layered's default for a new key; 0: the "
-            "paper's static pivots; docs/layered.md, 'Keyed semantic cells')."
-        ),
-    ] = DEMO_CELLS,
-    threads: Annotated[
-        int | None,
-        typer.Option(
-            help="Torch threads (default: one fewer than the CPUs this process may use, at "
-            "least 1, so that other work on the machine slows the demo gracefully)."
-        ),
-    ] = None,
+    sentences: SentencesOption = DEMO_SENTENCES,
+    candidates: CandidatesOption = DEMO_CANDIDATES,
+    seed: SeedOption = None,
+    cells: CellsOption = DEMO_CELLS,
+    threads: ThreadsOption = None,
 ) -> None:
     """Mark a news continuation with a throwaway key, then test it and attacked copies of it.
 
     The mark is the layered one (SAMark plus a token layer); the continuation, a paraphrased
     copy, a sentence-shuffled copy and a human text are tested (a few minutes on a 2-core
     CPU: README, Quickstart)."""
-    require_positive(sentences=sentences, candidates=candidates)
-    check_cells(cells, "samark-layered", True)
-    if threads is not None:
-        require_positive(threads=threads)
-    import torch
-
-    from samark.embed import load_embedder
-    from samark.schemes import create_scheme
-
-    torch.set_num_threads(threads or demo_threads())
-    start = time.monotonic()
-    data = demo_data()
-    keyed = "a throwaway key" if seed is None else f"a demo key derived from seed {seed}"
-    layout = f" in each sentence's own keyed cell, {cells} cells" if cells else ", static pivots"
-    err.print(
-        f"demo: {DEFAULT_GENERATOR} writes {counted(sentences, 'sentence')} with "
-        f"samark-layered: {counted(candidates, 'candidate')} each, sampled under a keyed "
-        f"green-list token layer, and SAMark picks one whose meaning (embedder "
-        f"{DEFAULT_EMBEDDER}, c = 2 channels{layout}) leans the key's way; {keyed}, never "
-        f"written. "
-        f"The paper: N = 64, 12-sentence texts, 8B-24B generators (docs/parameters.md). "
-        f"{counted(torch.get_num_threads(), 'torch thread')}.",
-        highlight=False,
-        soft_wrap=True,
-    )
-    err.print("loading the embedder ...", highlight=False)
-    try:
-        embedder = load_embedder(DEFAULT_EMBEDDER)
-        scheme: Any = create_scheme(
-            "samark-layered",
-            key=demo_key(embedder, seed, cells),
-            embedder=embedder,
-            candidates=candidates,
-        )
-        err.print(f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False)
-        scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
-    except SamarkError as exc:
-        raise fail(f"{exc} (run `samark models install`)") from None
-    out.print(f"[bold]Prompt:[/] {data['prompt']}\n", highlight=False, soft_wrap=True)
-    with _DemoProgress() if err.is_terminal else LineProgress() as bar:
-        task = bar.add_task("drawing candidates for sentence 1", total=sentences)
-        show = sentence_progress(bar, task, sentences)
-
-        def on_sentence(sentence: str, step: Any) -> None:
-            if isinstance(bar, _DemoProgress):
-                bar.written.append(sentence)
-            show(sentence, step)
-
-        gen = scheme.generate(
-            data["prompt"], max_new_sentences=sentences, seed=seed, on_sentence=on_sentence
-        )
-    # the text once, whole, after the progress display is gone: never split or wrapped
-    out.print(f"[bold]Watermarked continuation:[/] {gen.text}\n", highlight=False, soft_wrap=True)
-    texts = demo_texts(gen.text, gen.sentences, seed, data["human"])
-    paraphrased = dict(texts).get("paraphrased")
-    out.print(_results_table((label, scheme.detect(text)) for label, text in texts))
-    if paraphrased is not None:
-        out.print(
-            "[bold]Paraphrased copy[/] (Doc-P: sentences split, back-translated through "
-            f"Portuguese, merged and moved): {paraphrased}\n",
-            highlight=False,
-            soft_wrap=True,
-        )
-    else:
-        # no markup: rich would read "[eval]" as a style tag and drop it
-        out.print(
-            "(a paraphrased copy needs offline back-translation: pip install 'samark[eval]')",
-            markup=False,
-            soft_wrap=True,
-        )
-    out.print(
-        f"generation {gen.seconds:.0f} s ({gen.tokens_sampled} tokens sampled for "
-        f"{gen.output_tokens} output tokens), total {time.monotonic() - start:.0f} s; "
-        f"fallbacks: {gen.fallbacks or 'none'}",
-        highlight=False,
-        soft_wrap=True,
-    )
+    DemoRequest(
+        sentences=sentences,
+        candidates=candidates,
+        seed=seed,
+        cells=cells,
+        threads=threads,
+    ).run()
 
 
 def demo_threads() -> int:

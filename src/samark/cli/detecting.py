@@ -136,7 +136,7 @@ class DetectRequest:
 
     @property
     def samark_family(self) -> bool:
-        return can(self.scheme, "statistics")
+        return can(self.scheme, "pivot_detector")
 
     def check(self) -> None:
         """Refuse options that do not go together (exit 2), naming them."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,28 +28,114 @@ from samark.cli.loading import (
 )
 from samark.errors import SamarkError
 
+SourceArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Human text of the domain the key will mark: a data set name "
+        "(`cnn_dailymail`, `wikipedia_leads`, `jane_austen`, `debian_handbook`, ...) "
+        "or a .jsonl / .parquet file of at least 20 records with a text field (--field)."
+    ),
+]
+
+FieldOption = Annotated[str, typer.Option(help="Text field of JSONL / Parquet records.")]
+
+SentencesOption = Annotated[
+    int, typer.Option(help="Score each text's first N sentences (0: whole texts).")
+]
+
+LimitOption = Annotated[int, typer.Option(help="At most this many texts.")]
+
+AlphaOption = Annotated[float, typer.Option(help="The level the key will be used at.")]
+
+StatisticOption = Annotated[
+    str | None,
+    typer.Option(help="SAMark's test statistic: scan (default), z or alignment."),
+]
+
+
+@dataclass(frozen=True)
+class CheckKeyRequest:
+    """What ``samark check-key`` was asked: its options, then :meth:`run`."""
+
+    source: SourceArgument
+    key: KeyOption
+    field: FieldOption
+    sentences: SentencesOption
+    limit: LimitOption
+    alpha: AlphaOption
+    statistic: StatisticOption
+    scheme_name: SchemeOption
+    any_scheme: AnySchemeOption
+    keyring: KeyringOption
+    centring: CentringOption
+
+    def run(self) -> None:
+        scheme_name = resolve_scheme(
+            self.scheme_name, self.key, self.keyring, any_scheme=self.any_scheme
+        )
+        from samark.detection.key_check import MIN_TEXTS
+
+        if self.sentences < 0:
+            raise fail(f"--sentences must be 0 (whole texts) or more, got {self.sentences}")
+        if self.limit < MIN_TEXTS:
+            raise fail(f"--limit must be at least {MIN_TEXTS}: a key check needs {MIN_TEXTS} texts")
+        if not 0 < self.alpha < 1:
+            raise fail(f"--alpha must be between 0 and 1, got {self.alpha}")
+        if (self.statistic is not None and not can(scheme_name, "statistics")) or (
+            self.centring is not None and not can(scheme_name, "pivot_detector")
+        ):
+            raise fail("--statistic and --centring are SAMark's; leave them out for " + scheme_name)
+        fields = centring_fields(self.centring)
+        targets: list[tuple[str | None, Path]] = [(None, self.key)]
+        if self.keyring is not None:
+            from samark.keys.keyring import Keyring
+
+            try:
+                ring = Keyring.load(self.keyring)
+            except SamarkError as exc:
+                raise fail(str(exc)) from None
+            targets = [(e.label, ring.path / e.file) for e in ring.entries]
+        texts = human_heads(self.source, self.field, self.sentences, self.limit)
+        scorable = sum(1 for text in texts if text.strip())
+        if scorable < MIN_TEXTS:  # before any model loads
+            each = f" of at least {min(3, self.sentences)} sentences" if self.sentences else ""
+            raise fail(
+                f"a key check needs at least {MIN_TEXTS} human texts{each}; "
+                f"{self.source} has {scorable}"
+            )
+        holds = True
+        with contextlib.ExitStack() as stack:
+            for label, path in targets:
+                if can(scheme_name, "candidates"):
+                    scheme = load_scheme(
+                        path, scheme_name, statistic=self.statistic, alpha=self.alpha, **fields
+                    )
+                else:
+                    scheme = load_other_scheme(scheme_name, path, alpha=self.alpha)
+                if scheme.embedder is not None:
+                    scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
+                    stack.enter_context(scheme.embedder.remembering())  # once for every key
+                name = f"key {scheme.key_id}" + (f" ({label})" if label else "")
+                err.print(f"scoring {len(texts)} human texts with {name} ...")
+                holds &= _report_check(scheme, texts, self.alpha, name, {"key_label": label})
+            if self.keyring is not None:
+                detector = load_ring_detector(
+                    self.keyring, scheme_name, statistic=self.statistic, alpha=self.alpha, **fields
+                )
+                name = f"the ring ({counted(len(targets), 'key')}, {detector.method})"
+                holds &= _report_check(detector, texts, self.alpha, name, {"ring": True})
+        raise typer.Exit(0 if holds else 1)
+
 
 @app.command("check-key")
 def check_key(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Human text of the domain the key will mark: a data set name "
-            "(`cnn_dailymail`, `wikipedia_leads`, `jane_austen`, `debian_handbook`, ...) "
-            "or a .jsonl / .parquet file of at least 20 records with a text field (--field)."
-        ),
-    ],
+    source: SourceArgument,
     key: KeyOption = Path("samark.key"),
-    field: Annotated[str, typer.Option(help="Text field of JSONL / Parquet records.")] = "text",
-    sentences: Annotated[
-        int, typer.Option(help="Score each text's first N sentences (0: whole texts).")
-    ] = 10,
-    limit: Annotated[int, typer.Option(help="At most this many texts.")] = 500,
-    alpha: Annotated[float, typer.Option(help="The level the key will be used at.")] = 0.01,
-    statistic: Annotated[
-        str | None,
-        typer.Option(help="SAMark's test statistic: scan (default), z or alignment."),
-    ] = None,
+    field: FieldOption = "text",
+    sentences: SentencesOption = 10,
+    limit: LimitOption = 500,
+    alpha: AlphaOption = 0.01,
+    statistic: StatisticOption = None,
     scheme_name: SchemeOption = None,
     any_scheme: AnySchemeOption = False,
     keyring: KeyringOption = None,
@@ -62,54 +149,19 @@ def check_key(
     texts. Exits 0 if each count of p < alpha is within the 99.9% binomial bound and the
     p-values are not below uniform (one-sided KS, at 0.001), 1 if not, 2 on an error (a
     record that cannot be read or has no text field, named by its line; too few texts)."""
-    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
-    from samark.detection.key_check import MIN_TEXTS
-
-    if sentences < 0:
-        raise fail(f"--sentences must be 0 (whole texts) or more, got {sentences}")
-    if limit < MIN_TEXTS:
-        raise fail(f"--limit must be at least {MIN_TEXTS}: a key check needs {MIN_TEXTS} texts")
-    if not 0 < alpha < 1:
-        raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if (statistic is not None or centring is not None) and not can(scheme_name, "statistics"):
-        raise fail("--statistic and --centring are SAMark's; leave them out for " + scheme_name)
-    fields = centring_fields(centring)
-    targets: list[tuple[str | None, Path]] = [(None, key)]
-    if keyring is not None:
-        from samark.keys.keyring import Keyring
-
-        try:
-            ring = Keyring.load(keyring)
-        except SamarkError as exc:
-            raise fail(str(exc)) from None
-        targets = [(e.label, ring.path / e.file) for e in ring.entries]
-    texts = human_heads(source, field, sentences, limit)
-    scorable = sum(1 for text in texts if text.strip())
-    if scorable < MIN_TEXTS:  # before any model loads
-        each = f" of at least {min(3, sentences)} sentences" if sentences else ""
-        raise fail(
-            f"a key check needs at least {MIN_TEXTS} human texts{each}; {source} has {scorable}"
-        )
-    holds = True
-    with contextlib.ExitStack() as stack:
-        for label, path in targets:
-            if can(scheme_name, "candidates"):
-                scheme = load_scheme(path, scheme_name, statistic=statistic, alpha=alpha, **fields)
-            else:
-                scheme = load_other_scheme(scheme_name, path, alpha=alpha)
-            if scheme.embedder is not None:
-                scheme.embedder.progress_over = 2000  # hundreds of texts take minutes
-                stack.enter_context(scheme.embedder.remembering())  # once for every key
-            name = f"key {scheme.key_id}" + (f" ({label})" if label else "")
-            err.print(f"scoring {len(texts)} human texts with {name} ...")
-            holds &= _report_check(scheme, texts, alpha, name, {"key_label": label})
-        if keyring is not None:
-            detector = load_ring_detector(
-                keyring, scheme_name, statistic=statistic, alpha=alpha, **fields
-            )
-            name = f"the ring ({counted(len(targets), 'key')}, {detector.method})"
-            holds &= _report_check(detector, texts, alpha, name, {"ring": True})
-    raise typer.Exit(0 if holds else 1)
+    CheckKeyRequest(
+        source=source,
+        key=key,
+        field=field,
+        sentences=sentences,
+        limit=limit,
+        alpha=alpha,
+        statistic=statistic,
+        scheme_name=scheme_name,
+        any_scheme=any_scheme,
+        keyring=keyring,
+        centring=centring,
+    ).run()
 
 
 def _report_check(

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -42,6 +43,9 @@ from samark.cli.loading import (
 from samark.cli.record import RecordOption, check_record_options, open_record, record_served
 from samark.errors import SamarkError
 from samark.keys.samark_material import DEFAULT_CELLS
+
+if TYPE_CHECKING:
+    from samark.sampling.engines import EngineSpec
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
 
 
@@ -98,47 +102,188 @@ def keygen(
         )
 
 
+PromptArgument = Annotated[
+    str | None, typer.Argument(help="Prompt text, a file, '@file', or '-' for stdin.")
+]
+
+SentencesOption = Annotated[int, typer.Option(help="Sentences to generate.")]
+
+CandidatesOption = Annotated[int, typer.Option(help="Candidates per sentence (N).")]
+
+SeedOption = Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")]
+
+GeneratorOption = Annotated[str, typer.Option(help="Generator preset or folder.")]
+
+DaggerOption = Annotated[bool, typer.Option(help="SAMark-dagger: diversity terms off.")]
+
+AdaptiveOption = Annotated[
+    bool, typer.Option(help="Adaptive budget: stop drawing once a strong match is found.")
+]
+
+AsJsonOption = Annotated[
+    bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
+]
+
+LabelOption = Annotated[
+    str | None, typer.Option(help="With --keyring: mark with this key (a deployment).")
+]
+
+PayloadOption = Annotated[
+    int | None,
+    typer.Option(help="With --keyring of 2**b keys: write this b-bit value (a tenant or user id)."),
+]
+
+StoreTextOption = Annotated[
+    bool,
+    typer.Option(
+        "--store-text",
+        help="With --record: store each sentence's text too (off: keyed hashes and "
+        "embeddings only).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """What ``samark generate`` was asked: its options, then :meth:`run`."""
+
+    prompt: PromptArgument
+    key: KeyOption
+    sentences: SentencesOption
+    candidates: CandidatesOption
+    seed: SeedOption
+    generator: GeneratorOption
+    dagger: DaggerOption
+    adaptive: AdaptiveOption
+    engine: EngineOption
+    sampler: DeprecatedEngineOption
+    as_json: AsJsonOption
+    scheme_name: SchemeOption
+    any_scheme: AnySchemeOption
+    keyring: KeyringOption
+    label: LabelOption
+    payload: PayloadOption
+    literal: TextFlag
+    record_url: RecordOption
+    store_text: StoreTextOption
+    cells: CellsOption
+
+    def run(self) -> None:
+        key = self.key  # or a keyring's key file, where the ring chooses it
+        scheme_name = resolve_scheme(
+            self.scheme_name, key, self.keyring, any_scheme=self.any_scheme
+        )
+        require_positive(sentences=self.sentences, candidates=self.candidates)
+        engine = chosen_engine(self.engine, sampler=self.sampler)
+        written_by = scheme_engine(scheme_name, engine)
+        check_record_options(self.record_url, self.store_text, self.keyring)
+        check_cells(self.cells, scheme_name, can(scheme_name, "candidates"))
+        from samark.schemes.base import scheme_info
+
+        ablation = scheme_info(scheme_name).ablation
+        if self.dagger and ablation is None:
+            able = ", ".join(schemes_that("ablation"))
+            raise fail(f"--dagger is an ablation; {scheme_name} has none (use it with {able})")
+        text = read_text(self.prompt, literal=self.literal).text
+        if not text.strip():
+            raise fail("the prompt is empty")
+        marked_by: dict[str, str] = {}
+        flags: tuple[int, ...] = ()
+        if self.keyring is not None:
+            key, marked_by, flags = ring_key_file(self.keyring, self.label, self.payload)
+        elif self.label is not None or self.payload is not None:
+            raise fail("--label and --payload choose a key of a --keyring")
+        if flags and not can(scheme_name, "payload_flags"):
+            raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
+        if not can(scheme_name, "candidates"):
+            return self._generate_other(scheme_name, key, written_by, text, marked_by)
+        name = ablation if self.dagger and ablation else scheme_name
+        scheme = load_scheme(
+            key,
+            name,
+            self.generator,
+            engine,
+            candidates=self.candidates,
+            max_new_sentences=self.sentences,
+            adaptive=self.adaptive,
+            payload_flags=flags,
+            **cells_field(self.cells),
+        )
+        provenance = open_record(self.record_url, key, scheme.embedder) if self.record_url else None
+        with progress() as bar:
+            task = bar.add_task("drawing candidates for sentence 1", total=self.sentences)
+            try:
+                result = scheme.generate(
+                    text, seed=self.seed, on_sentence=sentence_progress(bar, task, self.sentences)
+                )
+            except SamarkError as exc:
+                raise fail(str(exc)) from None
+        request_id = (
+            None
+            if provenance is None
+            else record_served(provenance, result.sentences, store_text=self.store_text)
+        )
+        if self.as_json:
+            record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by}
+            record.pop("steps")
+            if request_id is not None:
+                record["request_id"] = request_id
+            typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
+        else:
+            typer.echo(result.text)
+        if result.fallbacks:
+            err.print(f"fallbacks: {result.fallbacks}")
+        if marked_by:
+            err.print(f"marked with key {marked_by['key_label']!r} ({scheme.key_id})")
+
+    def _generate_other(
+        self,
+        scheme_name: str,
+        key: Path,
+        written_by: EngineSpec | None,
+        text: str,
+        marked_by: dict[str, str],
+    ) -> None:
+        """A scheme that writes through an LM's logits (no candidates): one generation,
+        recorded where asked."""
+        model = written_by.model if written_by and written_by.engine != "openai" else None
+        other = load_other_scheme(scheme_name, key, generator=model or self.generator)
+        provenance = open_record(self.record_url, key) if self.record_url else None
+        with progress() as bar:
+            bar.add_task(f"generating with {scheme_name}", total=None)
+            try:
+                made = other.generate(text, max_new_sentences=self.sentences, seed=self.seed)
+            except SamarkError as exc:
+                raise fail(str(exc)) from None
+        record = {**made.to_dict(), "key_id": other.key_id, **marked_by}
+        if provenance is not None:
+            record["request_id"] = record_served(
+                provenance, made.sentences, store_text=self.store_text
+            )
+        typer.echo(json.dumps(record, ensure_ascii=False) if self.as_json else made.text)
+
+
 @app.command()
 def generate(
-    prompt: Annotated[
-        str | None, typer.Argument(help="Prompt text, a file, '@file', or '-' for stdin.")
-    ] = None,
+    prompt: PromptArgument = None,
     key: KeyOption = Path("samark.key"),
-    sentences: Annotated[int, typer.Option(help="Sentences to generate.")] = 12,
-    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
-    seed: Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")] = None,
-    generator: Annotated[str, typer.Option(help="Generator preset or folder.")] = DEFAULT_GENERATOR,
-    dagger: Annotated[bool, typer.Option(help="SAMark-dagger: diversity terms off.")] = False,
-    adaptive: Annotated[
-        bool, typer.Option(help="Adaptive budget: stop drawing once a strong match is found.")
-    ] = False,
+    sentences: SentencesOption = 12,
+    candidates: CandidatesOption = 64,
+    seed: SeedOption = None,
+    generator: GeneratorOption = DEFAULT_GENERATOR,
+    dagger: DaggerOption = False,
+    adaptive: AdaptiveOption = False,
     engine: EngineOption = None,
     sampler: DeprecatedEngineOption = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a one-line JSON record (for a .jsonl file).")
-    ] = False,
+    as_json: AsJsonOption = False,
     scheme_name: SchemeOption = None,
     any_scheme: AnySchemeOption = False,
     keyring: KeyringOption = None,
-    label: Annotated[
-        str | None, typer.Option(help="With --keyring: mark with this key (a deployment).")
-    ] = None,
-    payload: Annotated[
-        int | None,
-        typer.Option(
-            help="With --keyring of 2**b keys: write this b-bit value (a tenant or user id)."
-        ),
-    ] = None,
+    label: LabelOption = None,
+    payload: PayloadOption = None,
     literal: TextFlag = False,
     record_url: RecordOption = None,
-    store_text: Annotated[
-        bool,
-        typer.Option(
-            "--store-text",
-            help="With --record: store each sentence's text too (off: keyed hashes and "
-            "embeddings only).",
-        ),
-    ] = False,
+    store_text: StoreTextOption = False,
     cells: CellsOption = None,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
@@ -149,79 +294,25 @@ def generate(
     extension such as .txt) but names none is an error, unless --text says it is the
     prompt. With --record, the generated sentences are recorded under a fresh request id
     (docs/provenance.md)."""
-    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
-    require_positive(sentences=sentences, candidates=candidates)
-    engine = chosen_engine(engine, sampler=sampler)
-    written_by = scheme_engine(scheme_name, engine)
-    check_record_options(record_url, store_text, keyring)
-    check_cells(cells, scheme_name, can(scheme_name, "candidates"))
-    from samark.schemes.base import scheme_info
-
-    ablation = scheme_info(scheme_name).ablation
-    if dagger and ablation is None:
-        able = ", ".join(schemes_that("ablation"))
-        raise fail(f"--dagger is an ablation; {scheme_name} has none (use it with {able})")
-    text = read_text(prompt, literal=literal).text
-    if not text.strip():
-        raise fail("the prompt is empty")
-    marked_by: dict[str, str] = {}
-    flags: tuple[int, ...] = ()
-    if keyring is not None:
-        key, marked_by, flags = ring_key_file(keyring, label, payload)
-    elif label is not None or payload is not None:
-        raise fail("--label and --payload choose a key of a --keyring")
-    if flags and not can(scheme_name, "payload_flags"):
-        raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
-    if not can(scheme_name, "candidates"):
-        model = written_by.model if written_by and written_by.engine != "openai" else None
-        other = load_other_scheme(scheme_name, key, generator=model or generator)
-        provenance = open_record(record_url, key) if record_url else None
-        with progress() as bar:
-            bar.add_task(f"generating with {scheme_name}", total=None)
-            try:
-                made = other.generate(text, max_new_sentences=sentences, seed=seed)
-            except SamarkError as exc:
-                raise fail(str(exc)) from None
-        record = {**made.to_dict(), "key_id": other.key_id, **marked_by}
-        if provenance is not None:
-            record["request_id"] = record_served(provenance, made.sentences, store_text=store_text)
-        typer.echo(json.dumps(record, ensure_ascii=False) if as_json else made.text)
-        return
-    name = ablation if dagger and ablation else scheme_name
-    scheme = load_scheme(
-        key,
-        name,
-        generator,
-        engine,
+    GenerateRequest(
+        prompt=prompt,
+        key=key,
+        sentences=sentences,
         candidates=candidates,
-        max_new_sentences=sentences,
+        seed=seed,
+        generator=generator,
+        dagger=dagger,
         adaptive=adaptive,
-        payload_flags=flags,
-        **cells_field(cells),
-    )
-    provenance = open_record(record_url, key, scheme.embedder) if record_url else None
-    with progress() as bar:
-        task = bar.add_task("drawing candidates for sentence 1", total=sentences)
-        try:
-            result = scheme.generate(
-                text, seed=seed, on_sentence=sentence_progress(bar, task, sentences)
-            )
-        except SamarkError as exc:
-            raise fail(str(exc)) from None
-    request_id = (
-        None
-        if provenance is None
-        else record_served(provenance, result.sentences, store_text=store_text)
-    )
-    if as_json:
-        record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by}
-        record.pop("steps")
-        if request_id is not None:
-            record["request_id"] = request_id
-        typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
-    else:
-        typer.echo(result.text)
-    if result.fallbacks:
-        err.print(f"fallbacks: {result.fallbacks}")
-    if marked_by:
-        err.print(f"marked with key {marked_by['key_label']!r} ({scheme.key_id})")
+        engine=engine,
+        sampler=sampler,
+        as_json=as_json,
+        scheme_name=scheme_name,
+        any_scheme=any_scheme,
+        keyring=keyring,
+        label=label,
+        payload=payload,
+        literal=literal,
+        record_url=record_url,
+        store_text=store_text,
+        cells=cells,
+    ).run()

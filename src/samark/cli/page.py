@@ -54,7 +54,7 @@ def page(
     scheme_name = resolve_scheme(scheme_name, key, None, any_scheme=any_scheme)
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if centring is not None and not can(scheme_name, "statistics"):
+    if centring is not None and not can(scheme_name, "pivot_detector"):
         raise fail("--centring is SAMark's; leave it out for " + scheme_name)
     check_record_url(record_url)
     try:
@@ -67,7 +67,7 @@ def page(
             f"`samark page` needs the server extra ({exc}): pip install 'samark[server]'"
         ) from None
     listener = _listener(port)
-    if can(scheme_name, "statistics"):
+    if can(scheme_name, "pivot_detector"):
         detector = load_scheme(key, scheme_name, alpha=alpha, **centring_fields(centring))
     else:
         detector = load_other_scheme(scheme_name, key, alpha=alpha)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging.config
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,100 +27,240 @@ from samark.cli.record import RecordOption, check_record_options
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
 
+HostOption = Annotated[str, typer.Option(help="Address to listen on.")]
+
+PortOption = Annotated[int, typer.Option(help="Port to listen on.")]
+
+GeneratorOption = Annotated[
+    str,
+    typer.Option(
+        help="Generator preset or folder: the engine's model unless --engine names one; "
+        "with a server engine, its tokenizer (chat template, token counts)."
+    ),
+]
+
+TokensFileOption = Annotated[
+    Path | None,
+    typer.Option(help="API bearer tokens, one per line (also: SAMARK_API_TOKENS=a,b)."),
+]
+
+AdminTokensFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Admin tokens: may ask /v1/detect for localisation (also: SAMARK_ADMIN_TOKENS)."
+    ),
+]
+
+NoAuthOption = Annotated[
+    bool, typer.Option("--no-auth", help="Serve without tokens (loopback demos only).")
+]
+
+CandidatesOption = Annotated[int, typer.Option(help="Candidates per sentence (N).")]
+
+SentencesOption = Annotated[
+    int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
+]
+
+MaxSentencesOption = Annotated[int, typer.Option(help="Most sentences a request may ask.")]
+
+ConcurrencyOption = Annotated[
+    int,
+    typer.Option(
+        help="Generations that run at once; the local engine decodes their candidates "
+        "in one batch (1: one at a time, first come first served)."
+    ),
+]
+
+StatisticOption = Annotated[
+    str | None,
+    typer.Option(help="Detection statistic: scan (default), z or alignment."),
+]
+
+AlphaOption = Annotated[float, typer.Option(help="Significance level of /v1/detect.")]
+
+TimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Seconds a request may wait and run. The default fits a default completion "
+        "(N = 64, 12 sentences) with the local generator on a busy 2-core CPU "
+        "(docs/serving.md)."
+    ),
+]
+
+MaxBodyBytesOption = Annotated[int, typer.Option(help="Largest request body.")]
+
+KeyringOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--keyring",
+        help="Serve a keyring instead of --key: mark with its current key (or --label), "
+        "write a request's 'payload' with a ring of 2**b keys, detect against every key.",
+    ),
+]
+
+LabelOption = Annotated[
+    str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
+]
+
+DetectOutputOption = Annotated[
+    str,
+    typer.Option(
+        help="What /v1/detect tells callers without an admin token: 'full' (p-value, "
+        "statistic) or 'decision' (only whether it is marked). A public endpoint should "
+        "answer 'decision': a p-value lets a forger climb to p < 0.01 in dozens of queries "
+        "(docs/operators.md, Forgery)."
+    ),
+]
+
+DetectBudgetOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Texts a token without admin rights may have detected per hour (default: no "
+        "limit). A forger with unlimited queries finds a human text flagged at alpha in "
+        "about 1/alpha of them."
+    ),
+]
+
+StoreTextOption = Annotated[
+    bool,
+    typer.Option(
+        "--store-text",
+        help="With --record: keep each served sentence's text in the record (default: "
+        "keyed hashes and embeddings only).",
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """What ``samark serve`` was asked: its options, then :meth:`run`."""
+
+    key: KeyOption
+    host: HostOption
+    port: PortOption
+    engine: EngineOption
+    generator: GeneratorOption
+    upstream: DeprecatedEngineOption
+    tokens_file: TokensFileOption
+    admin_tokens_file: AdminTokensFileOption
+    no_auth: NoAuthOption
+    candidates: CandidatesOption
+    sentences: SentencesOption
+    max_sentences: MaxSentencesOption
+    concurrency: ConcurrencyOption
+    statistic: StatisticOption
+    alpha: AlphaOption
+    timeout: TimeoutOption
+    max_body_bytes: MaxBodyBytesOption
+    scheme_name: SchemeOption
+    any_scheme: AnySchemeOption
+    keyring: KeyringOption
+    label: LabelOption
+    centring: CentringOption
+    detect_output: DetectOutputOption
+    detect_budget: DetectBudgetOption
+    record_url: RecordOption
+    store_text: StoreTextOption
+    cells: CellsOption
+
+    def run(self) -> None:
+        scheme_name = resolve_scheme(
+            self.scheme_name, self.key, self.keyring, any_scheme=self.any_scheme
+        )
+        engine = chosen_engine(self.engine, upstream=self.upstream)
+        scheme_engine(scheme_name, engine)  # an engine the scheme cannot write through: named now
+        if self.centring is not None and not can(scheme_name, "pivot_detector"):
+            raise fail("--centring is SAMark's; leave it out for " + scheme_name)
+        centring_fields(self.centring)  # checked before any model loads
+        check_cells(self.cells, scheme_name, can(scheme_name, "pivot_detector"))
+        _check_options(
+            self.candidates,
+            self.sentences,
+            self.max_sentences,
+            self.concurrency,
+            self.timeout,
+            self.alpha,
+            self.statistic,
+        )
+        check_record_options(self.record_url, self.store_text, self.keyring)
+        try:
+            import uvicorn
+
+            from samark.serving import ServerConfig, ServeSettings, create_app, load_tokens
+        except ImportError as exc:
+            raise fail(
+                f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
+            ) from None
+        if self.label is not None and self.keyring is None:
+            raise fail("--label chooses a key of a --keyring")
+        try:
+            settings = ServeSettings(
+                tokens=load_tokens(self.tokens_file, "SAMARK_API_TOKENS"),
+                admin_tokens=load_tokens(self.admin_tokens_file, "SAMARK_ADMIN_TOKENS"),
+                auth=not self.no_auth,
+                max_body_bytes=self.max_body_bytes,
+                request_timeout_s=self.timeout,
+                default_sentences=self.sentences,
+                max_sentences=self.max_sentences,
+                concurrent_generations=self.concurrency,
+                detect_output=self.detect_output,  # type: ignore[arg-type]
+                detect_budget=self.detect_budget,
+            )
+            config = ServerConfig(
+                access=settings,
+                key=None if self.keyring is not None else load_key(self.key),
+                keyring=self.keyring,
+                label=self.label,
+                scheme=scheme_name,
+                engine=engine,
+                generator=self.generator,
+                candidates=self.candidates,
+                statistic=self.statistic,
+                alpha=self.alpha,
+                centring=self.centring,
+                cells=self.cells,
+                record=self.record_url,
+                store_text=self.store_text,
+            )
+            logging.config.dictConfig(log_config())  # the server's start-up lines too
+            served = create_app(config)
+        except (SamarkError, ValueError, OSError) as exc:  # OSError: a model folder unreadable
+            raise fail(str(exc)) from None
+        if self.no_auth:
+            err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
+        uvicorn.run(
+            served, host=self.host, port=self.port, log_level="info", log_config=log_config()
+        )
+
 
 @app.command()
 def serve(
     key: KeyOption = Path("samark.key"),
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
     engine: EngineOption = None,
-    generator: Annotated[
-        str,
-        typer.Option(
-            help="Generator preset or folder: the engine's model unless --engine names one; "
-            "with a server engine, its tokenizer (chat template, token counts)."
-        ),
-    ] = DEFAULT_GENERATOR,
+    generator: GeneratorOption = DEFAULT_GENERATOR,
     upstream: DeprecatedEngineOption = None,
-    tokens_file: Annotated[
-        Path | None,
-        typer.Option(help="API bearer tokens, one per line (also: SAMARK_API_TOKENS=a,b)."),
-    ] = None,
-    admin_tokens_file: Annotated[
-        Path | None,
-        typer.Option(
-            help="Admin tokens: may ask /v1/detect for localisation (also: SAMARK_ADMIN_TOKENS)."
-        ),
-    ] = None,
-    no_auth: Annotated[
-        bool, typer.Option("--no-auth", help="Serve without tokens (loopback demos only).")
-    ] = False,
-    candidates: Annotated[int, typer.Option(help="Candidates per sentence (N).")] = 64,
-    sentences: Annotated[
-        int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
-    ] = 12,
-    max_sentences: Annotated[int, typer.Option(help="Most sentences a request may ask.")] = 48,
-    concurrency: Annotated[
-        int,
-        typer.Option(
-            help="Generations that run at once; the local engine decodes their candidates "
-            "in one batch (1: one at a time, first come first served)."
-        ),
-    ] = 8,
-    statistic: Annotated[
-        str | None,
-        typer.Option(help="Detection statistic: scan (default), z or alignment."),
-    ] = None,
-    alpha: Annotated[float, typer.Option(help="Significance level of /v1/detect.")] = 0.01,
-    timeout: Annotated[
-        float,
-        typer.Option(
-            help="Seconds a request may wait and run. The default fits a default completion "
-            "(N = 64, 12 sentences) with the local generator on a busy 2-core CPU "
-            "(docs/serving.md)."
-        ),
-    ] = 1800.0,  # ServeSettings.request_timeout_s's default (samark.serving: the extra)
-    max_body_bytes: Annotated[int, typer.Option(help="Largest request body.")] = 1_000_000,
+    tokens_file: TokensFileOption = None,
+    admin_tokens_file: AdminTokensFileOption = None,
+    no_auth: NoAuthOption = False,
+    candidates: CandidatesOption = 64,
+    sentences: SentencesOption = 12,
+    max_sentences: MaxSentencesOption = 48,
+    concurrency: ConcurrencyOption = 8,
+    statistic: StatisticOption = None,
+    alpha: AlphaOption = 0.01,
+    timeout: TimeoutOption = 1800.0,  # ServeSettings.request_timeout_s's default
+    max_body_bytes: MaxBodyBytesOption = 1_000_000,
     scheme_name: SchemeOption = None,
     any_scheme: AnySchemeOption = False,
-    keyring: Annotated[
-        Path | None,
-        typer.Option(
-            "--keyring",
-            help="Serve a keyring instead of --key: mark with its current key (or --label), "
-            "write a request's 'payload' with a ring of 2**b keys, detect against every key.",
-        ),
-    ] = None,
-    label: Annotated[
-        str | None, typer.Option(help="With --keyring: mark with this key, not the current one.")
-    ] = None,
+    keyring: KeyringOption = None,
+    label: LabelOption = None,
     centring: CentringOption = None,
-    detect_output: Annotated[
-        str,
-        typer.Option(
-            help="What /v1/detect tells callers without an admin token: 'full' (p-value, "
-            "statistic) or 'decision' (only whether it is marked). A public endpoint should "
-            "answer 'decision': a p-value lets a forger climb to p < 0.01 in dozens of queries "
-            "(docs/operators.md, Forgery)."
-        ),
-    ] = "full",
-    detect_budget: Annotated[
-        int | None,
-        typer.Option(
-            help="Texts a token without admin rights may have detected per hour (default: no "
-            "limit). A forger with unlimited queries finds a human text flagged at alpha in "
-            "about 1/alpha of them."
-        ),
-    ] = None,
+    detect_output: DetectOutputOption = "full",
+    detect_budget: DetectBudgetOption = None,
     record_url: RecordOption = None,
-    store_text: Annotated[
-        bool,
-        typer.Option(
-            "--store-text",
-            help="With --record: keep each served sentence's text in the record (default: "
-            "keyed hashes and embeddings only).",
-        ),
-    ] = False,
+    store_text: StoreTextOption = False,
     cells: CellsOption = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
@@ -129,61 +270,35 @@ def serve(
     SAMark's family's. With --record, every served sentence is recorded before it is sent and an
     admin's detection with details reports each sentence's provenance (docs/provenance.md).
     The server is samark.serving.create_app (docs/serving.md)."""
-    scheme_name = resolve_scheme(scheme_name, key, keyring, any_scheme=any_scheme)
-    engine = chosen_engine(engine, upstream=upstream)
-    scheme_engine(scheme_name, engine)  # an engine the scheme cannot write through: named now
-    if centring is not None and not can(scheme_name, "statistics"):
-        raise fail("--centring is SAMark's; leave it out for " + scheme_name)
-    centring_fields(centring)  # checked before any model loads
-    check_cells(cells, scheme_name, can(scheme_name, "statistics"))
-    _check_options(candidates, sentences, max_sentences, concurrency, timeout, alpha, statistic)
-    check_record_options(record_url, store_text, keyring)
-    try:
-        import uvicorn
-
-        from samark.serving import ServerConfig, ServeSettings, create_app, load_tokens
-    except ImportError as exc:
-        raise fail(
-            f"`samark serve` needs the server extra ({exc}): pip install 'samark[server]'"
-        ) from None
-    if label is not None and keyring is None:
-        raise fail("--label chooses a key of a --keyring")
-    try:
-        settings = ServeSettings(
-            tokens=load_tokens(tokens_file, "SAMARK_API_TOKENS"),
-            admin_tokens=load_tokens(admin_tokens_file, "SAMARK_ADMIN_TOKENS"),
-            auth=not no_auth,
-            max_body_bytes=max_body_bytes,
-            request_timeout_s=timeout,
-            default_sentences=sentences,
-            max_sentences=max_sentences,
-            concurrent_generations=concurrency,
-            detect_output=detect_output,  # type: ignore[arg-type]
-            detect_budget=detect_budget,
-        )
-        config = ServerConfig(
-            access=settings,
-            key=None if keyring is not None else load_key(key),
-            keyring=keyring,
-            label=label,
-            scheme=scheme_name,
-            engine=engine,
-            generator=generator,
-            candidates=candidates,
-            statistic=statistic,
-            alpha=alpha,
-            centring=centring,
-            cells=cells,
-            record=record_url,
-            store_text=store_text,
-        )
-        logging.config.dictConfig(log_config())  # the server's start-up lines too
-        served = create_app(config)
-    except (SamarkError, ValueError, OSError) as exc:  # OSError: a model folder unreadable
-        raise fail(str(exc)) from None
-    if no_auth:
-        err.print("[yellow]warning:[/] serving without API tokens (--no-auth)")
-    uvicorn.run(served, host=host, port=port, log_level="info", log_config=log_config())
+    ServeRequest(
+        key=key,
+        host=host,
+        port=port,
+        engine=engine,
+        generator=generator,
+        upstream=upstream,
+        tokens_file=tokens_file,
+        admin_tokens_file=admin_tokens_file,
+        no_auth=no_auth,
+        candidates=candidates,
+        sentences=sentences,
+        max_sentences=max_sentences,
+        concurrency=concurrency,
+        statistic=statistic,
+        alpha=alpha,
+        timeout=timeout,
+        max_body_bytes=max_body_bytes,
+        scheme_name=scheme_name,
+        any_scheme=any_scheme,
+        keyring=keyring,
+        label=label,
+        centring=centring,
+        detect_output=detect_output,
+        detect_budget=detect_budget,
+        record_url=record_url,
+        store_text=store_text,
+        cells=cells,
+    ).run()
 
 
 def log_config() -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from samark.segment import first_sentence
+from samark.text import words
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -165,6 +166,13 @@ class BatchSampler(abc.ABC):
         default; a server calls it when it stops."""
         return None
 
+    def count_tokens(self, text: str) -> int:
+        """``text``'s length in the generator's tokens where the engine holds its
+        tokenizer in this process; in words otherwise."""
+        if self.tokenizer is None:
+            return len(words(text))
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     @abc.abstractmethod
     def sample_many(self, requests: Sequence[SampleRequest]) -> list[CandidateBatch]:
         """One candidate batch per request, in order."""
@@ -201,6 +209,11 @@ class CandidateSampler(Protocol):
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase | None: ...
+
+    def count_tokens(self, text: str) -> int:
+        """``text``'s length in the generator's tokens where the engine holds its
+        tokenizer in this process; in words otherwise (a remote server's)."""
+        ...
 
     def sample(
         self,

@@ -47,8 +47,6 @@ class BatchingSampler(BatchSampler):
     """
 
     def __init__(self, engine: BatchSampler, *, max_rows: int = 512, linger_s: float = 0.5):
-        if not callable(getattr(engine, "sample_many", None)):
-            raise TypeError(f"{engine!r} cannot draw several requests in one batch")
         if max_rows < 1 or linger_s < 0:
             raise ValueError("need max_rows >= 1 and linger_s >= 0")
         self.engine = engine
@@ -74,6 +72,10 @@ class BatchingSampler(BatchSampler):
     def tokenizer(self) -> PreTrainedTokenizerBase | None:  # type: ignore[override]
         """The engine's."""
         return self.engine.tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        """The engine's."""
+        return self.engine.count_tokens(text)
 
     def __getattr__(self, name: str) -> Any:
         if name == "engine":  # not set yet (a half-built object): no recursion

@@ -25,6 +25,7 @@ from samark.sampling.base import (
     SamplingParams,
 )
 from samark.sampling.engines import register_engine
+from samark.text import words
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -67,6 +68,10 @@ class OpenAICompletionsSampler:
 
     def close(self) -> None:
         """Nothing to release: the server is another process's."""
+
+    def count_tokens(self, text: str) -> int:
+        """``text``'s length in words: the server holds the tokenizer."""
+        return len(words(text))
 
     def reachable(self, timeout: float = 3.0) -> bool:
         """Whether the server answers its model list now (a readiness probe; no retries)."""

@@ -481,9 +481,6 @@ class TransformersSampler(BatchSampler):
         pad = self.tokenizer.pad_token_id
         return int(pad) if pad is not None else min(self.eos_ids, default=0)
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def decode(self, ids: list[int]) -> str:
         """The text of token ids (special tokens skipped)."""
         return str(self.tokenizer.decode(ids, skip_special_tokens=True))

@@ -307,9 +307,6 @@ class VLLMSampler(BatchSampler):
         if core is not None:
             core.shutdown()
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids (special tokens skipped)."""
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))

@@ -119,6 +119,8 @@ class Watermark(abc.ABC):
     key: WatermarkKey | None = None
     #: the sentence embedder it scores with (None: a token-level scheme)
     embedder: Embedder | None = None
+    #: its parameters: a frozen :class:`SchemeConfig` (a family narrows the type)
+    config: Any
 
     @property
     def key_id(self) -> str | None:
@@ -128,7 +130,7 @@ class Watermark(abc.ABC):
     @property
     def info(self) -> SchemeInfo:
         """Its registration: unit, the engines it writes through and its abilities
-        (``candidates``, ``statistics``, ``payload_flags``, ...)."""
+        (``candidates``, ``statistics``, ``pivot_detector``, ``payload_flags``, ...)."""
         return scheme_info(self.name)
 
     @property

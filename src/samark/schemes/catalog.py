@@ -37,9 +37,12 @@ class SchemeInfo:
     #: chooses each sentence among N candidates of an engine: takes SAMark's generation
     #: options (``candidates``, a ``sampler``, an upstream server)
     candidates: bool = False
-    #: the detection statistics it can be asked for (``statistic``); such a detector also
-    #: takes a centring reference (``centring``)
+    #: the detection statistics it can be asked for (``statistic``)
     statistics: tuple[str, ...] = ()
+    #: its detector scores sentence embeddings against the key's pivots (SAMark's
+    #: family): it takes a centring reference (``centring``) and keyed semantic cells
+    #: (``cells``), and scores a file's records on Ray (``samark detect --ray``)
+    pivot_detector: bool = False
     #: can carry payload bits in its flag pattern (a keyring's ``--flag-bits``)
     payload_flags: bool = False
     #: the registered name of its ablation (``samark generate --dagger``), if it has one
@@ -57,6 +60,7 @@ _S = "samark.schemes."
 _SAMARK_CAPABILITIES: dict[str, Any] = {
     "candidates": True,
     "statistics": ("z", "alignment", "scan"),
+    "pivot_detector": True,
     "payload_flags": True,
 }
 #: name -> (module, what it is)

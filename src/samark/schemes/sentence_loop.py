@@ -32,7 +32,6 @@ from samark.schemes.base import (
     Watermark,
     check,
 )
-from samark.text import words
 
 
 @dataclass(frozen=True)
@@ -91,6 +90,7 @@ class SentenceLevelWatermark(Watermark):
 
     key: WatermarkKey
     embedder: Embedder
+    config: SentenceConfig
     #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
     normal_kinds: tuple[str, ...] = ("matched",)
     #: a token watermark the candidate engine applies on every row (None: plain sampling)
@@ -247,10 +247,7 @@ class SentenceLevelWatermark(Watermark):
                 progress(t + 1, total)
             if on_sentence is not None and on_sentence(sentence, step):
                 break
-        count = getattr(self.sampler, "count_tokens", None)
-        output_tokens = (
-            sum(count(s) for s in chosen) if count else sum(len(words(s)) for s in chosen)
-        )
+        output_tokens = sum(self.sampler.count_tokens(s) for s in chosen)
         for kind in self.normal_kinds:
             fallbacks.pop(kind, None)
         return Generation(

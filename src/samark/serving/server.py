@@ -55,9 +55,9 @@ class ServerConfig:
     None: the scheme's own engine). ``candidates``, ``statistic``, ``centring`` and
     ``cells`` (keyed semantic cells, 0: static pivots; None: the scheme's default, the
     key's own for samark-layered; generation and detection alike, the keyring's too) are
-    SAMark's family's (``SchemeInfo.candidates`` / ``statistics``); ``scheme_params`` passes
-    any other parameter of the scheme (to the served scheme, each payload's and the
-    keyring's detector alike).
+    SAMark's family's (``SchemeInfo.candidates`` / ``statistics`` / ``pivot_detector``);
+    ``scheme_params`` passes any other parameter of the scheme (to the served scheme, each
+    payload's and the keyring's detector alike).
     """
 
     access: ServeSettings
@@ -110,14 +110,14 @@ class ServerConfig:
             raise SamarkError(f"{self.scheme}'s detection statistic is {able}")
         engine_for(self.scheme, self.engine)  # an engine it cannot write through is named
         if self.cells is not None:
-            if not info.statistics:
+            if not info.pivot_detector:
                 raise SamarkError(f"keyed semantic cells are SAMark's; {self.scheme} takes none")
             try:
                 check_cells(self.cells)
             except ValueError as exc:
                 raise SamarkError(str(exc)) from None
         if self.centring is not None:
-            if not info.statistics:
+            if not info.pivot_detector:
                 raise SamarkError(f"a centring reference is SAMark's; {self.scheme} takes none")
             if not Path(self.centring).is_file():
                 raise SamarkError(f"centring reference {self.centring} does not exist")

@@ -14,7 +14,6 @@ from samark.evaluation.attacks.base import (
     ATTACKS,
     Attack,
     PerTextAttack,
-    attack_summary,
     create_attack,
     register_attack,
 )
@@ -23,7 +22,6 @@ __all__ = [
     "ATTACKS",
     "Attack",
     "PerTextAttack",
-    "attack_summary",
     "create_attack",
     "register_attack",
 ]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import abc
 import random
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
 
 from samark.errors import SamarkError
 from samark.evaluation.attacks.catalog import CATALOG
@@ -19,18 +19,22 @@ class Attack(abc.ABC):
     seed and its human reference, never on the other texts of the batch, so a record can
     be reproduced alone from the seed it stores, whatever batch a resumed run made.
     ``human`` (same length as ``texts``) is each text's human reference, used only by
-    attacks that mix human text in."""
+    attacks that mix human text in.
 
-    name: str
+    Its metadata are class attributes, read from the registered class without building
+    an attack (``ATTACKS.get(name).kind``)."""
+
+    #: the name it is registered under
+    name: ClassVar[str]
     #: one line for ``samark attack --list``
-    summary: str = ""
+    summary: ClassVar[str] = ""
     #: rewrites whole paragraphs in other words (the report's robustness-quality plot uses
     #: the last meaning-preserving one of the experiment)
-    paraphrase: bool = False
+    paraphrase: ClassVar[bool] = False
     #: ``"removal"`` (the mark should survive: a detection is a success) or ``"forgery"``
     #: (text the key did not write, or whose meaning changed, should not be detected: a
     #: detection is the attacker's success; docs/evaluation.md, "Forgery attacks")
-    kind: str = "removal"
+    kind: ClassVar[Literal["removal", "forgery"]] = "removal"
 
     def apply_batch(
         self, texts: list[str], *, seeds: Sequence[int], human: list[str] | None = None
@@ -66,32 +70,17 @@ class PerTextAttack(Attack):
     def apply_one(self, text: str, rng: random.Random, human: str | None) -> str: ...
 
 
-AttackFactory = Callable[..., Attack]
-#: the attacks by name: the built-in ones load from their catalog entry on first use
-ATTACKS: Registry[AttackFactory] = Registry("attack", catalog=CATALOG)
+#: the attack classes by name: the built-in ones load from their catalog entry on first use
+ATTACKS: Registry[type[Attack]] = Registry("attack", catalog=CATALOG)
 register_attack = ATTACKS.register
 
 
 def create_attack(name: str, **params: Any) -> Attack:
-    factory = ATTACKS.get(name)
+    attack_class = ATTACKS.get(name)
     try:
-        return factory(**params)
+        return attack_class(**params)
     except TypeError as e:
         raise SamarkError(f"attack {name!r}: bad parameters {params}: {e}") from None
-
-
-def attack_summary(name: str) -> str:
-    factory = ATTACKS.get(name)
-    return str(getattr(factory, "summary", ""))
-
-
-def attack_kind(name: str) -> str:
-    """``"removal"`` or ``"forgery"``: what a detection of the attacked text means."""
-    return str(getattr(ATTACKS.get(name), "kind", "removal"))
-
-
-def attack_is_paraphrase(name: str) -> bool:
-    return bool(getattr(ATTACKS.get(name), "paraphrase", False))
 
 
 def check_ratio(ratio: float, name: str = "ratio") -> float:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from samark.evaluation.attacks.base import attack_is_paraphrase
+from samark.evaluation.attacks.base import ATTACKS
 from samark.evaluation.detection_metrics import evidence
 from samark.evaluation.experiment import MAX_PLOT_ATTACKS, NO_ATTACK, SchemeSpec
 from samark.evaluation.report.tables import fpr_tag, human_records, unfaithful_attacks
@@ -247,7 +247,7 @@ def _tradeoff(
         (
             a.label
             for a in reversed(exp.attacks)
-            if attack_is_paraphrase(a.name) and a.label not in unfaithful
+            if ATTACKS.get(a.name).paraphrase and a.label not in unfaithful
         ),
         NO_ATTACK,
     )

@@ -169,8 +169,11 @@ class SAMark(SentenceLevelWatermark):
 
         sampler = self.sampler
         _check_engine(sampler, self.config)
-        tokenizer = getattr(sampler, "tokenizer")  # noqa: B009 (the local engine has one)
-        return word_embeddings(self.embedder, tokenizer, sampler.name, self.config.steer_words)
+        if sampler.tokenizer is None:  # an engine that steers runs the generator here
+            raise SamarkError(f"steering needs the generator's tokenizer; {sampler!r} has none")
+        return word_embeddings(
+            self.embedder, sampler.tokenizer, sampler.name, self.config.steer_words
+        )
 
     def _steering(self, flags: np.ndarray) -> Any:
         """This generation's steering bias (``SAMarkConfig.steer``), combined with the
