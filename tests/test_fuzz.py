@@ -146,6 +146,12 @@ class _NoSampler:
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise AssertionError("detection never samples")
 
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def close(self) -> None:
+        pass
+
 
 BODIES = st.one_of(
     st.binary(max_size=300),

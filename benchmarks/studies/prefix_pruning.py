@@ -202,6 +202,68 @@ def designs() -> list[Design]:
     return out
 
 
+def tokenize(steps: list[Step]) -> Any:
+    """Fill each step's ``tokens`` (the generator's tokens of each candidate); returns the
+    generator's tokenizer."""
+    from samark.models import generator_tokenizer, resolve_generator
+
+    _, path = resolve_generator("smollm2-135m-instruct")
+    tok = generator_tokenizer(str(path))
+    for s in steps:
+        s.tokens = [tok(t, add_special_tokens=False)["input_ids"] for t in s.texts]
+    return tok
+
+
+def add_diversity(steps: list[Step], full: np.ndarray) -> np.ndarray:
+    """Fill each step's ``diversity`` (against the trajectory's earlier continued
+    sentences), from the candidates' unit embeddings ``full`` (all steps concatenated);
+    returns the steps' bounds in ``full``."""
+    bounds = np.cumsum([0, *(len(s.texts) for s in steps)])
+    history: list[np.ndarray] = []
+    for i, s in enumerate(steps):
+        if s.step == 0:
+            history = []
+        own = full[bounds[i] : bounds[i + 1]]
+        past = np.array(history) if history else np.zeros((0, own.shape[1]))
+        s.diversity = 1.0 - semantic_similarity(own.astype(np.float64), past)
+        history.append(own[s.continued])
+    return bounds
+
+
+def stay_model(margin: np.ndarray) -> np.ndarray:
+    """The Doc-P model's chance that each sentence keeps its cell under paraphrase:
+    Phi((m + mu) / MARGIN_MOVE_SD), mu such that STAY of these candidates keep theirs."""
+    lo, hi = -0.1, 0.1
+    for _ in range(60):
+        mu = (lo + hi) / 2
+        lo, hi = (mu, hi) if norm.cdf((margin + mu) / MARGIN_MOVE_SD).mean() < STAY else (lo, mu)
+    return norm.cdf((margin + mu) / MARGIN_MOVE_SD)
+
+
+def docp_evidence(signed: np.ndarray, stay: np.ndarray) -> np.ndarray:
+    """The Doc-P model's evidence of each sentence: ``stay`` times its channels' mean
+    E tanh(kappa (r_j cos_j + e)), e ~ N(0, COSINE_MOVE_SD) (16-node Gauss-Hermite)."""
+    nodes, gw = np.polynomial.hermite_e.hermegauss(16)
+    gw = gw / gw.sum()
+    moved = np.tanh(KAPPA * (signed[:, :, None] + COSINE_MOVE_SD * nodes)) @ gw
+    return stay * moved.mean(axis=1)
+
+
+def per_prompt_mean(
+    weight: np.ndarray, values: np.ndarray, step_of: np.ndarray, prompt_of_step: np.ndarray
+) -> np.ndarray:
+    """The expected ``values`` (keys, 2, n) of the picked sentence under ``weight`` (the
+    pick's law, same shape), per prompt (over keys, signs and the prompt's steps):
+    ``step_of`` (n,) is each candidate's step, ``prompt_of_step`` each step's prompt."""
+    n_steps = len(prompt_of_step)
+    num = np.zeros((n_steps,))
+    den = np.zeros((n_steps,))
+    np.add.at(num, step_of, (weight * values).sum(axis=(0, 1)))
+    np.add.at(den, step_of, weight.sum(axis=(0, 1)))
+    per_step = num / np.maximum(den, 1e-12)
+    return np.array([per_step[prompt_of_step == p].mean() for p in np.unique(prompt_of_step)])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=26, help="of the 40 recorded (6 steps each)")
@@ -215,15 +277,11 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from samark.embed import load_embedder, new_key
-    from samark.models import generator_tokenizer, resolve_generator
     from samark.schemes.samark.cells import key_cells
 
     t0 = time.perf_counter()
     steps = load_steps(args.prompts)
-    _, path = resolve_generator("smollm2-135m-instruct")
-    tok = generator_tokenizer(str(path))
-    for s in steps:
-        s.tokens = [tok(t, add_special_tokens=False)["input_ids"] for t in s.texts]
+    tok = tokenize(steps)
     texts = [t for s in steps for t in s.texts]
     toks = [ids for s in steps for ids in s.tokens]
     lengths = np.array([len(i) for i in toks])
@@ -247,16 +305,7 @@ def main() -> None:
     for v, pt in prefix_text.items():
         emb[v] = embed_all(embedder, pt, f"prefixes {v}")
 
-    # context terms: diversity against the trajectory's earlier continued sentences
-    bounds = np.cumsum([0, *(len(s.texts) for s in steps)])
-    history: list[np.ndarray] = []
-    for i, s in enumerate(steps):
-        if s.step == 0:
-            history = []
-        own = emb["full"][bounds[i] : bounds[i + 1]]
-        past = np.array(history) if history else np.zeros((0, own.shape[1]))
-        s.diversity = 1.0 - semantic_similarity(own.astype(np.float64), past)
-        history.append(own[s.continued])
+    bounds = add_diversity(steps, emb["full"])
     print(f"data ready in {time.perf_counter() - t0:.0f} s", flush=True)
 
     rng = np.random.default_rng(args.seed)
@@ -272,28 +321,16 @@ def main() -> None:
         frames = key_cells(key, embedder.dim, CELLS, CHANNELS)
         full = score_under(frames, emb["full"], soft=False)
         pre = {v: score_under(frames, emb[v], soft=True) for v in prefix_text}
-        # Doc-P model: mu so that STAY of all candidates keep their cell
-        lo, hi = -0.1, 0.1
-        for _ in range(60):
-            mu = (lo + hi) / 2
-            lo, hi = (
-                (mu, hi)
-                if norm.cdf((full.margin + mu) / MARGIN_MOVE_SD).mean() < STAY
-                else (lo, mu)
-            )
-        stay = norm.cdf((full.margin + mu) / MARGIN_MOVE_SD)
-        nodes, gw = np.polynomial.hermite_e.hermegauss(16)
-        gw = gw / gw.sum()
+        stay = stay_model(full.margin)
         for si, sign in enumerate((1.0, -1.0)):
             signed = sign * full.signed
             full_wm = wm_score(signed)
             matched_all = np.all(signed > 0, axis=1)
-            moved = np.tanh(KAPPA * (signed[:, :, None] + COSINE_MOVE_SD * nodes)) @ gw
             q = {
                 "wm": full_wm,
                 "pivot_margin": signed.min(axis=1),
                 "cell_margin": full.margin,
-                "docp_evidence": stay * moved.mean(axis=1),
+                "docp_evidence": docp_evidence(signed, stay),
                 "matched": matched_all.astype(float),
                 "length": lengths.astype(float),
             }
@@ -448,18 +485,11 @@ def write(
     median_margin = float(np.median(quality["cell_margin"]))
     step_of = np.concatenate([np.full(len(st.texts), i) for i, st in enumerate(steps)])
     prompt_of_step = np.array([st.prompt for st in steps])
-    prompts = np.unique(prompt_of_step)
 
     def per_prompt(name: str, d: Design) -> np.ndarray:
         """The design's expected ``name`` of the picked sentence, per prompt (over keys,
         signs and the prompt's steps)."""
-        w = weight[d.name]  # (keys, 2, n)
-        num = np.zeros((len(steps),))
-        den = np.zeros((len(steps),))
-        np.add.at(num, step_of, (w * quality[name]).sum(axis=(0, 1)))
-        np.add.at(den, step_of, w.sum(axis=(0, 1)))
-        per_step = num / np.maximum(den, 1e-12)
-        return np.array([per_step[prompt_of_step == p].mean() for p in prompts])
+        return per_prompt_mean(weight[d.name], quality[name], step_of, prompt_of_step)
 
     by_name = {d.name: d for d in all_designs}
     refs = {n: per_prompt("docp_evidence", by_name[f"plain N={n}"]) for n in (16, 32)}

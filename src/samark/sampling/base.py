@@ -225,3 +225,8 @@ class CandidateSampler(Protocol):
         token_layer: LogitsBias | None = None,
         prune: RowPruner | None = None,
     ) -> CandidateBatch: ...
+
+    def close(self) -> None:
+        """Stop what the engine runs beyond this process's objects (a batching queue's
+        thread, vLLM's processes, an HTTP client); nothing for an engine without such."""
+        ...

@@ -200,10 +200,7 @@ def _record(config: ServerConfig, key: WatermarkKey, scheme: Watermark) -> Prove
 def close_engine(engine: CandidateSampler) -> None:
     """Stop what ``engine`` runs beyond this process's objects (a batching queue's
     thread, vLLM's processes); engines without such things have nothing to stop."""
-    from samark.sampling.base import BatchSampler
-
-    if isinstance(engine, BatchSampler):
-        engine.close()
+    engine.close()
 
 
 #: builds the served scheme (or a payload's) from its key and its flag pattern
