@@ -36,37 +36,37 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 #: (the suite's measured times: CONTRIBUTING.md). ``--dist loadfile`` hands whole files to
 #: the two workers in this order, the next file to the first worker nearly done; a long file
 #: handed out last leaves one worker idle while the other finishes it, and a file not
-#: listed counts as 0 and comes last: list every file above about 10 s. Measured
-#: 2026-11-27 as the sum of each file's test durations in a full run (``-n 2``, the
-#: processes a file starts included: ``transformers serve``, Ray, Chromium, PostgreSQL,
-#: the killed experiment).
+#: listed counts as 0 and comes last: list every file above about 5 s. Measured
+#: 2026-11-28 on a loaded machine as the sum of each file's test durations in a full run
+#: (``-n 2``, the processes a file starts included: ``transformers serve``, Ray, Chromium,
+#: PostgreSQL, the killed experiment).
 FILE_SECONDS = {
-    "test_baselines.py": 215,
-    "test_generation.py": 142,
-    "test_semstamp.py": 106,
-    "test_cli.py": 102,
-    "test_attacks.py": 83,
-    "test_serve.py": 77,
-    "test_sampling.py": 72,
-    "test_calibration.py": 71,
-    "test_conformance.py": 49,
-    "test_evaluation.py": 48,
-    "test_layered.py": 40,
-    "test_server.py": 35,
-    "test_record_detection.py": 33,
-    "test_fuzz.py": 30,
-    "test_page.py": 26,
-    "test_budget.py": 26,
-    "test_cells.py": 23,
-    "test_serve_record.py": 22,
-    "test_cell_rings.py": 22,
-    "test_batching.py": 17,
-    "test_keyring.py": 14,
-    "test_forgery_attacks.py": 14,
-    "test_provenance.py": 13,
-    "test_centring.py": 10,
-    "test_datasets.py": 8,
-    "test_create_app.py": 7,
+    "test_cli.py": 236,
+    "test_baselines.py": 235,
+    "test_attacks.py": 208,
+    "test_calibration.py": 188,
+    "test_serve.py": 176,
+    "test_generation.py": 174,
+    "test_sampling.py": 155,
+    "test_semstamp.py": 150,
+    "test_evaluation.py": 116,
+    "test_conformance.py": 95,
+    "test_page.py": 42,
+    "test_server.py": 39,
+    "test_layered.py": 35,
+    "test_cell_rings.py": 23,
+    "test_record_detection.py": 20,
+    "test_fuzz.py": 19,
+    "test_budget.py": 19,
+    "test_cells.py": 19,
+    "test_serve_record.py": 15,
+    "test_keyring.py": 15,
+    "test_batching.py": 12,
+    "test_provenance.py": 11,
+    "test_forgery_attacks.py": 9,
+    "test_null_projection.py": 7,
+    "test_centring.py": 7,
+    "test_datasets.py": 6,
 }
 
 

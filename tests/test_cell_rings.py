@@ -279,7 +279,7 @@ def test_a_served_ring_with_cells_marks_and_detects(
     assert status == 200 and found["ring_keys"] == 2
     # the groups [text, " "] and [text]: each answer as alone, the empty one in the ring's words
     assert status_batch == 200 and batch["data"][0] == found == batch["data"][2]
-    assert batch["data"][1] == {"error": "the text has nothing to score"}
+    assert batch["data"][1] == {"error": "the text has no sentence to score"}
     expected = RingDetector.from_ring(ring, "samark-layered", statistic="scan", cells=CELLS).detect(
         text
     )
