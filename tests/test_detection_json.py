@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+
 from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection, json_safe
+from samark.errors import EmptyTextError
 from samark.evaluation.records import DetectionRecord
 from samark.evaluation.store import RecordStore
 from samark.keys import WatermarkKey
@@ -68,3 +71,11 @@ def test_a_single_key_is_a_ring_of_one_that_answers_as_its_scheme(minilm) -> Non
     assert words.startswith("watermarked" if own.is_watermarked else "not watermarked")
     assert "ring" not in words and f"{own.n_units} tokens" in words
     assert math.isfinite(own.p_value)
+    # the server's answer is the same serialisation, cut to the fields /v1/detect gives
+    from samark.serving.answers import SINGLE_KEY_FIELDS, answers
+
+    served = answers(ring, [TEXT, "   "], details=False)
+    assert served[0] == {k: answer.to_dict()[k] for k in SINGLE_KEY_FIELDS}
+    with pytest.raises(EmptyTextError) as empty:  # an empty text: in the scheme's own words
+        scheme.detect("   ")
+    assert served[1] == {"error": str(empty.value)}
