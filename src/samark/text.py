@@ -1,4 +1,5 @@
-"""Word-level helpers shared by the diversity filters and the quality metrics."""
+"""Word-level helpers shared by the diversity filters, the quality metrics and the words
+the detectors and commands print."""
 
 from __future__ import annotations
 
@@ -15,3 +16,8 @@ def words(text: str) -> list[str]:
 def ngrams(tokens: list[str], n: int) -> list[tuple[str, ...]]:
     """All contiguous ``n``-grams of ``tokens``, in order (with repeats)."""
     return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def counted(n: int, unit: str) -> str:
+    """``n`` with ``unit``, plural unless one: "1 sentence", "4 sentences"."""
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"

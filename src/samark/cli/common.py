@@ -25,6 +25,7 @@ from rich.progress import (
 )
 
 from samark.errors import SamarkError
+from samark.text import counted
 
 if TYPE_CHECKING:
     from samark.keys import WatermarkKey
@@ -78,11 +79,6 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     # the message is text, not markup: "pip install 'samark[server]'" keeps its brackets
     err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return typer.Exit(code)
-
-
-def counted(n: int, unit: str) -> str:
-    """``n`` with ``unit``, plural unless one: "1 sentence", "4 sentences"."""
-    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
 def progress() -> Progress | LineProgress:

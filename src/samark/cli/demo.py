@@ -23,7 +23,6 @@ from samark.cli.app import app
 from samark.cli.common import (
     LineProgress,
     check_cells,
-    counted,
     err,
     fail,
     out,
@@ -33,6 +32,7 @@ from samark.cli.common import (
 from samark.errors import SamarkError
 from samark.keys.samark_material import DEFAULT_CELLS
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.text import counted
 
 if TYPE_CHECKING:
     from samark.embed import Embedder

@@ -23,7 +23,6 @@ from samark.cli.common import (
     TextInput,
     cells_field,
     check_cells,
-    counted,
     err,
     fail,
     is_file,
@@ -49,6 +48,7 @@ from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
+from samark.text import counted
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
 #: time (``--chunk``)

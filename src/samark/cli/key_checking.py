@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import KeyOption, counted, err, fail
+from samark.cli.common import KeyOption, err, fail
 from samark.cli.loading import (
     AnySchemeOption,
     CentringOption,
@@ -27,6 +27,7 @@ from samark.cli.loading import (
     resolve_scheme,
 )
 from samark.errors import SamarkError
+from samark.text import counted
 
 SourceArgument = Annotated[
     str,

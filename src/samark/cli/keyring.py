@@ -13,7 +13,6 @@ from rich.table import Table
 from samark.cli.common import (
     check_cells,
     check_embedder_name,
-    counted,
     err,
     fail,
     load_key,
@@ -21,6 +20,7 @@ from samark.cli.common import (
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER
+from samark.text import counted
 
 keyring_app = typer.Typer(
     help="Keyrings: every key you have used, for rotation, attribution and payload "

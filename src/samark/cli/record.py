@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import counted, err, fail, load_key, progress
+from samark.cli.common import err, fail, load_key, progress
 from samark.errors import SamarkError
+from samark.text import counted
 
 if TYPE_CHECKING:
     from samark.embed import Embedder

@@ -53,6 +53,7 @@ from samark.schemes.base import (
 
 # SAMark's ring pass lives with SAMark; these names keep working from here
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
+from samark.text import counted
 
 HOLM = "holm"
 #: the label of the key of a ring of one (:meth:`RingDetector.of_scheme`)
@@ -136,7 +137,7 @@ class RingDetection:
         """The answer in words: the verdict, the p-value, what it rests on and, for a
         keyring, the key and payload it attributes the text to."""
         verdict = "watermarked" if self.is_watermarked else "not watermarked"
-        units = _counted(self.n_units, self.detection.unit)
+        units = counted(self.n_units, self.detection.unit)
         if self.single_key:
             # z only where the p-value is computed from it: beside the scan's or Fisher's
             # p, the paper's z reads as a verdict it is not (it stays in the JSON)
@@ -151,7 +152,7 @@ class RingDetection:
         payload = f", payload {self.payload}" if self.payload is not None else ""
         return (
             f"{verdict}{found}{payload}: p = {self.p_value:.4g} over a ring of "
-            f"{_counted(self.ring_size, 'key')} ({self.method}; alpha {self.alpha}), {units}"
+            f"{counted(self.ring_size, 'key')} ({self.method}; alpha {self.alpha}), {units}"
         )
 
     def to_dict(self, *, details: bool = False) -> dict[str, Any]:
@@ -417,7 +418,3 @@ def _check_flag_payload(schemes: Sequence[Watermark], flag_bits: int) -> None:
                 f"this ring writes {flag_bits} payload bits in the flags, which needs "
                 f"{flag_bits + 1} channels; the scheme has {scheme.flag_channels}"
             )
-
-
-def _counted(n: int, unit: str) -> str:
-    return f"{n} {unit}" + ("" if n == 1 else "s")
