@@ -350,7 +350,7 @@ def test_tiny_experiment_killed_resumed_and_extended(tmp_path) -> None:
     steps = [st for g in _lines(gens) if g["scheme"] == "samark" for st in g["steps"]]
     assert steps and all(len(st["signal_chosen"]) == 2 for st in steps)
     assert "Where the margin comes from" in report
-    for png in ("roc.png", "p-values.png", "tradeoff.png"):
+    for png in ("roc.png", "p-values.png", "tradeoff.png", "cost.png"):
         assert (run_dir / "report" / png).stat().st_size > 1000
     status = _run(["eval", "status", str(run_dir)], tmp_path)
     assert status.returncode == 0, status.stderr[-2000:]

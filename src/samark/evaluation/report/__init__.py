@@ -22,7 +22,14 @@ from samark.evaluation.runner import Run
 
 #: the file names the report's plots take (``scores.png``: an earlier layout's), removed
 #: before a report is written so that no plot of an earlier run stays beside it
-PLOT_FILES = ("roc*.png", "p-values*.png", "tradeoff*.png", "length*.png", "scores.png")
+PLOT_FILES = (
+    "roc*.png",
+    "p-values*.png",
+    "tradeoff*.png",
+    "cost*.png",
+    "length*.png",
+    "scores.png",
+)
 
 
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path:
@@ -52,7 +59,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> Path
     for pattern in PLOT_FILES:  # the report's plots of an earlier run or layout; not others
         for stale in folder.glob(pattern):
             stale.unlink()
-    plots = write_plots(run, det, qual, att, folder)
+    plots = write_plots(run, det, qual, att, folder, eff)
     if not by_length.empty:
         plots += write_length_plot(run, by_length, folder)
     tables = ReportTables(det, qual, eff, att, sig, gsig, corpora, by_length)

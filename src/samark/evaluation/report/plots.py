@@ -112,9 +112,14 @@ def plot_attacks(run: Run) -> list[str]:
 
 
 def write_plots(
-    run: Run, det: pd.DataFrame, qual: pd.DataFrame, att: pd.DataFrame, folder: Path
+    run: Run,
+    det: pd.DataFrame,
+    qual: pd.DataFrame,
+    att: pd.DataFrame,
+    folder: Path,
+    eff: pd.DataFrame | None = None,
 ) -> list[str]:
-    """Write the ROC, p-value and trade-off plots; returns the files written."""
+    """Write the ROC, p-value, trade-off and cost plots; returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,7 +142,78 @@ def write_plots(
         written += [f"roc{suffix}.png", f"p-values{suffix}.png"]
         if _tradeoff(run, det, qual, att, rows, folder / f"tradeoff{suffix}.png"):
             written.append(f"tradeoff{suffix}.png")
+        if eff is not None and _cost(run, det, eff, rows, folder / f"cost{suffix}.png"):
+            written.append(f"cost{suffix}.png")
     return written
+
+
+def _cost(
+    run: Run, det: pd.DataFrame, eff: pd.DataFrame, rows: list[SchemeSpec], path: Path
+) -> bool:
+    """Strength against price: per attack (no attack and the plotted ones) each row's
+    detection at the first FPR with its 95% interval, against Tok/Out (tokens decoded per
+    token kept, log scale). Rows of equal Tok/Out are set a few percent apart so that
+    neither hides the other. Rows without a generation record (no Tok/Out) are left out;
+    nothing is drawn unless two rows have one."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    if det.empty or eff.empty or "tok_per_out" not in eff:
+        return False
+    tok_out = {
+        str(r["scheme"]): float(r["tok_per_out"])
+        for _, r in eff.iterrows()
+        if math.isfinite(float(r["tok_per_out"])) and float(r["tok_per_out"]) > 0
+    }
+    shown = [spec for spec in rows if spec.label in tok_out]
+    if len(shown) < 2:
+        return False
+    tag = fpr_tag(run.experiment.metrics.fprs[0])
+    attacks = [a for a in [NO_ATTACK, *plot_attacks(run)] if (det["attack"] == a).any()]
+    fig, axes, legend_ax = _grid(len(attacks), math.ceil(len(shown) / 3))
+    handles: dict[str, Any] = {}
+    xs = [tok_out[spec.label] for spec in shown]
+    # a row's place: its Tok/Out, moved 4% a step from rows within 10% of it
+    place = {}
+    for i, spec in enumerate(shown):
+        near = [s for s in shown[:i] if abs(math.log(tok_out[s.label] / xs[i])) < 0.1]
+        place[spec.label] = xs[i] * 1.04 ** len(near)
+    ticks = [t for t in (1, 2, 4, 8, 16, 32, 64, 128, 256) if min(xs) / 1.5 <= t <= max(xs) * 1.5]
+    for ax, attack in zip(axes, attacks, strict=True):
+        for i, spec in enumerate(shown):
+            d = det[(det["scheme"] == spec.label) & (det["attack"] == attack)]
+            if d.empty:
+                continue
+            y, lo, hi = (100 * float(d.iloc[0][k]) for k in (tag, f"{tag}_lo", f"{tag}_hi"))
+            bar = ax.errorbar(
+                [place[spec.label]],
+                [y],
+                yerr=[[max(y - lo, 0.0)], [max(hi - y, 0.0)]],
+                ms=6,
+                lw=1.0,
+                capsize=2.5,
+                ls="none",
+                **_style(i),
+            )
+            handles.setdefault(spec.label, bar)
+        ax.set_xscale("log")
+        ax.set_xlim(min(xs) / 1.4, max(xs) * 1.4)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(lambda v, _pos: f"{v:g}")
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylim(-4, 104)
+        ax.grid(color="0.92", lw=0.6)
+        _decorate(ax, attack, "Tok/Out (log)", f"{tag.replace('tp@fp', 'TP@FP')} (%)")
+    labels = [spec.label for spec in shown if spec.label in handles]
+    _legend(
+        legend_ax,
+        [handles[label] for label in labels],
+        labels,
+        title="row (bars: 95% bootstrap interval)",
+        title_fontsize=FONT["legend"],
+    )
+    _save(fig, path)
+    return True
 
 
 def _roc(
