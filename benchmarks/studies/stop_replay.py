@@ -46,8 +46,8 @@ from samark.schemes.samark.selection import ngram_overlap, semantic_similarity
 
 PLAIN = (4, 8, 12, 16, 24, 32)
 CHUNKS = (4, 8)
-SATURATIONS = (0.3, 0.5, 0.7, 0.85)
-PATIENCES = (16, 32)
+SATURATIONS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.85)
+PATIENCES = (16, 24, 32)
 SDS: tuple[float | None, ...] = (None, 0.016)
 
 
@@ -88,6 +88,44 @@ def stop_prefix(d: Design, n_matched: np.ndarray, n_saturated: np.ndarray) -> in
         if n_saturated[k] >= 1 or (drawn >= d.patience and n_matched[k] >= 1):
             return drawn
     return len(n_matched) * d.chunk
+
+
+class Draw:
+    """One step's rows in one random draw order: what any prefix of it costs, which
+    complete candidates it holds, and where a stopping design ends it."""
+
+    def __init__(
+        self,
+        order: np.ndarray,
+        a: int,
+        b: int,
+        lengths: np.ndarray,
+        matched: np.ndarray,
+        saturated: np.ndarray,
+    ) -> None:
+        complete = order < b - a  # the others ran to the cap without ending a sentence
+        cost = np.where(complete, lengths[a + np.minimum(order, b - a - 1)], pp.CAP)
+        self.cum_cost = np.cumsum(cost)
+        self.local = a + order[complete]  # complete candidates in draw order
+        self.pos = np.flatnonzero(complete)  # their draw positions
+        self.cum_matched = np.cumsum(matched[self.local])
+        self.cum_saturated = np.cumsum(saturated[self.local], axis=0)  # (m, levels)
+
+    def cost(self, drawn: int) -> float:
+        return float(self.cum_cost[drawn - 1])
+
+    def complete_among(self, drawn: int) -> np.ndarray:
+        return self.local[self.pos < drawn]
+
+    def stop(self, d: Design) -> int:
+        """The rows drawn when design ``d`` stops."""
+        level = SATURATIONS.index(d.saturation)
+        n_matched, n_saturated = [], []
+        for drawn in range(d.chunk, d.n + 1, d.chunk):
+            k = int(np.searchsorted(self.pos, drawn))  # complete rows among the first
+            n_matched.append(int(self.cum_matched[k - 1]) if k else 0)
+            n_saturated.append(int(self.cum_saturated[k - 1, level]) if k else 0)
+        return stop_prefix(d, np.array(n_matched), np.array(n_saturated))
 
 
 def main() -> None:
@@ -163,57 +201,22 @@ def main() -> None:
             )  # (n, levels)
             for i, s in enumerate(steps):
                 a, b = bounds[i], bounds[i + 1]
-                n_complete = b - a
                 for _ in range(args.reps):
-                    order = rng.permutation(s.rows)
-                    row_cost = np.where(
-                        order < n_complete, lengths[a + np.minimum(order, n_complete - 1)], pp.CAP
-                    )
-                    cum_cost = np.cumsum(row_cost)
-                    is_complete = order < n_complete
-                    local = a + order[is_complete]  # complete rows in draw order
-                    pos = np.flatnonzero(is_complete)  # their draw positions
-                    cum_matched = np.cumsum(matched[local])
-                    cum_sat = np.cumsum(saturated[local], axis=0)
-                    law_cache: dict[tuple[int, float | None], tuple[np.ndarray, np.ndarray]] = {}
-
-                    def law(
-                        drawn: int,
-                        sd: float | None,
-                        local: np.ndarray = local,
-                        pos: np.ndarray = pos,
-                    ) -> tuple[np.ndarray, np.ndarray]:
-                        hit = law_cache.get((drawn, sd))
-                        if hit is None:
-                            kept = local[pos < drawn]
-                            w = pp.pick_law(kept - a, hard[a:b], matched[a:b], score[sd][a:b])
-                            hit = (kept, np.zeros(0) if w is None else w)
-                            law_cache[(drawn, sd)] = hit
-                        return hit
-
-                    def counts_at(drawn: int, level: int, pos: np.ndarray = pos) -> tuple[int, int]:
-                        k = int(np.searchsorted(pos, drawn))  # complete rows among the first
-                        if k == 0:
-                            return 0, 0
-                        return int(cum_matched[k - 1]), int(cum_sat[k - 1, level])
-
+                    draw = Draw(rng.permutation(s.rows), a, b, lengths, matched, saturated)
+                    laws: dict[tuple[int, float | None], tuple[np.ndarray, np.ndarray]] = {}
                     for d in all_designs:
-                        if d.chunk == 0:
-                            drawn = d.n
-                        else:
-                            level = SATURATIONS.index(d.saturation)
-                            prefixes = range(d.chunk, d.n + 1, d.chunk)
-                            got = [counts_at(p, level) for p in prefixes]
-                            drawn = stop_prefix(
-                                d, np.array([g[0] for g in got]), np.array([g[1] for g in got])
-                            )
-                        kept, w = law(drawn, d.sd)
-                        tokens[d.name] += cum_cost[drawn - 1] / args.reps
+                        drawn = d.n if d.chunk == 0 else draw.stop(d)
+                        if (drawn, d.sd) not in laws:
+                            kept = draw.complete_among(drawn)
+                            w = pp.pick_law(kept - a, hard[a:b], matched[a:b], score[d.sd][a:b])
+                            laws[(drawn, d.sd)] = (kept, np.zeros(0) if w is None else w)
+                        kept, w = laws[(drawn, d.sd)]
+                        tokens[d.name] += draw.cost(drawn) / args.reps
                         rows_drawn[d.name] += drawn / args.reps
                         if len(kept):
                             np.add.at(weight[d.name][key_no, si], kept, w / args.reps)
-            print(f"key {key_no + 1}/{args.keys}, sign {sign:+.0f} ({time.perf_counter() - t0:.0f} s)",
-                  flush=True)
+            elapsed = time.perf_counter() - t0
+            print(f"key {key_no + 1}/{args.keys}, sign {sign:+.0f} ({elapsed:.0f} s)", flush=True)
     write(args, all_designs, weight, tokens, rows_drawn, quality, steps)
     print(f"done in {time.perf_counter() - t0:.0f} s", flush=True)
 
