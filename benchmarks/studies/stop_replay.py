@@ -163,8 +163,11 @@ def main() -> None:
     context_terms = np.concatenate(
         [c.lambda_div * s.diversity + c.lambda_nov * s.novelty for s in steps]
     )
-    print(f"{len(steps)} steps, {len(texts)} complete candidates; ready in "
-          f"{time.perf_counter() - t0:.0f} s", flush=True)
+    print(
+        f"{len(steps)} steps, {len(texts)} complete candidates; ready in "
+        f"{time.perf_counter() - t0:.0f} s",
+        flush=True,
+    )
 
     all_designs = designs()
     names = [d.name for d in all_designs]
@@ -263,8 +266,10 @@ def write(
             }
         )
     # the plain frontier (plain pick), interpolated in log Tok/Out, per prompt
-    plain = sorted((r for r in rows if r["chunk"] == 0 and r["cell_margin_sd"] is None),
-                   key=lambda r: r["tok_out"])
+    plain = sorted(
+        (r for r in rows if r["chunk"] == 0 and r["cell_margin_sd"] is None),
+        key=lambda r: r["tok_out"],
+    )
     xs = np.log([r["tok_out"] for r in plain])
     ys = np.array([r["_per_prompt"] for r in plain])  # (designs, prompts)
     for r in rows:
@@ -285,8 +290,9 @@ def write(
     with out.open("w") as f:
         f.write(json.dumps(meta) + "\n")
         for r in rows:
-            f.write(json.dumps({"kind": "design", **{k: v for k, v in r.items() if k[0] != "_"}})
-                    + "\n")
+            f.write(
+                json.dumps({"kind": "design", **{k: v for k, v in r.items() if k[0] != "_"}}) + "\n"
+            )
     md = [
         f"Stopping a step once a candidate is saturated, replayed on {meta['steps']} recorded "
         f"steps ({meta['prompts']} prompts), {args.keys} fresh keys of 64 cells x 2 signs, "
