@@ -21,6 +21,7 @@ Rows: plain sampling, then ``samark-layered`` with 64 keyed cells at each ``--ca
 writes JSON lines with ``--out``. Take it on a quiet machine: the timings are the point.
 
     python benchmarks/load_cost.py --concurrency 16 --sentences 3 --candidates 4,16,64
+    python benchmarks/load_cost.py --candidates 64 --adaptive 4:0.5:24:32
     .venv-vllm/bin/python benchmarks/load_cost.py --engine vllm --candidates 4,16,64
 """
 
@@ -42,7 +43,15 @@ def main() -> None:
     ap.add_argument("--engine", choices=["transformers", "vllm"], default="transformers")
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--sentences", type=int, default=3)
-    ap.add_argument("--candidates", default="4,16,64")
+    ap.add_argument("--candidates", default="4,16,64", help="plain rows' N; '' for none")
+    ap.add_argument(
+        "--adaptive",
+        action="append",
+        default=[],
+        metavar="CHUNK:SATURATION:PATIENCE:CAP",
+        help="a row that stops a step once its evidence suffices (SAMarkConfig.adaptive), "
+        "e.g. 4:0.5:24:32; repeatable",
+    )
     ap.add_argument("--single", type=int, default=2, help="requests timed alone per row")
     ap.add_argument("--max-rows", type=int, default=512)
     ap.add_argument("--threads", type=int, default=1, help="torch threads of this process")
@@ -98,13 +107,31 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     plain(prompts[:1], 0)  # warm-up: model, caches
     rows.append(_measure_plain(plain, prompts, args))
-    for n in (int(x) for x in args.candidates.split(",")):
+    marked: list[tuple[str, int, dict[str, Any]]] = [
+        (f"samark-layered, 64 cells, N = {n}", n, {"candidates": n})
+        for n in (int(x) for x in args.candidates.split(",") if x.strip())
+    ]
+    for spec in args.adaptive:
+        chunk, saturation, patience, cap = spec.split(":")
+        params = {
+            "candidates": int(cap),
+            "adaptive": True,
+            "adaptive_chunk": int(chunk),
+            "adaptive_saturation": float(saturation),
+            "adaptive_patience": int(patience),
+        }
+        label = (
+            f"samark-layered, 64 cells, stop at {saturation} "
+            f"({chunk} to {cap}, patience {patience})"
+        )
+        marked.append((label, int(cap), params))
+    for label, n, params in marked:
         batching = BatchingSampler(engine, max_rows=args.max_rows)
         scheme = create_scheme(
-            "samark-layered", key=key, embedder=embedder, sampler=batching, candidates=n
+            "samark-layered", key=key, embedder=embedder, sampler=batching, **params
         )
         scheme.generate(prompts[0][:200], max_new_sentences=1, seed=0)  # warm-up
-        rows.append(_measure_marked(scheme, batching, n, prompts, args))
+        rows.append(_measure_marked(scheme, batching, label, n, prompts, args))
     _report(rows, args)
     if args.out:
         with open(args.out, "a", encoding="utf-8") as sink:
@@ -126,7 +153,7 @@ def _measure_plain(plain: Any, prompts: list[str], args: argparse.Namespace) -> 
 
 
 def _measure_marked(
-    scheme: Any, batching: Any, n: int, prompts: list[str], args: argparse.Namespace
+    scheme: Any, batching: Any, label: str, n: int, prompts: list[str], args: argparse.Namespace
 ) -> dict[str, Any]:
     single_s, single_tokens = [], 0
     for i in range(args.single):
@@ -149,7 +176,6 @@ def _measure_marked(
     load_s = time.perf_counter() - start
     kept = sum(g.output_tokens for g in results)
     decoded = sum(g.tokens_sampled for g in results)
-    label = f"samark-layered, 64 cells, N = {n}"
     return _row(label, n, kept, decoded, load_s, single_s, single_tokens, args)
 
 
