@@ -48,6 +48,7 @@ from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
 from samark.schemes.samark.cell_pass import score_in_cells
 from samark.schemes.samark.cells import CellFrames, NullCellDraws, key_cells
+from samark.schemes.samark.null_projection import ProjectedNullCells
 from samark.schemes.samark.statistics import alignment, channel_responses, statistic_values
 from samark.schemes.samark.topic_centring import NeighbourCentring, reference_texts
 
@@ -87,6 +88,13 @@ def main() -> None:
         help="score on M keyed semantic cells (samark.schemes.samark.cells) instead of "
         "static pivots: each key's own cells against the detector's public null cell draws",
     )
+    ap.add_argument(
+        "--null-draws",
+        choices=["full", "projected"],
+        default="full",
+        help="with --cells: the detector's null draws, in full or in each text's own span "
+        "(samark.schemes.samark.null_projection; the draws of keys from 2026-11-28 on)",
+    )
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--replot", action="store_true", help="only redraw --out's plot from its JSON")
     args = ap.parse_args()
@@ -121,7 +129,8 @@ def main() -> None:
     if args.cells:
         cell_keys = CellFrames.stack([key_cells(k, emb.dim, args.cells, 2) for k in keys])
         law = keys[0].samark.pivot_law(emb.dim)
-        cell_nulls = NullCellDraws(law, args.nulls, emb.dim, args.cells, 2, 0)
+        draws = NullCellDraws if args.null_draws == "full" else ProjectedNullCells
+        cell_nulls = draws(law, args.nulls, emb.dim, args.cells, 2, 0)
     token_p = None if args.no_layered else token_layer_p_values(keys, texts)
 
     results: dict[str, dict[str, dict[str, object]]] = {}
@@ -156,6 +165,7 @@ def main() -> None:
         meta = {
             "keys": args.keys,
             "cells": args.cells,
+            "null_draws": args.null_draws if args.cells else None,
             "nulls": args.nulls,
             "corpora": {n: {"texts": len(t), "role": TEST_CORPORA[n][3]} for n, t in texts.items()},
             "reference_texts": len(ref),
@@ -214,7 +224,7 @@ def score(
 def score_cells(
     corpus: list[np.ndarray],
     keys: CellFrames,
-    nulls: NullCellDraws,
+    nulls: NullCellDraws | ProjectedNullCells,
     centre: Callable[[int, np.ndarray], np.ndarray],
 ) -> dict[str, np.ndarray]:
     """As :func:`score` on keyed cells: every key's own cells, ranked among the detector's

@@ -100,6 +100,17 @@ AtOption = Annotated[
         "text's date is known: fewer keys, more power."
     ),
 ]
+NullStopOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Sequential null draws (Besag-Clifford): stop a text's null draws once every "
+        "key's statistic has been reached this many times (10 is usual). Valid p-values, "
+        "equal to the fixed ones below h/draws; text no key marked is checked in a "
+        "fraction of the time, most of all against a large --keyring. Keys written since "
+        "2026-11-28 (projected null draws).",
+        min=1,
+    ),
+]
 ParaphraseThresholdOption = Annotated[
     float | None,
     typer.Option(
@@ -133,6 +144,7 @@ class DetectRequest:
     record_url: str | None
     paraphrase_threshold: float | None
     cells: int | None
+    null_stop: int | None = None
 
     @property
     def samark_family(self) -> bool:
@@ -147,11 +159,17 @@ class DetectRequest:
         if self.at is not None and self.keyring is None:
             raise fail("--at chooses the keys of a --keyring in use at a date")
         if not self.samark_family and (
-            self.ray is not None or self.statistic is not None or self.centring
+            self.ray is not None
+            or self.statistic is not None
+            or self.centring
+            or self.null_stop is not None
         ):
             raise fail(
-                "--ray, --statistic and --centring are SAMark's; leave them out for " + self.scheme
+                "--ray, --statistic, --centring and --null-stop are SAMark's; leave them out "
+                "for " + self.scheme
             )
+        if self.null_stop is not None and self.ray is not None:
+            raise fail("--null-stop is not available with --ray")
         if self.centring is not None and self.ray is not None:
             raise fail("--centring is not available with --ray")
         check_cells(self.cells, self.scheme, self.samark_family)
@@ -171,6 +189,8 @@ class DetectRequest:
         """The key (a ring of one) or keyring to detect with; a bad key or ring fails here,
         before Ray starts."""
         fields = {**centring_fields(self.centring), **cells_field(self.cells)}
+        if self.null_stop is not None:
+            fields["null_stop"] = self.null_stop
         stat, alpha = self.statistic, self.alpha
         if self.keyring is not None:
             return load_ring_detector(
@@ -248,6 +268,7 @@ def detect(
     record_url: RecordOption = None,
     paraphrase_threshold: ParaphraseThresholdOption = None,
     cells: CellsOption = None,
+    null_stop: NullStopOption = None,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
@@ -275,6 +296,7 @@ def detect(
         record_url=record_url,
         paraphrase_threshold=paraphrase_threshold,
         cells=cells,
+        null_stop=null_stop,
     ).run()
 
 

@@ -42,6 +42,7 @@ from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring, RingEntry, flag_value
 from samark.schemes.base import (
+    HOLM,
     RingScore,
     RingScoring,
     SharedResources,
@@ -55,7 +56,6 @@ from samark.schemes.base import (
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
 from samark.text import counted
 
-HOLM = "holm"
 #: the label of the key of a ring of one (:meth:`RingDetector.of_scheme`)
 SINGLE_KEY = "key"
 __all__ = [

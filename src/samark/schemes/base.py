@@ -56,6 +56,10 @@ class Generation:
         return out
 
 
+#: the ring method that adjusts the keys' own p-values (Holm)
+HOLM = "holm"
+
+
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the input order: the i-th smallest p gets
     ``max_{j <= i} min(1, (K - j + 1) p_(j))``. Rejecting where adjusted < alpha controls

@@ -24,7 +24,12 @@ import numpy as np
 
 from samark.schemes.samark.cells import CellFrames, NullCellDraws, cell_evidence
 from samark.schemes.samark.null_projection import ProjectedNullCells
-from samark.schemes.samark.statistics import Statistic, sentence_scores, statistic_values
+from samark.schemes.samark.statistics import (
+    Statistic,
+    sentence_scores,
+    sequential_p_value,
+    statistic_values,
+)
 
 #: ties count against the key, as in every exchangeable p-value here
 _TIE = 1e-12
@@ -49,14 +54,25 @@ class CellScores:
     null: np.ndarray
     #: per key and sentence, the null draws whose sentence score is at least the key's (K, n)
     exceed: np.ndarray
+    #: sequential draws (``score_in_cells``' ``stop_after``): the exceedances each key's
+    #: p-value waits for, and the draws there would have been; None: every draw was made
+    stop_after: int | None = None
+    total: int = 0
 
     def p_values(self) -> list[float]:
-        """Each key's own p-value, its statistic ranked among the null draws'."""
+        """Each key's own p-value, its statistic ranked among the null draws' (with
+        sequential draws, Besag and Clifford's p-value: ``statistics.sequential_p_value``)."""
+        if self.stop_after is not None:
+            return [
+                sequential_p_value(float(v), self.null, self.stop_after, self.total)
+                for v in self.values
+            ]
         m = self.null.size
         return [float((1 + np.count_nonzero(self.null >= v - _TIE)) / (m + 1)) for v in self.values]
 
     def sentence_p_values(self, k: int) -> np.ndarray:
-        """Key ``k``'s per-sentence p-values (as ``statistics.sentence_p_values``)."""
+        """Key ``k``'s per-sentence p-values (as ``statistics.sentence_p_values``), over
+        the draws made."""
         return (1 + self.exceed[k]) / (self.null.size + 1)
 
 
@@ -68,13 +84,21 @@ def score_in_cells(
     kappa: float,
     use_tanh: bool,
     statistic: Statistic,
+    stop_after: int | None = None,
 ) -> list[CellScores]:
     """Every text (unit sentence embeddings (n, d), centred already, n >= 1) under the K
     keys of ``keys`` and every null draw of ``draws``: d-dimensional draws generated once
     for all the texts (one pass over them), or draws in each text's own span, text by
-    text."""
+    text.
+
+    ``stop_after`` (draws in each text's span only): a text's draws stop after the block
+    in which every key's statistic has been reached by ``stop_after`` null draws, and its
+    p-values are Besag and Clifford's sequential ones. A text no key marked stops after a
+    few blocks; a marked text draws them all, and its p-values are the fixed ones."""
     if not texts or any(t.ndim != 2 or t.shape[0] == 0 for t in texts):
         raise ValueError("every text needs at least one sentence embedding, shape (n, dim)")
+    if stop_after is not None and (stop_after < 1 or not isinstance(draws, ProjectedNullCells)):
+        raise ValueError("stop_after needs draws in each text's span and must be at least 1")
     bounds = np.cumsum([0, *(t.shape[0] for t in texts)])
     stacked = np.concatenate(texts).astype(np.float32)
     spans = list(itertools.pairwise(int(b) for b in bounds))
@@ -96,8 +120,15 @@ def score_in_cells(
 
     if isinstance(draws, ProjectedNullCells):
         for i, text in enumerate(texts):
+            reached = np.zeros(len(own[i][1]), dtype=np.int64)  # per key
             for signed in draws.signed(text):
                 tally(i, signed)
+                if stop_after is not None:
+                    reached += np.count_nonzero(
+                        null_values[i][-1][None, :] >= own[i][1][:, None] - _TIE, axis=1
+                    )
+                    if reached.min() >= stop_after:
+                        break
     else:
         groups = _groups(spans, _ROWS)
         for block in draws.blocks():
@@ -107,7 +138,15 @@ def score_in_cells(
                     a, b = spans[i]
                     tally(i, signed[:, a - lo : b - lo])
     return [
-        CellScores(key_signed[:, a:b], evidence, values, np.concatenate(null_values[i]), exceed[i])
+        CellScores(
+            key_signed[:, a:b],
+            evidence,
+            values,
+            np.concatenate(null_values[i]),
+            exceed[i],
+            stop_after,
+            draws.count,
+        )
         for i, ((a, b), (evidence, values, _)) in enumerate(zip(spans, own, strict=True))
     ]
 

@@ -71,11 +71,18 @@ class SAMarkDetector:
         centring: NeighbourCentring | None = None,
         cells: int = 0,
         null_draws: str = "full",
+        null_stop: int | None = None,
     ) -> None:
         key.check_embedder(embedder.identity)
         check_cells(cells)
         if null_draws not in NULL_DRAWS:
             raise ValueError(f"null_draws must be one of {NULL_DRAWS}, got {null_draws!r}")
+        if null_stop is not None and not (cells and null_draws == "projected" and null_stop >= 1):
+            raise ValueError(
+                "null_stop (sequential null draws) needs keyed cells with projected null "
+                f"draws and at least 1 exceedance; got cells={cells}, "
+                f"null_draws={null_draws!r}, null_stop={null_stop}"
+            )
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
@@ -107,6 +114,8 @@ class SAMarkDetector:
         #: HELD_NULL_CELLS, regenerated beyond) or "projected" (drawn in each text's span);
         #: static pivots have none ("full" then, whatever was asked)
         self.null_draws = null_draws if cells else "full"
+        #: sequential null draws: the exceedances a text's draws stop at (None: all drawn)
+        self.null_stop = null_stop
         self.null_cell_draws: NullCellDraws | ProjectedNullCells | None = None
         if cells and null_draws == "projected":
             self.null_cell_draws = ProjectedNullCells(
@@ -121,7 +130,9 @@ class SAMarkDetector:
         return (
             f"SAMarkDetector(embedder={self.embedder.name!r}, channels={self.channels}, "
             f"kappa={self.kappa}, statistic={self.statistic!r}, n_null={self.n_null}"
-            + (f", cells={self.cells}, null_draws={self.null_draws!r})" if self.cells else ")")
+            + (f", cells={self.cells}, null_draws={self.null_draws!r}" if self.cells else "")
+            + ("" if self.null_stop is None else f", null_stop={self.null_stop}")
+            + ")"
         )
 
     @property
@@ -161,7 +172,7 @@ class SAMarkDetector:
             and self.embedder.identity.fingerprint == other.embedder.identity.fingerprint
             and (self.channels, self.kappa, self.tanh_detection, self.statistic, self.cells)
             == (other.channels, other.kappa, other.tanh_detection, other.statistic, other.cells)
-            and self.null_draws == other.null_draws
+            and (self.null_draws, self.null_stop) == (other.null_draws, other.null_stop)
             and (self.n_null, self.null_seed) == (other.n_null, other.null_seed)
             and _centring_id(self.centring) == _centring_id(other.centring)
         )
@@ -383,6 +394,7 @@ def ring_passes(
         kappa=first.kappa,
         use_tanh=first.tanh_detection,
         statistic=first.statistic,
+        stop_after=first.null_stop,
     )
     for i, scores in zip(scorable, scored, strict=True):
         out[i] = CellRingPass(detectors, scores, embedded[i][0])

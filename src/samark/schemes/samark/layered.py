@@ -52,6 +52,7 @@ from samark.models import (
 )
 from samark.sampling.base import CandidateSampler, engine_abilities
 from samark.schemes.base import (
+    HOLM,
     RingScore,
     RingScoring,
     SharedResources,
@@ -278,7 +279,7 @@ class LayeredHolmRing:
     token layer's p-value is analytic, so a large ring keeps far more power than the
     max-statistic over SAMark keys gives)."""
 
-    method = "holm"
+    method = HOLM
 
     def __init__(self, schemes: Sequence[SAMarkLayered]) -> None:
         self.schemes = list(schemes)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from samark.errors import EmptyTextError, SamarkError
-from samark.schemes.base import RingScore
+from samark.schemes.base import HOLM, RingScore
 from samark.schemes.samark.detector import (
     CellRingPass,
     RingPass,
@@ -50,12 +50,13 @@ def share_null(detectors: Sequence[SAMarkDetector]) -> bool:
 
 
 class MaxStatisticRing:
-    """The max-statistic over a ring of SAMark (or SAMark-dagger) keys."""
-
-    method = MAX_STATISTIC
+    """The max-statistic over a ring of SAMark (or SAMark-dagger) keys; Holm over the
+    keys' p-values where the draws are sequential (``null_stop``), whose stop depends on
+    the keys' statistics, so that the max-statistic's fixed count of draws does not hold."""
 
     def __init__(self, detectors: Sequence[SAMarkDetector]) -> None:
         self.detectors = list(detectors)
+        self.method = MAX_STATISTIC if detectors[0].null_stop is None else HOLM
 
     def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
         embedded = embed_sentences(self.detectors[0].embedder, texts)
@@ -76,11 +77,11 @@ class MaxStatisticRing:
 
 
 def _max_statistic(scored: RingPass | CellRingPass) -> RingScore:
-    """The ring's answer from one text's pass: the max-statistic, its key and p-values."""
+    """The ring's answer from one text's pass: the max-statistic (Holm with sequential
+    draws), its key and p-values."""
+    p = tuple(scored.p_values())
+    if isinstance(scored, CellRingPass) and scored.scores.stop_after is not None:
+        ring_p, best = RingScore.holm_best(p, [float(x) for x in scored.own])
+        return RingScore(ring_p, best, scored.detection(best), p)
     best = int(np.argmax(scored.own))
-    return RingScore(
-        ring_max_p_value(scored.own, scored.null),
-        best,
-        scored.detection(best),
-        tuple(scored.p_values()),
-    )
+    return RingScore(ring_max_p_value(scored.own, scored.null), best, scored.detection(best), p)

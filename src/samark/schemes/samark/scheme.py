@@ -66,6 +66,7 @@ class SAMark(SentenceLevelWatermark):
             alpha=c.alpha,
             cells=cells,
             null_draws=key.samark.null_draws if c.null_draws is None else c.null_draws,
+            null_stop=c.null_stop,
             centring=None
             if c.centring is None
             else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
@@ -131,6 +132,7 @@ class SAMark(SentenceLevelWatermark):
             f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
             f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
             + (f"/cells{self.cells}" if self.cells else "")
+            + ("" if c.null_stop is None else f"/seq{c.null_stop}")
             + (
                 ""
                 if self.detector.centring is None

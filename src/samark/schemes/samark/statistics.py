@@ -144,6 +144,29 @@ def exchangeable_p_value(observed: float, null: np.ndarray) -> float:
     return float((1 + np.count_nonzero(null >= observed - 1e-12)) / (null.size + 1))
 
 
+def sequential_p_value(observed: float, null: np.ndarray, exceedances: int, total: int) -> float:
+    """Besag and Clifford's sequential Monte Carlo p-value (Biometrika 78, 1991): null
+    values are drawn in order until ``exceedances`` of them reach ``observed``, at most
+    ``total``. ``null``: the values drawn, in draw order (at least up to that stop).
+
+    Stopped at the h-th exceedance after l draws, ``p = h / l``; never stopped (all
+    ``total`` drawn, g < h of them at or above), ``p = (g + 1) / (total + 1)``, the fixed
+    p-value. Valid, P(p <= u) <= u under H0, for any h >= 1: a text far from significance
+    stops after about h / p draws instead of ``total``, and a p-value below
+    ``h / total`` is the fixed one exactly. Ties count against the key, as everywhere."""
+    if exceedances < 1:
+        raise ValueError("exceedances must be at least 1")
+    hits = np.flatnonzero(null >= observed - 1e-12)
+    if hits.size >= exceedances:
+        return float(exceedances / (hits[exceedances - 1] + 1))
+    if null.size < total:
+        raise ValueError(
+            f"{null.size} of {total} null values drawn and only {hits.size} exceedances: "
+            "the sequence stopped too early"
+        )
+    return float((hits.size + 1) / (total + 1))
+
+
 def ring_max_p_value(ring: np.ndarray, null: np.ndarray) -> float:
     """The p-value of ``max(ring)`` among exchangeable values: exact for "some key of the
     ring marked this text" when the K ring values and the M null values are exchangeable
