@@ -13,6 +13,11 @@ its peak memory is its own.
 
     python benchmarks/cell_ring_cost.py --keys 8 64 1000 --cells 64 --texts 32
     python benchmarks/cell_ring_cost.py --keys 8 --cells 64 --null-draws full
+    python benchmarks/cell_ring_cost.py --keys 8 64 1000 --cells 64 --null-stop 10
+
+``--null-stop H``: sequential draws (Besag and Clifford), a text's draws stop once every
+key's statistic has been reached H times; the texts here are human, so this is the cost
+of text no key marked (a marked text draws everything, as without it).
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ import time
 
 
 def measure(
-    keys: int, cells: int, texts: int, alpha: float, null_draws: str
-) -> dict[str, float | int | str]:
+    keys: int, cells: int, texts: int, alpha: float, null_draws: str, null_stop: int | None
+) -> dict[str, float | int | str | None]:
     """One ring's figures, in this process."""
     import torch
 
@@ -61,6 +66,7 @@ def measure(
             statistic="scan",
             cells=cells,
             null_draws=null_draws,
+            null_stop=null_stop,
         )
         built = time.perf_counter() - start
         draws = detector.schemes[0].detector.null_cell_draws  # type: ignore[attr-defined]
@@ -79,6 +85,8 @@ def measure(
         "keys": keys,
         "cells": cells,
         "null_draws": null_draws,
+        "null_stop": null_stop,
+        "method": detector.method,
         "draws": draws.count,
         "held_draws": getattr(draws, "held", 0),
         "peak_rss_over_models_mb": round(_rss_mb() - base_rss, 1),
@@ -106,11 +114,26 @@ def main() -> None:
     ap.add_argument("--texts", type=int, default=32)
     ap.add_argument("--alpha", type=float, default=0.01)
     ap.add_argument("--null-draws", choices=["full", "projected"], default="projected")
+    ap.add_argument(
+        "--null-stop",
+        type=int,
+        default=None,
+        help="sequential draws: stop a text's draws at this many exceedances (projected)",
+    )
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # a child process
     args = ap.parse_args()
     if args.one:
         print(
-            json.dumps(measure(args.keys[0], args.cells, args.texts, args.alpha, args.null_draws))
+            json.dumps(
+                measure(
+                    args.keys[0],
+                    args.cells,
+                    args.texts,
+                    args.alpha,
+                    args.null_draws,
+                    args.null_stop,
+                )
+            )
         )
         return
     print(
@@ -121,6 +144,8 @@ def main() -> None:
         command = [sys.executable, __file__, "--one", "--keys", str(keys)]
         command += ["--cells", str(args.cells), "--texts", str(args.texts)]
         command += ["--alpha", str(args.alpha), "--null-draws", args.null_draws]
+        if args.null_stop is not None:
+            command += ["--null-stop", str(args.null_stop)]
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         print(done.stdout.strip().splitlines()[-1], flush=True)
 

@@ -113,7 +113,10 @@ def test_a_ring_with_sequential_draws_answers_with_holm(minilm) -> None:
     assert found.p_value == pytest.approx(min(1.0, 3 * min(found.key_p_values)))
     seq_key = seq_ring.schemes[0]
     assert "/seq10" in seq_key.detector_id() and "/seq" not in ring.schemes[0].detector_id()
-    assert seq_key.detect(text).p_value == pytest.approx(found.key_p_values[0])
+    alone = seq_key.detect(text)
+    assert alone.p_value == pytest.approx(found.key_p_values[0])
+    assert alone.details["null_stop"] == 10
+    assert 0 < alone.details["null_draws_made"] <= alone.details["n_null"]
 
 
 def test_sequential_draws_are_refused_where_draws_are_shared(minilm) -> None:

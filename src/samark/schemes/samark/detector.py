@@ -216,7 +216,7 @@ class SAMarkDetector:
     def cell_detection(self, scores: CellScores, k: int, sentences: list[str] | None) -> Detection:
         """Key ``k``'s detection from a pass over keyed cells (``cell_pass``)."""
         own = scores.signed[k] * text_signs(scores.signed[k : k + 1])[0]
-        return self._detection(
+        detection = self._detection(
             own,
             scores.evidence[k : k + 1],
             scores.values[k : k + 1],
@@ -224,6 +224,10 @@ class SAMarkDetector:
             p_value=scores.p_values()[k],
             sentence_p=scores.sentence_p_values(k),
         )
+        if scores.stop_after is not None:  # sequential draws: how many were made
+            detection.details["null_stop"] = scores.stop_after
+            detection.details["null_draws_made"] = int(scores.null.size)
+        return detection
 
     def _detection(
         self,
