@@ -201,6 +201,19 @@ CellsOption = Annotated[
 ]
 
 
+NullStopOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Sequential null draws (Besag-Clifford): stop a text's null draws once every "
+        "key's statistic has been reached this many times (10 is usual). Valid p-values, "
+        "equal to the fixed ones below h/draws; text no key marked is checked in a "
+        "fraction of the time, most of all against a large keyring. Keys written since "
+        "2026-11-28 (projected null draws).",
+        min=1,
+    ),
+]
+
+
 def cells_field(cells: int | None) -> dict[str, Any]:
     """The scheme field of a --cells value (none where it was left out: the scheme's
     default)."""

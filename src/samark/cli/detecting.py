@@ -19,6 +19,7 @@ from samark.cli.app import app
 from samark.cli.common import (
     CellsOption,
     KeyOption,
+    NullStopOption,
     TextFlag,
     TextInput,
     cells_field,
@@ -98,17 +99,6 @@ AtOption = Annotated[
     typer.Option(
         help="With --keyring: only the keys in use at this date (ISO 8601), when the "
         "text's date is known: fewer keys, more power."
-    ),
-]
-NullStopOption = Annotated[
-    int | None,
-    typer.Option(
-        help="Sequential null draws (Besag-Clifford): stop a text's null draws once every "
-        "key's statistic has been reached this many times (10 is usual). Valid p-values, "
-        "equal to the fixed ones below h/draws; text no key marked is checked in a "
-        "fraction of the time, most of all against a large --keyring. Keys written since "
-        "2026-11-28 (projected null draws).",
-        min=1,
     ),
 ]
 ParaphraseThresholdOption = Annotated[

@@ -10,7 +10,15 @@ from typing import Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import CellsOption, KeyOption, check_cells, err, fail, load_key
+from samark.cli.common import (
+    CellsOption,
+    KeyOption,
+    NullStopOption,
+    check_cells,
+    err,
+    fail,
+    load_key,
+)
 from samark.cli.loading import (
     AnySchemeOption,
     CentringOption,
@@ -162,6 +170,7 @@ class ServeRequest:
     record_url: RecordOption
     store_text: StoreTextOption
     cells: CellsOption
+    null_stop: NullStopOption = None
 
     def run(self) -> None:
         scheme_name = resolve_scheme(
@@ -173,6 +182,8 @@ class ServeRequest:
             raise fail("--centring is SAMark's; leave it out for " + scheme_name)
         centring_fields(self.centring)  # checked before any model loads
         check_cells(self.cells, scheme_name, can(scheme_name, "pivot_detector"))
+        if self.null_stop is not None and not can(scheme_name, "pivot_detector"):
+            raise fail("--null-stop is SAMark's; leave it out for " + scheme_name)
         _check_options(
             self.candidates,
             self.sentences,
@@ -219,6 +230,7 @@ class ServeRequest:
                 alpha=self.alpha,
                 centring=self.centring,
                 cells=self.cells,
+                scheme_params={} if self.null_stop is None else {"null_stop": self.null_stop},
                 record=self.record_url,
                 store_text=self.store_text,
             )
@@ -262,14 +274,15 @@ def serve(
     record_url: RecordOption = None,
     store_text: StoreTextOption = False,
     cells: CellsOption = None,
+    null_stop: NullStopOption = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 
     --scheme chooses the scheme and --engine where it writes (a server engine also answers
-    '"watermark": false' requests); --candidates, --statistic, --centring and --cells are
-    SAMark's family's. With --record, every served sentence is recorded before it is sent and an
-    admin's detection with details reports each sentence's provenance (docs/provenance.md).
-    The server is samark.serving.create_app (docs/serving.md)."""
+    '"watermark": false' requests); --candidates, --statistic, --centring, --cells and
+    --null-stop are SAMark's family's. With --record, every served sentence is recorded before
+    it is sent and an admin's detection with details reports each sentence's provenance
+    (docs/provenance.md). The server is samark.serving.create_app (docs/serving.md)."""
     ServeRequest(
         key=key,
         host=host,
@@ -298,6 +311,7 @@ def serve(
         record_url=record_url,
         store_text=store_text,
         cells=cells,
+        null_stop=null_stop,
     ).run()
 
 
