@@ -85,8 +85,8 @@ class SAMarkConfig(SchemeConfig):
     adaptive_matches: int = 1
     adaptive_saturation: float = 0.3
     adaptive_patience: int = 16
-    # semantic steering (docs/parameters.md, "Budget: pruning and steering"): a logit
-    # bias of this strength on whole-word tokens that lean toward the step's flag region
+    # semantic steering (docs/parameters.md, "Budget: pruning, steering and stopping"): a
+    # logit bias of this strength on whole-word tokens that lean toward the step's flag region
     # (0: off, the paper); the ``steer_words`` most frequent whole-word tokens are
     # embedded once per generator
     steer: float = 0.0

@@ -15,7 +15,8 @@ What it does to detection: nothing to its exactness. A SAMark p-value is exact o
 for a text that does not depend on the key; steering changes only marked text. It leans
 whole texts along the pivots, which is the mark's point, but it is also a key-dependent
 unigram shift of word frequencies, which an observer of many outputs could learn more
-easily than the sentence-level selection alone (docs/parameters.md, "Budget: pruning and steering").
+easily than the sentence-level selection alone (docs/parameters.md, "Budget: pruning,
+steering and stopping").
 """
 
 from __future__ import annotations
