@@ -344,6 +344,19 @@ def latency(search: Callable[[np.ndarray], Any], queries: np.ndarray) -> dict[st
     }
 
 
+def exact_rerank(rows: Any, queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's best candidate by its exact cosine to the stored rows: ``keys`` (q, k)
+    an index's candidate ids (-1: none), ``rows`` the stored vectors; returns the ids and
+    cosines, shape (q,)."""
+    out_k = np.empty(len(keys), dtype=np.int64)
+    out_c = np.empty(len(keys), dtype=np.float32)
+    for i, cand in enumerate(keys):
+        cand = np.sort(cand[cand >= 0])
+        c = np.asarray(rows[cand], dtype=np.float32) @ queries[i]
+        out_k[i], out_c[i] = cand[np.argmax(c)], c.max()
+    return out_k, out_c
+
+
 def emit(out: Path, name: str, result: dict[str, Any]) -> None:
     result = {**result, "machine": machine()}
     with (out / f"{name}.jsonl").open("a") as f:
@@ -432,15 +445,7 @@ def embedded(args: argparse.Namespace) -> None:
                         q: np.ndarray, k: int = rerank, index: Any = index
                     ) -> tuple[np.ndarray, np.ndarray]:
                         m = index.search(q, k, threads=1)
-                        keys = np.atleast_2d(m.keys)
-                        out_k = np.empty(len(keys), dtype=np.int64)
-                        out_c = np.empty(len(keys), dtype=np.float32)
-                        queries = np.atleast_2d(q)
-                        for i, cand in enumerate(keys):
-                            cand = np.sort(cand[cand >= 0])
-                            c = np.asarray(rows[cand], dtype=np.float32) @ queries[i]
-                            out_k[i], out_c[i] = cand[np.argmax(c)], c.max()
-                        return out_k, out_c
+                        return exact_rerank(rows, np.atleast_2d(q), np.atleast_2d(m.keys))
 
                     found, found_cos = search(hay.queries)
                     lat = latency(search, lat_q)
@@ -522,13 +527,7 @@ def search_ivf(
             def search(q: np.ndarray, k: int = rerank) -> tuple[np.ndarray, np.ndarray]:
                 queries = np.atleast_2d(q).astype(np.float32)
                 _, keys = index.search(queries, k)
-                out_k = np.empty(len(keys), dtype=np.int64)
-                out_c = np.empty(len(keys), dtype=np.float32)
-                for i, cand in enumerate(keys):
-                    cand = np.sort(cand[cand >= 0])
-                    c = np.asarray(rows[cand], dtype=np.float32) @ queries[i]
-                    out_k[i], out_c[i] = cand[np.argmax(c)], c.max()
-                return out_k, out_c
+                return exact_rerank(rows, queries, keys)
 
             found, found_cos = search(hay.queries)
             lat = latency(search, lat_q)
