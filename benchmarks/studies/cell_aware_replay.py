@@ -86,6 +86,24 @@ def contexts(
     return out
 
 
+def hard_filters(
+    steps: list[pp.Step],
+    full: np.ndarray,
+    bounds: np.ndarray,
+    ctx: list[tuple[set[tuple[str, ...]], set[str], np.ndarray]],
+    c: SAMarkConfig,
+) -> np.ndarray:
+    """Per candidate (all steps concatenated), whether it passes the library's hard
+    filters (what ``select`` applies) in its step's context (:func:`contexts`)."""
+    return np.concatenate(
+        [
+            np.array([ngram_overlap(t, g, c.ngram_n) < c.theta_ngram for t in s.texts])
+            & (semantic_similarity(full[bounds[i] : bounds[i + 1]], h) < c.theta_sem)
+            for i, (s, (g, _, h)) in enumerate(zip(steps, ctx, strict=True))
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -116,14 +134,7 @@ def main() -> None:
     full = pp.embed_all(embedder, texts, "full candidates")
     bounds = pp.add_diversity(steps, full)
     ctx = contexts(steps, full, bounds, c.ngram_n)
-    # the library's hard filters per candidate (what select applies), vs the recorded ones
-    hard = np.concatenate(
-        [
-            np.array([ngram_overlap(t, g, c.ngram_n) < c.theta_ngram for t in s.texts])
-            & (semantic_similarity(full[bounds[i] : bounds[i + 1]], h) < c.theta_sem)
-            for i, (s, (g, _, h)) in enumerate(zip(steps, ctx, strict=True))
-        ]
-    )
+    hard = hard_filters(steps, full, bounds, ctx, c)  # the library's, against the recorded
     recorded = np.concatenate([s.hard_ok for s in steps])
     agree = float(np.mean(hard == recorded))
     print(

@@ -40,9 +40,8 @@ import numpy as np
 from scipy.special import ndtr
 
 from benchmarks.studies import prefix_pruning as pp
-from benchmarks.studies.cell_aware_replay import contexts
+from benchmarks.studies.cell_aware_replay import contexts, hard_filters
 from samark.schemes.samark.config import SAMarkConfig
-from samark.schemes.samark.selection import ngram_overlap, semantic_similarity
 
 PLAIN = (4, 8, 12, 16, 24, 32)
 CHUNKS = (4, 8)
@@ -153,13 +152,7 @@ def main() -> None:
     full = pp.embed_all(embedder, texts, "full candidates")
     bounds = pp.add_diversity(steps, full)
     ctx = contexts(steps, full, bounds, c.ngram_n)
-    hard = np.concatenate(
-        [
-            np.array([ngram_overlap(t, g, c.ngram_n) < c.theta_ngram for t in s.texts])
-            & (semantic_similarity(full[bounds[i] : bounds[i + 1]], h) < c.theta_sem)
-            for i, (s, (g, _, h)) in enumerate(zip(steps, ctx, strict=True))
-        ]
-    )
+    hard = hard_filters(steps, full, bounds, ctx, c)
     context_terms = np.concatenate(
         [c.lambda_div * s.diversity + c.lambda_nov * s.novelty for s in steps]
     )
