@@ -61,7 +61,7 @@ class MaxStatisticRing:
     def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
         embedded = embed_sentences(self.detectors[0].embedder, texts)
         return [
-            None if scored is None else _max_statistic(scored)
+            None if scored is None else self._answer(scored)
             for scored in ring_passes(self.detectors, embedded)
         ]
 
@@ -73,15 +73,14 @@ class MaxStatisticRing:
             raise EmptyTextError("the text has no sentence to score")
         (scored,) = ring_passes(self.detectors, [(sentences, embeddings)])
         assert scored is not None
-        return _max_statistic(scored)
+        return self._answer(scored)
 
-
-def _max_statistic(scored: RingPass | CellRingPass) -> RingScore:
-    """The ring's answer from one text's pass: the max-statistic (Holm with sequential
-    draws), its key and p-values."""
-    p = tuple(scored.p_values())
-    if isinstance(scored, CellRingPass) and scored.scores.stop_after is not None:
-        ring_p, best = RingScore.holm_best(p, [float(x) for x in scored.own])
+    def _answer(self, scored: RingPass | CellRingPass) -> RingScore:
+        """The ring's answer from one text's pass by the ring's method: its p-value, its
+        key and every key's p-value."""
+        p = tuple(scored.p_values())
+        if self.method == HOLM:
+            ring_p, best = RingScore.holm_best(p, [float(x) for x in scored.own])
+        else:
+            ring_p, best = ring_max_p_value(scored.own, scored.null), int(np.argmax(scored.own))
         return RingScore(ring_p, best, scored.detection(best), p)
-    best = int(np.argmax(scored.own))
-    return RingScore(ring_max_p_value(scored.own, scored.null), best, scored.detection(best), p)
