@@ -15,7 +15,7 @@ import numpy as np
 from samark.errors import SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.keys.samark_material import DEFAULT_CELLS, PivotDraw, new_null_draws
-from samark.models import DEFAULT_EMBEDDER, folder_fingerprint, resolve_embedder
+from samark.models import DEFAULT_EMBEDDER, folder_fingerprint, resolve_device, resolve_embedder
 
 #: the domains whose mean directions a new key's pivots avoid: a key whose pivots lean
 #: towards a domain's mean shifts every text of that domain (docs/statistics.md)
@@ -35,14 +35,23 @@ class Embedder:
     """Unit-norm sentence embeddings from a sentence-transformers model, with an identity
     (name + hash of its files) that keys record."""
 
-    def __init__(self, name_or_path: str = DEFAULT_EMBEDDER, *, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        name_or_path: str = DEFAULT_EMBEDDER,
+        *,
+        batch_size: int = 64,
+        device: str | None = None,
+    ) -> None:
         from sentence_transformers import SentenceTransformer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
 
         self.name, self.path = resolve_embedder(name_or_path)
-        self._model = SentenceTransformer(str(self.path), device="cpu", local_files_only=True)
+        #: where the model runs (:func:`samark.models.resolve_device`: a GPU when torch sees
+        #: one); embeddings agree across devices to float rounding
+        self.device = resolve_device(device)
+        self._model = SentenceTransformer(str(self.path), device=self.device, local_files_only=True)
         self.batch_size = batch_size
         #: show a progress bar (stderr) when one call embeds at least this many sentences
         self.progress_over: int | None = None

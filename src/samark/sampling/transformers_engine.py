@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
 
-from samark.models import DEFAULT_GENERATOR, resolve_generator
+from samark.models import DEFAULT_GENERATOR, resolve_device, resolve_generator
 from samark.sampling import shared_prefix
 from samark.sampling.base import (
     BatchSampler,
@@ -65,7 +65,7 @@ def sample_top_p(
     fits = vals.sum(dim=-1) >= top_p
     if bool(fits.all()):
         return _nucleus_pick(vals, idx, top_p, generator, bias)
-    out = torch.empty(probs.shape[0], dtype=torch.long)
+    out = torch.empty(probs.shape[0], dtype=torch.long, device=probs.device)
     if bool(fits.any()):
         out[fits] = _nucleus_pick(
             vals[fits], idx[fits], top_p, generator, None if bias is None else bias[fits]
@@ -96,17 +96,21 @@ def _nucleus_pick(
 
 
 def _row_bias(
-    layer: LogitsBias | None, prefix: list[int], rows: list[list[int]], width: int
+    layer: LogitsBias | None,
+    prefix: list[int],
+    rows: list[list[int]],
+    width: int,
+    device: torch.device | str = "cpu",
 ) -> torch.Tensor | None:
     """The token layer's bias for each live row (its context: the prefix, then its own
-    tokens), or None without a layer."""
+    tokens) on ``device``, or None without a layer."""
     if layer is None:
         return None
     h = layer.context
     if h == 0:  # a bias without context (``r[-0:]`` would be the whole row)
-        return torch.from_numpy(layer.bias([[] for _ in rows], width))
+        return torch.from_numpy(layer.bias([[] for _ in rows], width)).to(device)
     contexts = [(prefix[-h:] + r)[-h:] if len(r) < h else r[-h:] for r in rows]
-    return torch.from_numpy(layer.bias(contexts, width))
+    return torch.from_numpy(layer.bias(contexts, width)).to(device)
 
 
 def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -173,7 +177,9 @@ class BatchDecoder:
         caches, logits = [], []
         for ids, count in zip(prefixes, rows, strict=True):
             cache = DynamicCache(config=model.config)
-            out = model(torch.tensor([ids]), use_cache=True, **{self.cache_name: cache})
+            out = model(
+                torch.tensor([ids], device=model.device), use_cache=True, **{self.cache_name: cache}
+            )
             caches.append(out[self.cache_name])
             logits.append(out.logits[:, -1, :].expand(count, -1))
         #: next-token logits of every live row, shape (rows, vocab)
@@ -189,7 +195,7 @@ class BatchDecoder:
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these live rows (indices into the current batch, ascending)."""
-        index = torch.tensor(rows)
+        index = torch.tensor(rows, device=self.model.device)
         if self.shared:
             self.state.keep_rows(index)
         else:
@@ -262,14 +268,19 @@ class _Draw:
         rows that decode on (indices into the live rows) and the tokens."""
         r, params, engine = self.request, self.request.params, self.engine
         bias = _row_bias(
-            r.token_layer, self.ids, [self.tokens[c] for c in self.rows], logits.shape[-1]
+            r.token_layer,
+            self.ids,
+            [self.tokens[c] for c in self.rows],
+            logits.shape[-1],
+            logits.device,
         )
         nxt = sample_top_p(logits, params.temperature, params.top_p, self.generator, bias)
         self.sampled += len(self.rows)
         keep: list[int] = []
         last = step == params.max_sentence_tokens - 1
+        picked = nxt.tolist()  # one read from the device, not one per row
         for b, cand in enumerate(self.rows):
-            tok = int(nxt[b])
+            tok = int(picked[b])
             if tok in engine.eos_ids:
                 self.texts[cand] = first_sentence(engine.decode(self.tokens[cand]), final=True)
                 continue
@@ -299,7 +310,12 @@ class _Draw:
 
 
 class TransformersSampler(BatchSampler):
-    """Samples candidates from a transformers causal LM (a preset name or local folder)."""
+    """Samples candidates from a transformers causal LM (a preset name or local folder).
+
+    ``device`` is where the model runs (default: :func:`samark.models.resolve_device`, a
+    GPU when torch sees one); ``dtype`` its weights' type (default float32). Seeded draws
+    repeat on the same device and dtype; another device draws from its own random stream.
+    """
 
     tokenizer: PreTrainedTokenizerBase
 
@@ -309,16 +325,20 @@ class TransformersSampler(BatchSampler):
         *,
         threads: int | None = None,
         share_prefix: bool = True,
+        device: str | torch.device | None = None,
+        dtype: torch.dtype = torch.float32,
     ) -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         self.name, self.path = resolve_generator(model)
         self.share_prefix = share_prefix
+        self.device = torch.device(resolve_device(device))
         if threads:
             torch.set_num_threads(threads)
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=torch.float32)
+        self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=dtype)
+        self.model.to(self.device)  # type: ignore[arg-type]
         self.model.eval()
         cfg = self.model.config
         self.max_context = int(getattr(cfg, "max_position_embeddings", 2048) or 2048)
@@ -332,7 +352,7 @@ class TransformersSampler(BatchSampler):
         self.model_lock = threading.RLock()
 
     def __repr__(self) -> str:
-        return f"TransformersSampler(model={self.name!r})"
+        return f"TransformersSampler(model={self.name!r}, device={str(self.device)!r})"
 
     def encode_prefix(self, prefix: str, reserve: int) -> list[int]:
         """Token ids of ``prefix``, truncated from the left to leave ``reserve`` positions."""
@@ -363,7 +383,7 @@ class TransformersSampler(BatchSampler):
             _Draw(
                 r,
                 self.encode_prefix(r.prefix, r.params.max_sentence_tokens),
-                torch.Generator().manual_seed(
+                torch.Generator(device=self.device).manual_seed(
                     r.seed if r.seed is not None else int(torch.randint(0, 2**62, (1,)).item())
                 ),
                 self,
@@ -423,6 +443,7 @@ class TransformersSampler(BatchSampler):
                 if not live:
                     continue
                 kept, nxt = g.advance(step, logits[offset : offset + live])
+                nxt = nxt.to(logits.device)  # a written row samples on the CPU
                 keep.extend(offset + b for b in kept)
                 picked.append(nxt[kept] if len(kept) < live else nxt)
                 offset += live
@@ -462,14 +483,14 @@ class TransformersSampler(BatchSampler):
         seed: int,
         token_layer: LogitsBias | None,
     ) -> torch.Tensor:
-        gen = torch.Generator().manual_seed(seed)
+        gen = torch.Generator(device=self.device).manual_seed(seed)
         ids = self.encode_prefix(prefix, steps)
         decoder = self.decoder(ids, n, steps)
         logits = decoder.logits
-        out = torch.empty((n, steps), dtype=torch.long)
+        out = torch.empty((n, steps), dtype=torch.long, device=self.device)
         for step in range(steps):
             rows = out[:, :step].tolist()
-            bias = _row_bias(token_layer, ids, rows, logits.shape[-1])
+            bias = _row_bias(token_layer, ids, rows, logits.shape[-1], self.device)
             out[:, step] = sample_top_p(logits, params.temperature, params.top_p, gen, bias)
             if step < steps - 1:
                 logits = decoder.step(out[:, step])

@@ -1,0 +1,346 @@
+"""What marking costs on a GPU: samark's transformers engine replaying the shapes of real
+candidate draws, against plain sampling (issue 55).
+
+The lent GPU machine gets no models (a call carries 64 MiB; the default generator and
+embedder are about 1 GB), so this benchmark builds both from their configs with untrained
+weights. A decode step's compute depends on shapes (rows, prefix and suffix lengths, layers,
+vocabulary), not on the weights' values, so the shapes come from real draws instead:
+``--make-shapes`` (run where the models are installed) records, for the candidate pools of
+``experiments/runs/candidate-pools`` (132 sentence steps of the default generator on
+CNN/DailyMail prompts, about 31 candidates each), each step's prefix length and every
+candidate's length in generator and embedder tokens, with the two models' configs, into
+``benchmarks/data/gpu_cost_shapes.json``. The replay then runs, for ``C`` concurrent
+requests of ``S`` sentences:
+
+- **plain sampling**: one batch of ``C`` rows (``BatchDecoder.for_prefixes``, the batch the
+  engine's ``write_many`` decodes), each row as long as the sentences its step kept;
+- **marked at N**: per sentence, ``N`` rows per request, every request's rows in one batch
+  through shared-prefix attention (as ``BatchingSampler`` batches concurrent draws), each
+  row leaving the batch when its recorded candidate ends; then the embedder encodes the
+  ``C x N`` candidates at their recorded lengths (mean pooling, batches of 64 sorted by
+  length, as sentence-transformers does). One round's time is scaled by the measured
+  Tok/Out over the round's own (the redraws of steps with no matched candidate).
+
+Sampling is the engine's own (``sample_top_p``) on the device for both rows, on logits
+sharpened so that its common fast path runs (untrained logits are flat, which would send
+every row down the full-vocabulary sort). Left out, and measured with the real models on
+the CPU by ``load_cost.py``: the segmenter's checks, selection and the tokenizers, which
+run on the CPU. ``--device cpu``
+replays on this machine, to compare with ``load_cost.py``'s real figure.
+
+    python -m benchmarks.gpu_cost --make-shapes
+    python -m benchmarks.gpu_cost --device cuda --concurrency 1,16,64 --candidates 4,16,64
+    python -m benchmarks.gpu_cost --device cpu --concurrency 16 --candidates 64 --sentences 2
+
+The one GPU call is ``benchmarks/gpu_cost.sh`` (its header says how to make it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+SHAPES = Path(__file__).parent / "data" / "gpu_cost_shapes.json"
+POOLS = Path("experiments/runs/candidate-pools/pools.jsonl")
+#: Tok/Out of the default run (experiments/runs/default, 40 texts each; N = 32 on the texts
+#: generated when the shapes were made): decoded tokens per kept token, redraws included
+MEASURED_TOK_OUT = {4: 6.1, 8: 10.4, 16: 18.2, 32: 34.8, 64: 71.7}
+EMBED_BATCH = 64  # samark.embed.Embedder's default batch
+SHARPEN = 100.0  # untrained logits (sd about 0.5) times this: a peaked next-token law
+
+
+def make_shapes() -> None:
+    """Record the real draws' shapes and the models' configs (needs the models)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from samark.models import (
+        DEFAULT_EMBEDDER,
+        DEFAULT_GENERATOR,
+        resolve_embedder,
+        resolve_generator,
+    )
+
+    _, gen_path = resolve_generator(DEFAULT_GENERATOR)
+    _, emb_path = resolve_embedder(DEFAULT_EMBEDDER)
+    gen_tok = AutoTokenizer.from_pretrained(gen_path)
+    emb_tok = AutoTokenizer.from_pretrained(emb_path)
+    records = [json.loads(line) for line in POOLS.read_text().splitlines()]
+    records.sort(key=lambda r: (r["prompt_index"], r["step"]))
+    steps, kept_text = [], {}
+    for r in records:
+        earlier = kept_text.get(r["prompt_index"], "")
+        prefix = gen_tok(r["prompt"] + earlier, add_special_tokens=True)["input_ids"]
+        cands = [c for c in r["candidates"] if c]
+        picked = r["candidates"][r["continued"]] or cands[0]
+        kept_text[r["prompt_index"]] = earlier + picked
+        steps.append(
+            {
+                "prompt": r["prompt_index"],
+                "prefix": len(prefix),
+                "generator_tokens": [
+                    len(gen_tok(c, add_special_tokens=False)["input_ids"]) for c in cands
+                ],
+                "embedder_tokens": [min(len(emb_tok(c.strip())["input_ids"]), 384) for c in cands],
+                "kept": len(gen_tok(picked, add_special_tokens=False)["input_ids"]),
+            }
+        )
+    out = {
+        "source": str(POOLS),
+        "generator": DEFAULT_GENERATOR,
+        "embedder": DEFAULT_EMBEDDER,
+        "generator_config": AutoConfig.from_pretrained(gen_path).to_dict(),
+        "embedder_config": AutoConfig.from_pretrained(emb_path).to_dict(),
+        "steps": steps,
+    }
+    SHAPES.parent.mkdir(parents=True, exist_ok=True)
+    SHAPES.write_text(json.dumps(out) + "\n")
+    cand = [n for s in steps for n in s["generator_tokens"]]
+    print(
+        f"{SHAPES}: {len(steps)} steps, {len(cand)} candidates, mean {np.mean(cand):.1f} "
+        f"generator tokens, prefix mean {np.mean([s['prefix'] for s in steps]):.0f}"
+    )
+
+
+def _models(shapes: dict[str, Any], device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+
+    def config(d: dict[str, Any]) -> Any:
+        d = dict(d)
+        return AutoConfig.for_model(d.pop("model_type"), **d)
+
+    torch.manual_seed(0)
+    gen = AutoModelForCausalLM.from_config(config(shapes["generator_config"]), dtype=dtype)
+    emb = AutoModel.from_config(config(shapes["embedder_config"]), dtype=dtype)
+    return gen.to(device).eval(), emb.to(device).eval()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _sample(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """The engine's sampler on logits sharpened so that the nucleus fits in the top 256
+    tokens, as a trained model's usually does (its common, fast path)."""
+    from samark.sampling.transformers_engine import sample_top_p
+
+    return sample_top_p(logits * SHARPEN, 0.7, 0.95, generator)
+
+
+def _decode(
+    model: Any,
+    prefixes: list[int],
+    rows: list[list[int]],
+    vocab: int,
+    generator: torch.Generator,
+) -> None:
+    """Decode ``rows[g]`` rows (their lengths) after a prefix of ``prefixes[g]`` random
+    tokens, every group in one batch; a row leaves the batch when its length is reached."""
+    from samark.sampling.transformers_engine import BatchDecoder
+
+    device = model.device
+    ids = [torch.randint(0, vocab, (p,), generator=None).tolist() for p in prefixes]
+    lengths = torch.tensor([n for g in rows for n in g], device=device)
+    longest = int(lengths.max())
+    decoder = BatchDecoder.for_prefixes(model, ids, [len(g) for g in rows], longest)
+    live = torch.arange(len(lengths), device=device)
+    logits = decoder.logits
+    for step in range(longest):
+        nxt = _sample(logits, generator)
+        going = lengths[live] > step + 1
+        if not bool(going.any()):
+            break
+        if not bool(going.all()):
+            keep = torch.nonzero(going).squeeze(1)
+            decoder.keep(keep.tolist())
+            live, nxt = live[keep], nxt[keep]
+        logits = decoder.step(nxt)
+
+
+def _embed(model: Any, lengths: list[int], vocab: int, device: torch.device) -> None:
+    """Encode sentences of these token lengths: batches sorted by length, mean pooling,
+    unit norm, back to the CPU (as ``Embedder.encode`` returns numpy)."""
+    order = sorted(lengths, reverse=True)
+    for i in range(0, len(order), EMBED_BATCH):
+        batch = order[i : i + EMBED_BATCH]
+        width = batch[0]
+        ids = torch.randint(0, vocab, (len(batch), width), device=device)
+        mask = (
+            torch.arange(width, device=device)[None, :]
+            < torch.tensor(batch, device=device)[:, None]
+        ).long()
+        hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        torch.nn.functional.normalize(pooled.float(), dim=-1).cpu()
+
+
+def _requests(
+    steps: list[dict[str, Any]], count: int, sentences: int
+) -> list[list[dict[str, Any]]]:
+    """``count`` requests, each ``sentences`` consecutive steps of one prompt (cycling)."""
+    by_prompt: dict[int, list[dict[str, Any]]] = {}
+    for s in steps:
+        by_prompt.setdefault(s["prompt"], []).append(s)
+    runs = [
+        v[i : i + sentences]
+        for v in by_prompt.values()
+        for i in range(0, len(v) - sentences + 1, sentences)
+    ]
+    return [runs[i % len(runs)] for i in range(count)]
+
+
+@torch.inference_mode()
+def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
+    shapes = json.loads(SHAPES.read_text())
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype)
+    gen, emb = _models(shapes, device, dtype)
+    gvocab = int(shapes["generator_config"]["vocab_size"])
+    evocab = int(shapes["embedder_config"]["vocab_size"])
+    rng = np.random.default_rng(0)
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows: list[dict[str, Any]] = []
+
+    def timed(fn: Any, *fn_args: Any) -> float:
+        _sync(device)
+        start = time.perf_counter()
+        fn(*fn_args)
+        _sync(device)
+        return time.perf_counter() - start
+
+    for concurrency in args.concurrency:
+        requests = _requests(shapes["steps"], concurrency, args.sentences)
+        # warm-up: kernels, allocator
+        _decode(gen, [r[0]["prefix"] for r in requests], [[8] for _ in requests], gvocab, generator)
+        _embed(emb, [16] * 8, evocab, device)
+        kept = sum(s["kept"] for r in requests for s in r)
+        plain_s = timed(
+            _decode,
+            gen,
+            [r[0]["prefix"] for r in requests],
+            [[sum(s["kept"] for s in r)] for r in requests],
+            gvocab,
+            generator,
+        )
+        base = {"concurrency": concurrency, "sentences": args.sentences, "kept_tokens": kept}
+        rows.append(
+            {
+                **base,
+                "row": "plain sampling",
+                "candidates": 1,
+                "seconds": plain_s,
+                "tok_per_out": 1.0,
+                "tokens_per_s": kept / plain_s,
+            }
+        )
+        for n in args.candidates:
+            decode_s = embed_s = 0.0
+            decoded = 0
+            for k in range(args.sentences):
+                steps = [r[k] for r in requests]
+                draws = [
+                    [
+                        int(x)
+                        for x in rng.choice(
+                            s["generator_tokens"], n, replace=n > len(s["generator_tokens"])
+                        )
+                    ]
+                    for s in steps
+                ]
+                emb_lengths = [
+                    int(x)
+                    for s in steps
+                    for x in rng.choice(
+                        s["embedder_tokens"], n, replace=n > len(s["embedder_tokens"])
+                    )
+                ]
+                decoded += sum(map(sum, draws))
+                prefixes = [s["prefix"] for s in steps]
+                decode_s += timed(_decode, gen, prefixes, draws, gvocab, generator)
+                embed_s += timed(_embed, emb, emb_lengths, evocab, device)
+            round_tok_out = decoded / kept
+            scale = MEASURED_TOK_OUT.get(n, round_tok_out) / round_tok_out
+            seconds = (decode_s + embed_s) * scale
+            rows.append(
+                {
+                    **base,
+                    "row": f"samark-layered, N = {n}",
+                    "candidates": n,
+                    "seconds": seconds,
+                    "decode_s": decode_s * scale,
+                    "embed_s": embed_s * scale,
+                    "round_tok_out": round_tok_out,
+                    "tok_per_out": round_tok_out * scale,
+                    "tokens_per_s": kept / seconds,
+                    "cost_vs_plain": seconds / plain_s,
+                }
+            )
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"{platform.machine()}, {os.cpu_count()} cores"
+    )
+    for r in rows:
+        r.update(
+            device=name,
+            dtype=args.dtype,
+            torch=torch.__version__,
+            threads=torch.get_num_threads(),
+            date=time.strftime("%Y-%m-%d"),
+        )
+    return rows
+
+
+def _report(rows: list[dict[str, Any]]) -> None:
+    r0 = rows[0]
+    print(
+        f"\n{r0['device']}, {r0['dtype']}, torch {r0['torch']}, {r0['threads']} thread(s); "
+        f"{r0['sentences']} sentences a request; untrained weights, real shapes\n"
+    )
+    print("| concurrency | row | Tok/Out | kept tokens/s | cost vs plain | decode s | embed s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['concurrency']} | {r['row']} | {r['tok_per_out']:.1f} | "
+            f"{r['tokens_per_s']:.0f} | {r.get('cost_vs_plain', 1.0):.1f}x | "
+            f"{r.get('decode_s', r['seconds']):.2f} | {r.get('embed_s', 0.0):.2f} |"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--make-shapes", action="store_true", help="record the shapes (needs the models)"
+    )
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument("--concurrency", default="1,16,64")
+    ap.add_argument("--candidates", default="4,16,64")
+    ap.add_argument("--sentences", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (CPU replay)")
+    ap.add_argument("--out", default=None, help="JSONL: one line per row")
+    args = ap.parse_args()
+    if args.make_shapes:
+        make_shapes()
+        return
+    torch.set_num_threads(args.threads)
+    args.concurrency = [int(x) for x in args.concurrency.split(",")]
+    args.candidates = [int(x) for x in args.candidates.split(",") if x.strip()]
+    rows = replay(args)
+    _report(rows)
+    if args.out:
+        with open(args.out, "a", encoding="utf-8") as sink:
+            for r in rows:
+                sink.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
