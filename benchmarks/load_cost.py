@@ -201,9 +201,18 @@ def _row(
         "single_s_per_sentence": sum(single_s) / len(single_s) / args.sentences,
         "single_tokens_per_s": single_tokens / sum(single_s),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "device": _device_name(),
         "torch_threads": args.threads,
         "date": time.strftime("%Y-%m-%d"),
     }
+
+
+def _device_name() -> str:
+    """The GPU the models ran on (samark.models.resolve_device), else "cpu"."""
+    from samark.models import resolve_device
+
+    device = torch.device(resolve_device())
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def _report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
@@ -211,7 +220,8 @@ def _report(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
         f"\n{args.engine}: {args.concurrency} concurrent requests x {args.sentences} sentences "
         "under load; "
-        f"{args.single} alone; {platform.machine()}, {os.cpu_count()} cores, torch "
+        f"{args.single} alone; {platform.machine()}, {os.cpu_count()} cores, device "
+        f"{_device_name()}, torch "
         f"{torch.__version__}, {args.threads} torch thread(s); load average "
         f"{os.getloadavg()[0]:.2f}\n"
     )
