@@ -246,6 +246,7 @@ class _Draw:
     rows: list[int] = field(init=False)  # the candidate index of each live row
     tokens: list[list[int]] = field(init=False)
     texts: list[str | None] = field(init=False)
+    hinted: list[bool] = field(init=False)  # a row has sampled a sentence-end hint
     sampled: int = 0
 
     def __post_init__(self) -> None:
@@ -253,6 +254,7 @@ class _Draw:
         self.rows = list(range(n))
         self.tokens = [[] for _ in range(n)]
         self.texts = [None] * n
+        self.hinted = [False] * n
 
     @property
     def n(self) -> int:
@@ -286,7 +288,11 @@ class _Draw:
                 continue
             self.tokens[cand].append(tok)
             piece = str(engine.tokenizer.decode([tok]))  # special tokens as their text
-            if any(h in piece for h in SENTENCE_END_HINTS) or last or piece[:1].isspace():
+            hint = any(h in piece for h in SENTENCE_END_HINTS)
+            self.hinted[cand] = self.hinted[cand] or hint
+            # the segmenter ends a sentence only at ".", "!" or "?" (each in a hint, never
+            # split across tokens), so a word's start is checked only once a hint was seen
+            if hint or last or (self.hinted[cand] and piece[:1].isspace()):
                 done = first_sentence(engine.decode(self.tokens[cand]), final=last)
                 if done is not None or last:
                     self.texts[cand] = done
