@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 SHAPES = Path(__file__).parent / "data" / "gpu_cost_shapes.json"
+TOKENIZER = Path(".gpu/tokenizer")  # ignored; carried to the device call
 POOLS = Path("experiments/runs/candidate-pools/pools.jsonl")
 #: Tok/Out of the default run (experiments/runs/default, 40 texts each; N = 32 on the texts
 #: generated when the shapes were made): decoded tokens per kept token, redraws included
@@ -58,7 +59,9 @@ SHARPEN = 100.0  # untrained logits (sd about 0.5) times this: a peaked next-tok
 
 
 def make_shapes() -> None:
-    """Record the real draws' shapes and the models' configs (needs the models)."""
+    """Record the real draws (token ids and embedder lengths) and the models' configs
+    (needs the models), and copy the generator's tokenizer to ``.gpu/tokenizer`` for the
+    device call."""
     from transformers import AutoConfig, AutoTokenizer
 
     from samark.models import (
@@ -85,11 +88,9 @@ def make_shapes() -> None:
             {
                 "prompt": r["prompt_index"],
                 "prefix": len(prefix),
-                "generator_tokens": [
-                    len(gen_tok(c, add_special_tokens=False)["input_ids"]) for c in cands
-                ],
+                "candidates": [gen_tok(c, add_special_tokens=False)["input_ids"] for c in cands],
                 "embedder_tokens": [min(len(emb_tok(c.strip())["input_ids"]), 384) for c in cands],
-                "kept": len(gen_tok(picked, add_special_tokens=False)["input_ids"]),
+                "kept": gen_tok(picked, add_special_tokens=False)["input_ids"],
             }
         )
     out = {
@@ -101,11 +102,13 @@ def make_shapes() -> None:
         "steps": steps,
     }
     SHAPES.parent.mkdir(parents=True, exist_ok=True)
-    SHAPES.write_text(json.dumps(out) + "\n")
-    cand = [n for s in steps for n in s["generator_tokens"]]
+    SHAPES.write_text(json.dumps(out, separators=(",", ":")) + "\n")
+    gen_tok.save_pretrained(TOKENIZER)
+    cand = [len(c) for s in steps for c in s["candidates"]]
     print(
         f"{SHAPES}: {len(steps)} steps, {len(cand)} candidates, mean {np.mean(cand):.1f} "
-        f"generator tokens, prefix mean {np.mean([s['prefix'] for s in steps]):.0f}"
+        f"generator tokens, prefix mean {np.mean([s['prefix'] for s in steps]):.0f}; "
+        f"tokenizer in {TOKENIZER}"
     )
 
 
@@ -135,34 +138,70 @@ def _sample(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return sample_top_p(logits * SHARPEN, 0.7, 0.95, generator)
 
 
+class _Rows:
+    """The recorded rows of one batch and the engine's per-token work on them: a candidate
+    row's as ``_Draw.advance`` does it (the token's piece, the sentence-end hints, the
+    segmenter at a word's start once a hint was seen), a written row's as
+    ``Writing._sentences_done`` does it."""
+
+    def __init__(self, tokenizer: Any, rows: list[list[int]], written: bool) -> None:
+        self.tokenizer, self.rows, self.written = tokenizer, rows, written
+        self.hinted = [False] * len(rows)
+
+    def work(self, row: int, step: int) -> None:
+        from samark.segment import SENTENCE_END_HINTS, first_sentence, split_sentences
+
+        tokens = self.rows[row][: step + 1]
+        piece = str(self.tokenizer.decode([tokens[-1]]))
+        hint = any(h in piece for h in SENTENCE_END_HINTS)
+        if self.written:
+            if not hint and self.hinted[row] and piece[:1].isspace():
+                self.hinted[row] = False
+                split_sentences(self.tokenizer.decode(tokens, skip_special_tokens=True))
+            self.hinted[row] = self.hinted[row] or hint
+            return
+        self.hinted[row] = self.hinted[row] or hint
+        if hint or (self.hinted[row] and piece[:1].isspace()):
+            first_sentence(self.tokenizer.decode(tokens, skip_special_tokens=True))
+
+
 def _decode(
     model: Any,
     prefixes: list[int],
-    rows: list[list[int]],
+    groups: list[list[list[int]]],
     vocab: int,
     generator: torch.Generator,
+    tokenizer: Any,
+    written: bool = False,
 ) -> None:
-    """Decode ``rows[g]`` rows (their lengths) after a prefix of ``prefixes[g]`` random
-    tokens, every group in one batch; a row leaves the batch when its length is reached."""
+    """Decode ``groups[g]`` (recorded token rows) after a prefix of ``prefixes[g]`` random
+    tokens, every group in one batch, as the engine does: sample each live row's next
+    token (its cost; the recorded token is the one fed), do the engine's per-row work, drop
+    the rows that ended."""
     from samark.sampling.transformers_engine import BatchDecoder
 
     device = model.device
-    ids = [torch.randint(0, vocab, (p,), generator=None).tolist() for p in prefixes]
-    lengths = torch.tensor([n for g in rows for n in g], device=device)
-    longest = int(lengths.max())
-    decoder = BatchDecoder.for_prefixes(model, ids, [len(g) for g in rows], longest)
-    live = torch.arange(len(lengths), device=device)
+    ids = [torch.randint(0, vocab, (p,)).tolist() for p in prefixes]
+    flat = [row for g in groups for row in g]
+    rows = _Rows(tokenizer, flat, written)
+    longest = max(len(r) for r in flat)
+    decoder = BatchDecoder.for_prefixes(model, ids, [len(g) for g in groups], longest)
+    live = list(range(len(flat)))
     logits = decoder.logits
     for step in range(longest):
-        nxt = _sample(logits, generator)
-        going = lengths[live] > step + 1
-        if not bool(going.any()):
+        _sample(logits, generator).tolist()  # the engine reads its picks back once a step
+        going = []
+        for b, row in enumerate(live):
+            rows.work(row, step)
+            if len(flat[row]) > step + 1:
+                going.append(b)
+        if not going:
             break
-        if not bool(going.all()):
-            keep = torch.nonzero(going).squeeze(1)
-            decoder.keep(keep.tolist())
-            live, nxt = live[keep], nxt[keep]
-        logits = decoder.step(nxt)
+        if len(going) < len(live):
+            decoder.keep(going)
+            live = [live[b] for b in going]
+        fed = torch.tensor([flat[row][step] for row in live], device=device)
+        logits = decoder.step(fed)
 
 
 def _embed(model: Any, lengths: list[int], vocab: int, device: torch.device) -> None:
@@ -199,10 +238,18 @@ def _requests(
 
 @torch.inference_mode()
 def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from transformers import AutoTokenizer
+
     shapes = json.loads(SHAPES.read_text())
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
     gen, emb = _models(shapes, device, dtype)
+    if TOKENIZER.is_dir():
+        tokenizer = AutoTokenizer.from_pretrained(TOKENIZER)
+    else:  # where the models are installed
+        from samark.models import DEFAULT_GENERATOR, resolve_generator
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_generator(DEFAULT_GENERATOR)[1])
     gvocab = int(shapes["generator_config"]["vocab_size"])
     evocab = int(shapes["embedder_config"]["vocab_size"])
     rng = np.random.default_rng(0)
@@ -219,16 +266,19 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
     for concurrency in args.concurrency:
         requests = _requests(shapes["steps"], concurrency, args.sentences)
         # warm-up: kernels, allocator
-        _decode(gen, [r[0]["prefix"] for r in requests], [[8] for _ in requests], gvocab, generator)
+        warm = [[r[0]["kept"][:8]] for r in requests]
+        _decode(gen, [r[0]["prefix"] for r in requests], warm, gvocab, generator, tokenizer)
         _embed(emb, [16] * 8, evocab, device)
-        kept = sum(s["kept"] for r in requests for s in r)
+        kept = sum(len(s["kept"]) for r in requests for s in r)
         plain_s = timed(
             _decode,
             gen,
             [r[0]["prefix"] for r in requests],
-            [[sum(s["kept"] for s in r)] for r in requests],
+            [[[t for s in r for t in s["kept"]]] for r in requests],
             gvocab,
             generator,
+            tokenizer,
+            True,
         )
         base = {"concurrency": concurrency, "sentences": args.sentences, "kept_tokens": kept}
         rows.append(
@@ -246,25 +296,22 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
             decoded = 0
             for k in range(args.sentences):
                 steps = [r[k] for r in requests]
-                draws = [
-                    [
-                        int(x)
-                        for x in rng.choice(
-                            s["generator_tokens"], n, replace=n > len(s["generator_tokens"])
-                        )
-                    ]
+                picks = [
+                    rng.choice(len(s["candidates"]), n, replace=n > len(s["candidates"]))
                     for s in steps
+                ]
+                draws = [
+                    [s["candidates"][int(i)] for i in pick]
+                    for s, pick in zip(steps, picks, strict=True)
                 ]
                 emb_lengths = [
-                    int(x)
-                    for s in steps
-                    for x in rng.choice(
-                        s["embedder_tokens"], n, replace=n > len(s["embedder_tokens"])
-                    )
+                    s["embedder_tokens"][int(i)]
+                    for s, pick in zip(steps, picks, strict=True)
+                    for i in pick
                 ]
-                decoded += sum(map(sum, draws))
+                decoded += sum(len(c) for d in draws for c in d)
                 prefixes = [s["prefix"] for s in steps]
-                decode_s += timed(_decode, gen, prefixes, draws, gvocab, generator)
+                decode_s += timed(_decode, gen, prefixes, draws, gvocab, generator, tokenizer)
                 embed_s += timed(_embed, emb, emb_lengths, evocab, device)
             round_tok_out = decoded / kept
             scale = MEASURED_TOK_OUT.get(n, round_tok_out) / round_tok_out
