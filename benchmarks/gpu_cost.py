@@ -1,38 +1,39 @@
-"""What marking costs on a GPU: samark's transformers engine replaying the shapes of real
-candidate draws, against plain sampling (issue 55).
+"""What marking costs on a GPU: samark's transformers engine replaying real candidate
+draws on untrained weights, against plain sampling (issue 55).
 
 The lent GPU machine gets no models (a call carries 64 MiB; the default generator and
 embedder are about 1 GB), so this benchmark builds both from their configs with untrained
 weights. A decode step's compute depends on shapes (rows, prefix and suffix lengths, layers,
-vocabulary), not on the weights' values, so the shapes come from real draws instead:
-``--make-shapes`` (run where the models are installed) records, for the candidate pools of
+vocabulary), not on the weights' values; the rows are real instead. ``--make-shapes`` (run
+where the models are installed) records the candidate pools of
 ``experiments/runs/candidate-pools`` (132 sentence steps of the default generator on
-CNN/DailyMail prompts, about 31 candidates each), each step's prefix length and every
-candidate's length in generator and embedder tokens, with the two models' configs, into
-``benchmarks/data/gpu_cost_shapes.json``. The replay then runs, for ``C`` concurrent
-requests of ``S`` sentences:
+CNN/DailyMail prompts, about 31 candidates each: every candidate's token ids and its length
+in embedder tokens, each step's prefix length and kept sentence) with the two models'
+configs into ``benchmarks/data/gpu_cost_shapes.json``, and the generator's tokenizer into
+``.gpu/tokenizer``. The replay then runs, for ``C`` concurrent requests of ``S`` sentences:
 
 - **plain sampling**: one batch of ``C`` rows (``BatchDecoder.for_prefixes``, the batch the
-  engine's ``write_many`` decodes), each row as long as the sentences its step kept;
-- **marked at N**: per sentence, ``N`` rows per request, every request's rows in one batch
-  through shared-prefix attention (as ``BatchingSampler`` batches concurrent draws), each
-  row leaving the batch when its recorded candidate ends; then the embedder encodes the
-  ``C x N`` candidates at their recorded lengths (mean pooling, batches of 64 sorted by
-  length, as sentence-transformers does). One round's time is scaled by the measured
-  Tok/Out over the round's own (the redraws of steps with no matched candidate).
+  engine's ``write_many`` decodes), each row writing the sentences its steps kept;
+- **marked at N**: per sentence, ``N`` rows per request (drawn from the step's recorded
+  candidates), every request's rows in one batch through shared-prefix attention (as
+  ``BatchingSampler`` batches concurrent draws); then the embedder encodes the ``C x N``
+  candidates at their recorded lengths (mean pooling, batches of 64 sorted by length, as
+  sentence-transformers does). One round's time is scaled by the measured Tok/Out over
+  the round's own (rows decoding past a sentence's end, redraws of unmatched steps).
 
-Sampling is the engine's own (``sample_top_p``) on the device for both rows, on logits
-sharpened so that its common fast path runs (untrained logits are flat, which would send
-every row down the full-vocabulary sort). Left out, and measured with the real models on
-the CPU by ``load_cost.py``: the segmenter's checks, selection and the tokenizers, which
-run on the CPU. ``--device cpu``
-replays on this machine, to compare with ``load_cost.py``'s real figure.
+Each step samples every live row with the engine's sampler (``sample_top_p``, on logits
+sharpened so that its common top-256 path runs, as a trained model's does) and reads the
+picks back once, feeds the recorded token, and does the engine's per-row work on the CPU
+with the real tokenizer and segmenter (the token's piece, sentence-end hints, the
+segmenter's checks); a row leaves the batch where its recorded row ends. Left out: the
+selection (cosines, filters, softmax over at most N rows) and the tokenizers' encoding of
+the prefix. ``--device cpu`` replays here, to compare with ``load_cost.py``'s real figure.
 
     python -m benchmarks.gpu_cost --make-shapes
     python -m benchmarks.gpu_cost --device cuda --concurrency 1,16,64 --candidates 4,16,64
     python -m benchmarks.gpu_cost --device cpu --concurrency 16 --candidates 64 --sentences 2
 
-The one GPU call is ``benchmarks/gpu_cost.sh`` (its header says how to make it).
+The one GPU call is ``benchmarks/gpu_cost.sh`` (its header says how to prepare it).
 """
 
 from __future__ import annotations
