@@ -161,7 +161,7 @@ class _Rows:
                 split_sentences(self.tokenizer.decode(tokens, skip_special_tokens=True))
             self.hinted[row] = self.hinted[row] or hint
             return
-        self.hinted[row] = self.hinted[row] or hint
+        self.hinted[row] = self.hinted[row] or any(ch in piece for ch in ".!?")
         if hint or (self.hinted[row] and piece[:1].isspace()):
             first_sentence(self.tokenizer.decode(tokens, skip_special_tokens=True))
 

@@ -201,9 +201,8 @@ def test_detect_endpoint_answers_every_body(endpoint, body: bytes) -> None:
 @example("Line one\nLine two and more")
 def test_no_sentence_ends_before_a_hint(text: str) -> None:
     """The candidate engine asks the segmenter at a word's start only once a row has
-    sampled a sentence-end hint (samark.segment.SENTENCE_END_HINTS). That skips nothing
-    only if the segmenter never completes a first sentence in text without ".", "!" or
-    "?" (every hint-less text), which is what this checks."""
+    sampled ".", "!" or "?". That skips nothing only if the segmenter never completes a
+    first sentence in text without one of them, which is what this checks."""
     from samark.segment import first_sentence
 
     if not any(ch in text for ch in ".!?"):

@@ -39,6 +39,8 @@ from samark.sampling.token_writing import WriteRequest, Writing, Written
 from samark.segment import SENTENCE_END_HINTS, first_sentence
 
 _TOP_K_FAST = 256
+#: the characters after which the segmenter (punkt) can end a sentence
+_SEGMENT_ENDS = (".", "!", "?")
 
 
 def sample_top_p(
@@ -246,7 +248,7 @@ class _Draw:
     rows: list[int] = field(init=False)  # the candidate index of each live row
     tokens: list[list[int]] = field(init=False)
     texts: list[str | None] = field(init=False)
-    hinted: list[bool] = field(init=False)  # a row has sampled a sentence-end hint
+    hinted: list[bool] = field(init=False)  # a row has sampled one of _SEGMENT_ENDS
     sampled: int = 0
 
     def __post_init__(self) -> None:
@@ -289,9 +291,9 @@ class _Draw:
             self.tokens[cand].append(tok)
             piece = str(engine.tokenizer.decode([tok]))  # special tokens as their text
             hint = any(h in piece for h in SENTENCE_END_HINTS)
-            self.hinted[cand] = self.hinted[cand] or hint
-            # the segmenter ends a sentence only at ".", "!" or "?" (each in a hint, never
-            # split across tokens), so a word's start is checked only once a hint was seen
+            # the segmenter ends a sentence only after ".", "!" or "?" (never split across
+            # tokens), so a word's start is checked only once the row has sampled one
+            self.hinted[cand] = self.hinted[cand] or any(ch in piece for ch in _SEGMENT_ENDS)
             if hint or last or (self.hinted[cand] and piece[:1].isspace()):
                 done = first_sentence(engine.decode(self.tokens[cand]), final=last)
                 if done is not None or last:
