@@ -358,7 +358,7 @@ def _report(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         print(
             f"| {r['concurrency']} | {r['row']} | {r['tok_per_out']:.1f} | "
-            f"{r['tokens_per_s']:.0f} | {r.get('cost_vs_plain', 1.0):.1f}x | "
+            f"{r['tokens_per_s']:.1f} | {r.get('cost_vs_plain', 1.0):.1f}x | "
             f"{r.get('decode_s', r['seconds']):.2f} | {r.get('embed_s', 0.0):.2f} |"
         )
 
