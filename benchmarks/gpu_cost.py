@@ -27,7 +27,10 @@ picks back once, feeds the recorded token, and does the engine's per-row work on
 with the real tokenizer and segmenter (the token's piece, sentence-end hints, the
 segmenter's checks); a row leaves the batch where its recorded row ends. Left out: the
 selection (cosines, filters, softmax over at most N rows) and the tokenizers' encoding of
-the prefix. ``--device cpu`` replays here, to compare with ``load_cost.py``'s real figure.
+the prefix. The plain rows sample on the device too: samark's own written rows run
+transformers' processors on the CPU one row at a time, which on a GPU would slow plain
+sampling and flatter the mark, so the baseline here is the faster one. ``--device cpu``
+replays here, to compare with ``load_cost.py``'s real figure.
 
     python -m benchmarks.gpu_cost --make-shapes
     python -m benchmarks.gpu_cost --device cuda --concurrency 1,16,64 --candidates 4,16,64
