@@ -45,6 +45,7 @@ import argparse
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,12 @@ class _Rows:
         self.hinted = [False] * len(rows)
 
     def work(self, row: int, step: int) -> None:
-        from samark.segment import SENTENCE_END_HINTS, first_sentence, split_sentences
+        from samark.segment import (
+            SENTENCE_END_HINTS,
+            first_sentence,
+            sentence_end_chars,
+            split_sentences,
+        )
 
         tokens = self.rows[row][: step + 1]
         piece = str(self.tokenizer.decode([tokens[-1]]))
@@ -164,7 +170,7 @@ class _Rows:
                 split_sentences(self.tokenizer.decode(tokens, skip_special_tokens=True))
             self.hinted[row] = self.hinted[row] or hint
             return
-        self.hinted[row] = self.hinted[row] or any(ch in piece for ch in ".!?")
+        self.hinted[row] = self.hinted[row] or any(ch in piece for ch in sentence_end_chars())
         if hint or (self.hinted[row] and piece[:1].isspace()):
             first_sentence(self.tokenizer.decode(tokens, skip_special_tokens=True))
 
@@ -187,13 +193,22 @@ def _decode(
     device = model.device
     ids = [torch.randint(0, vocab, (p,)).tolist() for p in prefixes]
     flat = [row for g in groups for row in g]
+    group_of = [i for i, g in enumerate(groups) for _ in g]
     rows = _Rows(tokenizer, flat, written)
     longest = max(len(r) for r in flat)
     decoder = BatchDecoder.for_prefixes(model, ids, [len(g) for g in groups], longest)
     live = list(range(len(flat)))
     logits = decoder.logits
     for step in range(longest):
-        _sample(logits, generator).tolist()  # the engine reads its picks back once a step
+        # each request samples its own rows and reads its picks back once, as the engine's
+        # draws do (one call and one random stream a request)
+        start = 0
+        while start < len(live):
+            end = start
+            while end < len(live) and group_of[live[end]] == group_of[live[start]]:
+                end += 1
+            _sample(logits[start:end], generator).tolist()
+            start = end
         going = []
         for b, row in enumerate(live):
             rows.work(row, step)
@@ -237,6 +252,8 @@ def _requests(
         for v in by_prompt.values()
         for i in range(0, len(v) - sentences + 1, sentences)
     ]
+    if not runs:
+        raise SystemExit(f"no prompt of the shapes has {sentences} steps")
     return [runs[i % len(runs)] for i in range(count)]
 
 
@@ -259,6 +276,26 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
     rng = np.random.default_rng(0)
     generator = torch.Generator(device=device).manual_seed(0)
     rows: list[dict[str, Any]] = []
+    meta = {
+        "device": (
+            torch.cuda.get_device_name(device)
+            if device.type == "cuda"
+            else f"{platform.machine()}, {os.cpu_count()} cores"
+        ),
+        "dtype": args.dtype,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
+
+    def keep(row: dict[str, Any]) -> None:
+        """A finished row: kept, written at once (a later row may run out of time)."""
+        row.update(meta)
+        rows.append(row)
+        print(f"done: {row['row']}, concurrency {row['concurrency']}", file=sys.stderr)
+        if args.out:
+            with open(args.out, "a", encoding="utf-8") as sink:
+                sink.write(json.dumps(row) + "\n")
 
     def timed(fn: Any, *fn_args: Any) -> float:
         _sync(device)
@@ -285,7 +322,7 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
             True,
         )
         base = {"concurrency": concurrency, "sentences": args.sentences, "kept_tokens": kept}
-        rows.append(
+        keep(
             {
                 **base,
                 "row": "plain sampling",
@@ -320,7 +357,7 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
             round_tok_out = decoded / kept
             scale = MEASURED_TOK_OUT.get(n, round_tok_out) / round_tok_out
             seconds = (decode_s + embed_s) * scale
-            rows.append(
+            keep(
                 {
                     **base,
                     "row": f"samark-layered, N = {n}",
@@ -334,19 +371,6 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
                     "cost_vs_plain": seconds / plain_s,
                 }
             )
-    name = (
-        torch.cuda.get_device_name(device)
-        if device.type == "cuda"
-        else f"{platform.machine()}, {os.cpu_count()} cores"
-    )
-    for r in rows:
-        r.update(
-            device=name,
-            dtype=args.dtype,
-            torch=torch.__version__,
-            threads=torch.get_num_threads(),
-            date=time.strftime("%Y-%m-%d"),
-        )
     return rows
 
 
@@ -387,10 +411,6 @@ def main() -> None:
     args.candidates = [int(x) for x in args.candidates.split(",") if x.strip()]
     rows = replay(args)
     _report(rows)
-    if args.out:
-        with open(args.out, "a", encoding="utf-8") as sink:
-            for r in rows:
-                sink.write(json.dumps(r) + "\n")
 
 
 if __name__ == "__main__":

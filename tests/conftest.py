@@ -18,6 +18,9 @@ from typing import Any
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# the suite's seeded expectations and its direct model calls are the CPU's: on a machine
+# with a GPU the models stay on the CPU unless SAMARK_DEVICE says otherwise
+os.environ.setdefault("SAMARK_DEVICE", "cpu")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest -n K: K processes share the cores; one torch thread each, or they oversubscribe.

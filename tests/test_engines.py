@@ -110,20 +110,21 @@ def test_the_registry_loads_the_process_engine(smollm2) -> None:
 
 def test_models_run_where_asked_else_on_a_gpu_torch_sees(monkeypatch, smollm2) -> None:
     """An explicit device wins, then ``SAMARK_DEVICE``, then a GPU when torch sees one; the
-    process's engine and a fresh embedder sit on that device."""
+    process's engine sits where ``SAMARK_DEVICE`` said when it loaded (the suite's conftest
+    sets the CPU unless told otherwise), and so does a fresh embedder."""
     import torch
 
     from samark import Embedder
     from samark.models import resolve_device
 
+    loaded_for = resolve_device()  # what the process's engine loaded with
+    assert smollm2.device.type == torch.device(loaded_for).type
+    assert next(smollm2.model.parameters()).device.type == torch.device(loaded_for).type
     monkeypatch.setenv("SAMARK_DEVICE", "cuda:3")
     assert resolve_device("cpu") == "cpu"
     assert resolve_device() == "cuda:3"
     monkeypatch.delenv("SAMARK_DEVICE")
-    seen = "cuda" if torch.cuda.is_available() else "cpu"
-    assert resolve_device() == seen
-    assert smollm2.device.type == seen
-    assert next(smollm2.model.parameters()).device.type == seen
+    assert resolve_device() == ("cuda" if torch.cuda.is_available() else "cpu")
     assert Embedder("all-minilm-l6-v2", device="cpu").device == "cpu"
 
 

@@ -21,6 +21,16 @@ def _tokenizer() -> punkt.PunktSentenceTokenizer:
     return punkt.tokenizer_for("english")
 
 
+@functools.lru_cache(maxsize=1)
+def sentence_end_chars() -> tuple[str, ...]:
+    """The characters after which the segmenter can end a sentence (punkt's English rules:
+    ".", "?", "!"; it ignores line breaks): text without any of them is one sentence."""
+    tokenizer = _tokenizer()
+    if tokenizer.line_breaks != "ignore":  # pragma: no cover - samark's tokenizer ignores them
+        raise RuntimeError("the segmenter splits at line breaks too")
+    return tuple(tokenizer.rules.sent_end_chars)
+
+
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` into stripped, non-empty sentences."""
     if not isinstance(text, str):

@@ -36,11 +36,9 @@ from samark.sampling.base import (
 )
 from samark.sampling.engines import register_engine
 from samark.sampling.token_writing import WriteRequest, Writing, Written
-from samark.segment import SENTENCE_END_HINTS, first_sentence
+from samark.segment import SENTENCE_END_HINTS, first_sentence, sentence_end_chars
 
 _TOP_K_FAST = 256
-#: the characters after which the segmenter (punkt) can end a sentence
-_SEGMENT_ENDS = (".", "!", "?")
 
 
 def sample_top_p(
@@ -205,6 +203,7 @@ class BatchDecoder:
 
     def step(self, tokens: torch.Tensor) -> torch.Tensor:
         """Feed one token per live row; returns the next logits, shape (rows, vocab)."""
+        tokens = tokens.to(self.model.device)
         if self.shared:
             with shared_prefix.decoding(self.model):
                 out = self.model(
@@ -248,7 +247,7 @@ class _Draw:
     rows: list[int] = field(init=False)  # the candidate index of each live row
     tokens: list[list[int]] = field(init=False)
     texts: list[str | None] = field(init=False)
-    hinted: list[bool] = field(init=False)  # a row has sampled one of _SEGMENT_ENDS
+    hinted: list[bool] = field(init=False)  # a row has sampled a sentence_end_chars()
     sampled: int = 0
 
     def __post_init__(self) -> None:
@@ -283,6 +282,7 @@ class _Draw:
         keep: list[int] = []
         last = step == params.max_sentence_tokens - 1
         picked = nxt.tolist()  # one read from the device, not one per row
+        ends = sentence_end_chars()
         for b, cand in enumerate(self.rows):
             tok = int(picked[b])
             if tok in engine.eos_ids:
@@ -293,7 +293,7 @@ class _Draw:
             hint = any(h in piece for h in SENTENCE_END_HINTS)
             # the segmenter ends a sentence only after ".", "!" or "?" (never split across
             # tokens), so a word's start is checked only once the row has sampled one
-            self.hinted[cand] = self.hinted[cand] or any(ch in piece for ch in _SEGMENT_ENDS)
+            self.hinted[cand] = self.hinted[cand] or any(ch in piece for ch in ends)
             if hint or last or (self.hinted[cand] and piece[:1].isspace()):
                 done = first_sentence(engine.decode(self.tokens[cand]), final=last)
                 if done is not None or last:
@@ -502,7 +502,7 @@ class TransformersSampler(BatchSampler):
             out[:, step] = sample_top_p(logits, params.temperature, params.top_p, gen, bias)
             if step < steps - 1:
                 logits = decoder.step(out[:, step])
-        return out
+        return out.cpu()
 
     @property
     def pad_id(self) -> int:
