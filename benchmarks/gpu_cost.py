@@ -21,16 +21,18 @@ configs into ``benchmarks/data/gpu_cost_shapes.json``, and the generator's token
   sentence-transformers does). One round's time is scaled by the measured Tok/Out over
   the round's own (rows decoding past a sentence's end, redraws of unmatched steps).
 
-Each step samples every live row with the engine's sampler (``sample_top_p``, on logits
-sharpened so that its common top-256 path runs, as a trained model's does) and reads the
-picks back once, feeds the recorded token, and does the engine's per-row work on the CPU
-with the real tokenizer and segmenter (the token's piece, sentence-end hints, the
-segmenter's checks); a row leaves the batch where its recorded row ends. Left out: the
-selection (cosines, filters, softmax over at most N rows) and the tokenizers' encoding of
-the prefix. The plain rows sample on the device too: samark's own written rows run
-transformers' processors on the CPU one row at a time, which on a GPU would slow plain
-sampling and flatter the mark, so the baseline here is the faster one. ``--device cpu``
-replays here, to compare with ``load_cost.py``'s real figure.
+Each step samples every live row with the engine's sampler (``sample_top_p``, a request at
+a time; the marked rows with the layered mark's token layer, its keyed green-list bias,
+computed on the device by ``GreenListLayer.bias_on`` on a GPU; on logits sharpened so
+that its common top-256 path runs, as a trained model's does), reads the picks back once,
+feeds the recorded token, and does the engine's per-row work on the CPU with the real
+tokenizer and segmenter (the token's piece, sentence-end hints, the segmenter's checks); a
+row leaves the batch where its recorded row ends. Left out: the selection (cosines,
+filters, softmax over at most N rows) and the tokenizers' encoding of the prefix. The
+plain rows sample on the device too: samark's own written rows run transformers'
+processors on the CPU one row at a time, which on a GPU would slow plain sampling and
+flatter the mark, so the baseline here is the faster one. ``--device cpu`` replays here,
+to compare with ``load_cost.py``'s real figure.
 
     python -m benchmarks.gpu_cost --make-shapes
     python -m benchmarks.gpu_cost --device cuda --concurrency 1,16,64 --candidates 4,16,64
@@ -135,12 +137,14 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _sample(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _sample(
+    logits: torch.Tensor, generator: torch.Generator, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """The engine's sampler on logits sharpened so that the nucleus fits in the top 256
     tokens, as a trained model's usually does (its common, fast path)."""
     from samark.sampling.transformers_engine import sample_top_p
 
-    return sample_top_p(logits * SHARPEN, 0.7, 0.95, generator)
+    return sample_top_p(logits * SHARPEN, 0.7, 0.95, generator, bias)
 
 
 class _Rows:
@@ -183,12 +187,13 @@ def _decode(
     generator: torch.Generator,
     tokenizer: Any,
     written: bool = False,
+    token_layer: Any = None,
 ) -> None:
     """Decode ``groups[g]`` (recorded token rows) after a prefix of ``prefixes[g]`` random
     tokens, every group in one batch, as the engine does: sample each live row's next
     token (its cost; the recorded token is the one fed), do the engine's per-row work, drop
     the rows that ended."""
-    from samark.sampling.transformers_engine import BatchDecoder
+    from samark.sampling.transformers_engine import BatchDecoder, row_bias
 
     device = model.device
     ids = [torch.randint(0, vocab, (p,)).tolist() for p in prefixes]
@@ -204,10 +209,15 @@ def _decode(
         # draws do (one call and one random stream a request)
         start = 0
         while start < len(live):
+            group = group_of[live[start]]
             end = start
-            while end < len(live) and group_of[live[end]] == group_of[live[start]]:
+            while end < len(live) and group_of[live[end]] == group:
                 end += 1
-            _sample(logits[start:end], generator).tolist()
+            bias = None
+            if token_layer is not None:  # the layered mark's token layer, on every row
+                mine = [flat[r][:step] for r in live[start:end]]
+                bias = row_bias(token_layer, ids[group], mine, logits.shape[-1], device)
+            _sample(logits[start:end], generator, bias).tolist()
             start = end
         going = []
         for b, row in enumerate(live):
@@ -261,6 +271,8 @@ def _requests(
 def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
     from transformers import AutoTokenizer
 
+    from samark.token_layer import GreenListLayer
+
     shapes = json.loads(SHAPES.read_text())
     device = torch.device(args.device)
     dtype = getattr(torch, args.dtype)
@@ -275,6 +287,8 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
     evocab = int(shapes["embedder_config"]["vocab_size"])
     rng = np.random.default_rng(0)
     generator = torch.Generator(device=device).manual_seed(0)
+    # the default mark's token layer (its default parameters), biasing every candidate row
+    layer = GreenListLayer(b"gpu-cost-replay-key-0000", gvocab)
     rows: list[dict[str, Any]] = []
     meta = {
         "device": (
@@ -352,7 +366,9 @@ def replay(args: argparse.Namespace) -> list[dict[str, Any]]:
                 ]
                 decoded += sum(len(c) for d in draws for c in d)
                 prefixes = [s["prefix"] for s in steps]
-                decode_s += timed(_decode, gen, prefixes, draws, gvocab, generator, tokenizer)
+                decode_s += timed(
+                    _decode, gen, prefixes, draws, gvocab, generator, tokenizer, False, layer
+                )
                 embed_s += timed(_embed, emb, emb_lengths, evocab, device)
             round_tok_out = decoded / kept
             scale = MEASURED_TOK_OUT.get(n, round_tok_out) / round_tok_out

@@ -50,6 +50,20 @@ def test_green_list_is_the_keys_and_its_context() -> None:
         TokenLayerConfig(gamma=1.0)
 
 
+@pytest.mark.parametrize(("gamma", "context"), [(0.25, 4), (0.5, 1), (0.1, 16)])
+def test_the_bias_on_a_device_is_the_bias(gamma: float, context: int) -> None:
+    """``bias_on`` (the engine's path on a GPU: the hash in int64 torch arithmetic) gives
+    exactly ``bias``'s values, run here on the CPU: seeds over the whole 64-bit range,
+    padded logits, several gammas."""
+    rng = np.random.default_rng(1)
+    layer = _layer(3, gamma=gamma, context=context)
+    contexts = [[int(t) for t in rng.integers(0, VOCAB, context)] for _ in range(64)]
+    for width in (VOCAB, VOCAB + 64):
+        expected = torch.from_numpy(layer.bias(contexts, width))
+        assert torch.equal(layer.bias_on(contexts, width, "cpu"), expected)
+    assert {layer.seed(c) >= 2**63 for c in contexts} == {True, False}  # both signs tested
+
+
 def test_token_layer_counts_distinct_pairs_and_its_p_value_is_exact_over_keys() -> None:
     """Over keys, a fixed token sequence's green count among distinct (context, token)
     pairs is Binomial(n, gamma): 2,000 keys on one text give the binomial's mean and a

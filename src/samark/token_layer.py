@@ -47,6 +47,19 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _PHI_INT, _M1_INT, _M2_INT = int(_PHI), int(_M1), int(_M2)
 _MASK64 = 2**64 - 1
+_SIGN = -(2**63)  # the sign bit, as an int64
+
+
+def _as_int64(u: int) -> int:
+    """An unsigned 64-bit integer's bits read as a signed one."""
+    return u - 2**64 if u >= 2**63 else u
+
+
+def _shift_right(x: Any, k: int) -> Any:
+    """A logical right shift of an int64 tensor's bits (torch's ``>>`` is arithmetic)."""
+    return (x >> k) & ((1 << (64 - k)) - 1)
+
+
 _DOMAIN = b"samark/token-layer/v1"
 
 
@@ -116,6 +129,7 @@ class GreenListLayer:
         self._threshold = np.uint64(self._threshold_int)
         self._tokens = np.arange(vocab_size, dtype=np.uint64) * _PHI
         self._green = functools.lru_cache(maxsize=256)(self._green_uncached)
+        self._tokens_held: dict[str, Any] = {}  # _tokens on a torch device (bias_on)
 
     def __repr__(self) -> str:  # never the secret
         c = self.config
@@ -184,6 +198,38 @@ class GreenListLayer:
         for i, ctx in enumerate(contexts):
             out[i, :v][self.green_mask(ctx)[:v]] = self.config.delta
         return out
+
+    def bias_on(self, contexts: Sequence[Sequence[int]], width: int, device: Any) -> Any:
+        """:meth:`bias` computed on ``device`` as a torch tensor (rows, width): the same
+        values, with the rows x vocabulary hash run there (on a GPU, not on the CPU). The
+        hash's unsigned 64-bit arithmetic runs in int64: products and xors wrap alike,
+        right shifts are masked to be logical, and the comparison flips the sign bit."""
+        import torch
+
+        v = min(width, self.vocab_size)
+        tokens = self._tokens_on(device)[:v]
+        seeds = torch.tensor(
+            [_as_int64(self.seed(ctx)) for ctx in contexts], dtype=torch.int64, device=device
+        )
+        x = tokens[None, :] ^ seeds[:, None]
+        x = (x ^ _shift_right(x, 30)) * _as_int64(_M1_INT)
+        x = (x ^ _shift_right(x, 27)) * _as_int64(_M2_INT)
+        x = x ^ _shift_right(x, 31)
+        green = (x ^ _SIGN) < _as_int64(self._threshold_int ^ (1 << 63))
+        out = torch.zeros((len(contexts), width), dtype=torch.float32, device=device)
+        out[:, :v] = green.to(torch.float32) * float(self.config.delta)
+        return out
+
+    def _tokens_on(self, device: Any) -> Any:
+        """The token ids' hashes (``_tokens``) as an int64 tensor on ``device``, kept."""
+        import torch
+
+        key = str(device)
+        held = self._tokens_held.get(key)
+        if held is None:
+            held = torch.from_numpy(self._tokens.view(np.int64).copy()).to(device)
+            self._tokens_held[key] = held
+        return held
 
     def score(self, ids: Sequence[int]) -> TokenLayerScore:
         """Count green tokens among the distinct (context, token) pairs of ``ids``; the first

@@ -95,7 +95,7 @@ def _nucleus_pick(
     return idx.gather(-1, pick).squeeze(-1)
 
 
-def _row_bias(
+def row_bias(
     layer: LogitsBias | None,
     prefix: list[int],
     rows: list[list[int]],
@@ -108,8 +108,14 @@ def _row_bias(
         return None
     h = layer.context
     if h == 0:  # a bias without context (``r[-0:]`` would be the whole row)
-        return torch.from_numpy(layer.bias([[] for _ in rows], width)).to(device)
-    contexts = [(prefix[-h:] + r)[-h:] if len(r) < h else r[-h:] for r in rows]
+        contexts: list[list[int]] = [[] for _ in rows]
+    else:
+        contexts = [(prefix[-h:] + r)[-h:] if len(r) < h else r[-h:] for r in rows]
+    on_device = getattr(layer, "bias_on", None)
+    if on_device is not None and torch.device(device).type != "cpu":
+        # the token layer's hash on the GPU: rows x vocabulary, too much for the CPU a step
+        bias: torch.Tensor = on_device(contexts, width, device)
+        return bias
     return torch.from_numpy(layer.bias(contexts, width)).to(device)
 
 
@@ -270,7 +276,7 @@ class _Draw:
         that finished a sentence (or hit the draw's token cap, or were pruned). Returns the
         rows that decode on (indices into the live rows) and the tokens."""
         r, params, engine = self.request, self.request.params, self.engine
-        bias = _row_bias(
+        bias = row_bias(
             r.token_layer,
             self.ids,
             [self.tokens[c] for c in self.rows],
@@ -498,7 +504,7 @@ class TransformersSampler(BatchSampler):
         out = torch.empty((n, steps), dtype=torch.long, device=self.device)
         for step in range(steps):
             rows = out[:, :step].tolist()
-            bias = _row_bias(token_layer, ids, rows, logits.shape[-1], self.device)
+            bias = row_bias(token_layer, ids, rows, logits.shape[-1], self.device)
             out[:, step] = sample_top_p(logits, params.temperature, params.top_p, gen, bias)
             if step < steps - 1:
                 logits = decoder.step(out[:, step])
