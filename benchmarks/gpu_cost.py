@@ -44,6 +44,7 @@ The one GPU call is ``benchmarks/gpu_cost.sh`` (its header says how to prepare i
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -58,9 +59,9 @@ import torch
 SHAPES = Path(__file__).parent / "data" / "gpu_cost_shapes.json"
 TOKENIZER = Path(".gpu/tokenizer")  # ignored; carried to the device call
 POOLS = Path("experiments/runs/candidate-pools/pools.jsonl")
-#: Tok/Out of the default run (experiments/runs/default, 40 texts each; N = 32 on the texts
-#: generated when the shapes were made): decoded tokens per kept token, redraws included
-MEASURED_TOK_OUT = {4: 6.1, 8: 10.4, 16: 18.2, 32: 34.8, 64: 71.7}
+#: Tok/Out of the default run (experiments/runs/default, 40 texts each): decoded tokens per
+#: kept token, redraws included
+MEASURED_TOK_OUT = {4: 6.1, 8: 10.4, 16: 18.2, 32: 36.1, 64: 71.7}
 EMBED_BATCH = 64  # samark.embed.Embedder's default batch
 SHARPEN = 100.0  # untrained logits (sd about 0.5) times this: a peaked next-token law
 
@@ -161,21 +162,21 @@ class _Rows:
         from samark.segment import (
             SENTENCE_END_HINTS,
             first_sentence,
-            sentence_end_chars,
+            segmenter_due,
             split_sentences,
         )
 
         tokens = self.rows[row][: step + 1]
         piece = str(self.tokenizer.decode([tokens[-1]]))
-        hint = any(h in piece for h in SENTENCE_END_HINTS)
         if self.written:
+            hint = any(h in piece for h in SENTENCE_END_HINTS)
             if not hint and self.hinted[row] and piece[:1].isspace():
                 self.hinted[row] = False
                 split_sentences(self.tokenizer.decode(tokens, skip_special_tokens=True))
             self.hinted[row] = self.hinted[row] or hint
             return
-        self.hinted[row] = self.hinted[row] or any(ch in piece for ch in sentence_end_chars())
-        if hint or (self.hinted[row] and piece[:1].isspace()):
+        due, self.hinted[row] = segmenter_due(piece, self.hinted[row])
+        if due:
             first_sentence(self.tokenizer.decode(tokens, skip_special_tokens=True))
 
 
@@ -208,11 +209,8 @@ def _decode(
         # each request samples its own rows and reads its picks back once, as the engine's
         # draws do (one call and one random stream a request)
         start = 0
-        while start < len(live):
-            group = group_of[live[start]]
-            end = start
-            while end < len(live) and group_of[live[end]] == group:
-                end += 1
+        for group, members in itertools.groupby(live, key=group_of.__getitem__):
+            end = start + sum(1 for _ in members)
             bias = None
             if token_layer is not None:  # the layered mark's token layer, on every row
                 mine = [flat[r][:step] for r in live[start:end]]

@@ -31,6 +31,16 @@ def sentence_end_chars() -> tuple[str, ...]:
     return tuple(tokenizer.rules.sent_end_chars)
 
 
+def segmenter_due(piece: str, seen_end: bool) -> tuple[bool, bool]:
+    """For a candidate row that just sampled a token whose text is ``piece``, having
+    ``seen_end`` (sampled a :func:`sentence_end_chars` before): whether to ask the segmenter
+    now (the piece holds a sentence-end hint, or starts a word once an end character was
+    seen: before one, no sentence can be complete) and the row's new ``seen_end``."""
+    seen = seen_end or any(ch in piece for ch in sentence_end_chars())
+    due = any(h in piece for h in SENTENCE_END_HINTS) or (seen and piece[:1].isspace())
+    return due, seen
+
+
 def split_sentences(text: str) -> list[str]:
     """Split ``text`` into stripped, non-empty sentences."""
     if not isinstance(text, str):

@@ -36,7 +36,7 @@ from samark.sampling.base import (
 )
 from samark.sampling.engines import register_engine
 from samark.sampling.token_writing import WriteRequest, Writing, Written
-from samark.segment import SENTENCE_END_HINTS, first_sentence, sentence_end_chars
+from samark.segment import first_sentence, segmenter_due
 
 _TOP_K_FAST = 256
 
@@ -288,7 +288,6 @@ class _Draw:
         keep: list[int] = []
         last = step == params.max_sentence_tokens - 1
         picked = nxt.tolist()  # one read from the device, not one per row
-        ends = sentence_end_chars()
         for b, cand in enumerate(self.rows):
             tok = int(picked[b])
             if tok in engine.eos_ids:
@@ -296,11 +295,8 @@ class _Draw:
                 continue
             self.tokens[cand].append(tok)
             piece = str(engine.tokenizer.decode([tok]))  # special tokens as their text
-            hint = any(h in piece for h in SENTENCE_END_HINTS)
-            # the segmenter ends a sentence only after ".", "!" or "?" (never split across
-            # tokens), so a word's start is checked only once the row has sampled one
-            self.hinted[cand] = self.hinted[cand] or any(ch in piece for ch in ends)
-            if hint or last or (self.hinted[cand] and piece[:1].isspace()):
+            due, self.hinted[cand] = segmenter_due(piece, self.hinted[cand])
+            if due or last:
                 done = first_sentence(engine.decode(self.tokens[cand]), final=last)
                 if done is not None or last:
                     self.texts[cand] = done
