@@ -106,9 +106,23 @@ PromptArgument = Annotated[
     str | None, typer.Argument(help="Prompt text, a file, '@file', or '-' for stdin.")
 ]
 
-SentencesOption = Annotated[int, typer.Option(help="Sentences to generate.")]
+SentencesOption = Annotated[
+    int,
+    typer.Option(
+        help="Sentences to generate. samark-layered at 32 candidates takes about 10 s a sentence "
+        "on a 2-core CPU (median; 7-17 s), so 6 take 1-2 minutes after the models load. The "
+        "paper's texts have 12; the mark is weaker on shorter texts (docs/parameters.md)."
+    ),
+]
 
-CandidatesOption = Annotated[int, typer.Option(help="Candidates per sentence (N).")]
+CandidatesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Candidates per sentence (N; default: the scheme's, 32 for samark-layered, the "
+        "paper's 64 for samark). A sentence's time grows with N.",
+        show_default=False,
+    ),
+]
 
 SeedOption = Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")]
 
@@ -173,7 +187,9 @@ class GenerateRequest:
         scheme_name = resolve_scheme(
             self.scheme_name, key, self.keyring, any_scheme=self.any_scheme
         )
-        require_positive(sentences=self.sentences, candidates=self.candidates)
+        require_positive(sentences=self.sentences)
+        if self.candidates is not None:
+            require_positive(candidates=self.candidates)
         engine = chosen_engine(self.engine, sampler=self.sampler)
         written_by = scheme_engine(scheme_name, engine)
         check_record_options(self.record_url, self.store_text, self.keyring)
@@ -203,7 +219,7 @@ class GenerateRequest:
             name,
             self.generator,
             engine,
-            candidates=self.candidates,
+            **({} if self.candidates is None else {"candidates": self.candidates}),
             max_new_sentences=self.sentences,
             adaptive=self.adaptive,
             payload_flags=flags,
@@ -211,7 +227,9 @@ class GenerateRequest:
         )
         provenance = open_record(self.record_url, key, scheme.embedder) if self.record_url else None
         with progress() as bar:
-            task = bar.add_task("drawing candidates for sentence 1", total=self.sentences)
+            task = bar.add_task(
+                f"drawing candidates for sentence 1 of {self.sentences}", total=self.sentences
+            )
             try:
                 result = scheme.generate(
                     text, seed=self.seed, on_sentence=sentence_progress(bar, task, self.sentences)
@@ -267,8 +285,8 @@ class GenerateRequest:
 def generate(
     prompt: PromptArgument = None,
     key: KeyOption = Path("samark.key"),
-    sentences: SentencesOption = 12,
-    candidates: CandidatesOption = 64,
+    sentences: SentencesOption = 6,
+    candidates: CandidatesOption = None,
     seed: SeedOption = None,
     generator: GeneratorOption = DEFAULT_GENERATOR,
     dagger: DaggerOption = False,

@@ -63,7 +63,14 @@ NoAuthOption = Annotated[
     bool, typer.Option("--no-auth", help="Serve without tokens (loopback demos only).")
 ]
 
-CandidatesOption = Annotated[int, typer.Option(help="Candidates per sentence (N).")]
+CandidatesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Candidates per sentence (N; default: the scheme's, 32 for samark-layered, the "
+        "paper's 64 for samark).",
+        show_default=False,
+    ),
+]
 
 SentencesOption = Annotated[
     int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
@@ -256,7 +263,7 @@ def serve(
     tokens_file: TokensFileOption = None,
     admin_tokens_file: AdminTokensFileOption = None,
     no_auth: NoAuthOption = False,
-    candidates: CandidatesOption = 64,
+    candidates: CandidatesOption = None,
     sentences: SentencesOption = 12,
     max_sentences: MaxSentencesOption = 48,
     concurrency: ConcurrencyOption = 8,
@@ -333,7 +340,7 @@ def log_config() -> dict[str, Any]:
 
 
 def _check_options(
-    candidates: int,
+    candidates: int | None,
     sentences: int,
     max_sentences: int,
     concurrency: int,
@@ -345,7 +352,7 @@ def _check_options(
     from samark.schemes.samark.statistics import STATISTICS
 
     for option, value in (
-        ("--candidates", candidates),
+        ("--candidates", 1 if candidates is None else candidates),
         ("--sentences", sentences),
         ("--max-sentences", max_sentences),
         ("--concurrency", concurrency),

@@ -21,6 +21,11 @@ class SchemeInfo:
     #: changes of what the scheme writes or scores under unchanged parameters (the token
     #: rows' last: 2026-11-26, they write through the candidate engine)
     revision: int = 0
+    #: defaults changed since experiments began, as (field, old, new): an experiment row
+    #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
+    #: that names the old one keeps the records it had when it left it out
+    #: (``samark.evaluation.experiment.fingerprint_params``)
+    changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
     #: False for a row that only writes (the unwatermarked reference): no key, no detector
     detectable: bool = True
     #: modules it needs beyond samark's own dependencies, to write and to detect (an extra)
@@ -98,6 +103,8 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "the candidate engine; one exact p-value (Fisher over both layers, scan "
                 "statistic)",
                 engines=("transformers", "vllm"),
+                # N = 32 since 2026-12-05 (issue 63)
+                changed_defaults=(("candidates", 64, 32),),
                 engine_needs=("token_layer",),
                 **_SAMARK_CAPABILITIES,
             ),
