@@ -182,6 +182,7 @@ def table(path: str, keys: int) -> None:
     with open(path) as f:
         records = [json.loads(line) for line in f]
     land_cell, land_sign, floor_cell, floor_sign = [], [], [], []
+    twin_cell, twin_sign = [], []  # two writes under one sketch
     design, random_sketch, plain_one = [], [], []
     best_of: dict[int, list[float]] = {}
     cost_design, cost_plain = [], []
@@ -215,6 +216,19 @@ def table(path: str, keys: int) -> None:
                         land_sign.append(
                             bool(np.all(np.sign(signed[key, j]) == np.sign(signed[key, w])))
                         )
+            for ws in write_idx:
+                for a in range(len(ws)):
+                    for b in range(a + 1, len(ws)):
+                        same = cells[key, ws[a]] == cells[key, ws[b]]
+                        twin_cell.append(same)
+                        if same:
+                            twin_sign.append(
+                                bool(
+                                    np.all(
+                                        np.sign(signed[key, ws[a]]) == np.sign(signed[key, ws[b]])
+                                    )
+                                )
+                            )
             for a in range(len(plain_idx)):
                 for b in range(a + 1, len(plain_idx)):
                     pa, pb = plain_idx[a], plain_idx[b]
@@ -246,6 +260,8 @@ def table(path: str, keys: int) -> None:
     print("| what | value |\n|---|---|")
     print(f"| written sentence in its sketch's cell | {np.mean(land_cell):.3f} |")
     print(f"| ... and on the same side of every pivot, given the cell | {np.mean(land_sign):.3f} |")
+    print(f"| two writes under one sketch, same cell | {np.mean(twin_cell):.3f} |")
+    print(f"| ... same side given the cell | {np.mean(twin_sign):.3f} |")
     print(f"| chance: two plain sentences, same cell | {np.mean(floor_cell):.3f} |")
     print(f"| chance: same side given the cell | {np.mean(floor_sign):.3f} |")
     print("\n| design | evidence per sentence (mean, se) | Tok/Out (decoding) |\n|---|---|---|")
