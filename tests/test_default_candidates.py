@@ -135,3 +135,19 @@ def test_only_one_configuration_may_adopt(mpnet) -> None:
     other = create_scheme("samark-layered", key=key, embedder=mpnet, candidates=64)
     assert any("candidates=64" in d for d in same_configuration(default, other))
     assert any("class" in d for d in same_configuration(default, create_scheme("samark", key=key)))
+
+
+def test_generate_shows_each_sentence_and_the_time_left() -> None:
+    from samark.cli.common import LineProgress, duration, sentence_progress
+
+    assert [duration(s) for s in (4.2, 89, 150, 3900)] == ["4 s", "89 s", "2 min", "1 h 5 min"]
+    bar = LineProgress(every=0.0)
+    task = bar.add_task("drawing candidates for sentence 1 of 3", total=3)
+    on_sentence = sentence_progress(bar, task, 3)
+    on_sentence("One.", {"candidates": 32, "matched": 5})
+    first = bar.tasks[task]["description"]
+    assert first.startswith("sentence 1/3: 32 candidates, 5 matched") and "left" in first
+    on_sentence("Two.", {"candidates": 32, "matched": 2})
+    on_sentence("Three.", {"candidates": 32, "matched": 7})
+    last = bar.tasks[task]["description"]
+    assert last.startswith("sentence 3/3") and "left" not in last
