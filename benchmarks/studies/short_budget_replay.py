@@ -82,7 +82,13 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=8, help="row orders per text, key and sign")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", default=str(pp.POOLS / "short-budget-replay.jsonl"))
+    ap.add_argument("--replot", action="store_true", help="redraw the PNG from --output")
     args = ap.parse_args()
+    if args.replot:
+        out = Path(args.output)
+        rows = [r for r in map(json.loads, out.open()) if r["kind"] == "design"]
+        plot(rows, out.with_suffix(".png"))
+        return
 
     import torch
 
@@ -284,6 +290,8 @@ def plot(rows: list[dict], path: Path) -> None:
                 label=f"pace({lo}, {hi}, r)",
             )
         ax.set_xscale("log")
+        ax.set_xticks([4, 8, 16, 32], ["4", "8", "16", "32"])
+        ax.minorticks_off()
         ax.set_xlabel("Tok/Out (tokens decoded per token kept)")
         ax.set_ylabel(f"modelled detection at {m} sentences, %")
         ax.set_title(f"{m} sentences, Doc-P model")
