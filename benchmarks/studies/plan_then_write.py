@@ -158,7 +158,7 @@ def _score(signed: np.ndarray, sign: float, kappa: float = 30.0) -> np.ndarray:
     return np.tanh(kappa * sign * signed).sum(axis=-1)
 
 
-def table(path: str, keys: int) -> None:
+def table(path: str, keys: int, n_cells: int = 64) -> None:
     from samark.embed import load_embedder
     from samark.keys import WatermarkKey
     from samark.keys.samark_material import PivotDraw
@@ -173,7 +173,7 @@ def table(path: str, keys: int) -> None:
                     f"plan-then-write-key-{i:03d}".ljust(32).encode(), embedder.identity, draw
                 ),
                 768,
-                64,
+                n_cells,
                 2,
             )
             for i in range(keys)
@@ -256,7 +256,7 @@ def table(path: str, keys: int) -> None:
 
                     w = np.array([comb(t, n - 1) for t in range(m)], dtype=float) / comb(m, n)
                     best_of.setdefault(n, []).append(float(w @ srt))
-    print(f"{len(records)} contexts, {keys} keys x 2 signs\n")
+    print(f"{len(records)} contexts, {keys} keys of {n_cells} cells x 2 signs\n")
     print("| what | value |\n|---|---|")
     print(f"| written sentence in its sketch's cell | {np.mean(land_cell):.3f} |")
     print(f"| ... and on the same side of every pivot, given the cell | {np.mean(land_sign):.3f} |")
@@ -285,11 +285,14 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=2)
     ap.add_argument("--plain", type=int, default=8)
     ap.add_argument("--keys", type=int, default=8)
+    ap.add_argument(
+        "--cells", type=int, default=64, help="the keys' cells (1: one set of static pivots)"
+    )
     ap.add_argument("--out", default="experiments/runs/plan-then-write/pairs.jsonl")
     ap.add_argument("--table", help="print the table of a records file and stop")
     args = ap.parse_args()
     if args.table:
-        table(args.table, args.keys)
+        table(args.table, args.keys, args.cells)
     else:
         run(args)
 
