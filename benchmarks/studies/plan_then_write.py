@@ -158,6 +158,16 @@ def _score(signed: np.ndarray, sign: float, kappa: float = 30.0) -> np.ndarray:
     return np.tanh(kappa * sign * signed).sum(axis=-1)
 
 
+def record_embeddings(r: dict[str, Any], embedder: Any) -> np.ndarray:
+    """A record's embeddings in its order (sketches, the writes that completed, the plain
+    sentences that completed): stored, or embedded again (committed records drop them)."""
+    if "embeddings" in r:
+        return np.asarray(r["embeddings"], dtype=np.float32)
+    texts = r["sketches"] + [w for ws in r["writes"] for w in ws if w]
+    texts += [t for t in r["plain"] if t]
+    return np.asarray(embedder.encode(texts), dtype=np.float32)
+
+
 def table(path: str, keys: int, n_cells: int = 64) -> None:
     from samark.embed import load_embedder
     from samark.keys import WatermarkKey
@@ -188,7 +198,7 @@ def table(path: str, keys: int, n_cells: int = 64) -> None:
     cost_design, cost_plain = [], []
     for r in records:
         sk = r["sketches"]
-        emb = np.asarray(r["embeddings"], dtype=np.float32)
+        emb = record_embeddings(r, embedder)
         n_sk = len(sk)
         write_idx: list[list[int]] = []
         k = n_sk
