@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 pytest.importorskip("faiss")
 
-from samark.cli import app  # noqa: E402
-from samark.provenance import ivf_index  # noqa: E402
-from samark.provenance.entries import RecordEntry  # noqa: E402
-from samark.provenance.ivf_index import SentenceIndex  # noqa: E402
-from samark.provenance.sqlite_store import SqliteStore  # noqa: E402
-from samark.provenance.store import StoreBinding  # noqa: E402
+from samark.cli import app
+from samark.provenance import ivf_index
+from samark.provenance.entries import RecordEntry
+from samark.provenance.ivf_index import SentenceIndex
+from samark.provenance.sqlite_store import SqliteStore
+from samark.provenance.store import StoreBinding
 
 CALIBRATION = Path(__file__).parent / "data" / "calibration_embeddings.npz"
 BINDING = StoreBinding("rk" * 32, "all-mpnet-base-v2", "e" * 64, 768)
@@ -128,7 +128,7 @@ def test_index_follows_inserts_and_replays_what_its_file_lacks(tmp_path, real) -
     with SqliteStore(str(path), BINDING, index_threshold=None) as writer:
         writer.add(_entries(real[3500:4000], 3500))
     with SqliteStore(str(path), BINDING, index_threshold=1000) as store:
-        rows, cos = _top1(store, real[3500:4000])
+        rows, _ = _top1(store, real[3500:4000])
         assert store.index.index is not None and len(store.index.index) == 4000
         assert rows.tolist() == list(range(3501, 4001))
 

@@ -19,10 +19,10 @@ import pytest
 
 pytest.importorskip("faiss")
 
-from samark.provenance.ivf_index import SentenceIndex  # noqa: E402
-from samark.provenance.sqlite_index import owner  # noqa: E402
-from samark.provenance.sqlite_store import SqliteStore  # noqa: E402
-from samark.provenance.store import StoreBinding  # noqa: E402
+from samark.provenance.ivf_index import SentenceIndex
+from samark.provenance.sqlite_index import owner
+from samark.provenance.sqlite_store import SqliteStore
+from samark.provenance.store import StoreBinding
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 DIM = 16
