@@ -98,7 +98,7 @@ def test_index_finds_what_exact_search_finds_for_verbatim_sentences(tmp_path, re
 def test_answers_below_the_threshold_do_not_change(tmp_path, real) -> None:
     rows = real[:3000]
     exact = _filled(tmp_path / "exact.db", rows, index_threshold=None)
-    below = _filled(tmp_path / "below.db", rows)  # the default threshold (200,000)
+    below = _filled(tmp_path / "below.db", rows)  # the default threshold (100,000)
     queries = real[3000:3100]  # other sentences: near, not verbatim
     with exact, below:
         want = exact.nearest(queries, k=3)
@@ -208,7 +208,7 @@ def test_cli_builds_the_index_with_progress(tmp_path, real) -> None:
     result = runner.invoke(app, ["record", "index", f"sqlite:///{path}"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout.strip().splitlines()[-1])
-    assert out["indexed"] == 2500 and out["threshold"] == 200_000
+    assert out["indexed"] == 2500 and out["threshold"] == 100_000
     assert out["bytes"] == path.with_name("r.db.index").stat().st_size
     assert "indexing" in result.stderr and "indexed 2500 sentences" in result.stderr
     missing = runner.invoke(app, ["record", "index", str(tmp_path / "none.db")])

@@ -245,7 +245,7 @@ def index(url: UrlArgument) -> None:
     """Build (or rebuild) the approximate index of an SQLite record, with progress.
 
     The index (faiss IVF over 8-bit vectors, a file beside the record: RECORD.index) is
-    what the record searches from 200,000 sentences on; a search builds it the first time
+    what the record searches from 100,000 sentences on; a search builds it the first time
     it finds the record that large, and this builds it ahead, or anew. Needs the
     ``record-index`` extra (faiss-cpu) and no key. PostgreSQL indexes with pgvector's
     HNSW instead (docs/provenance.md)."""

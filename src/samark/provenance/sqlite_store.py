@@ -71,10 +71,12 @@ _COLUMNS = "id, request_id, key_id, created, text"
 #: at most this many values in one ``IN (...)`` (SQLite's default limit is 32766)
 _BATCH = 500
 #: from this many stored sentences on, search the approximate index where faiss is
-#: installed (exact below). Exact search took p99 9.8 ms at 100,000 sentences and 175 ms
-#: at 300,000 on a loaded 2-core machine (docs/results/2026-11-28-record-at-scale); the
-#: index's p99 stays near 10-20 ms from 100,000 to 10M (docs/results/2026-12-05-record-index)
-INDEX_THRESHOLD = 200_000
+#: installed (exact below). On a loaded 2-core machine the exact search's p99 stayed under
+#: 50 ms below it (38 ms at 50,000; the 2026-11-28 study's 9.8 ms at 100,000) and went over
+#: above it (69-166 ms at 100,000, 169-198 ms at 200,000; the study's 175 ms at 300,000),
+#: while the index answered at p99 14-68 ms with recall@1 0.998-0.999 from 50,000 to
+#: 200,000 and built in about 20 s at 100,000 (docs/results/2026-12-05-record-index)
+INDEX_THRESHOLD = 100_000
 
 
 def sqlite_path(url: str) -> Path:
