@@ -6,7 +6,8 @@ zero-width no-break space and a run of Unicode variation selectors appended to t
 invisible, kept by copy and paste. Its hard binding is a ``c2pa.hash.data`` assertion over
 the text's UTF-8 bytes (NFC) without the wrapper, so any edit to the text breaks it
 (the wrapper is removed before hashing, as C2PA 2.4 says; the exclusion range is not
-written into the assertion, see :meth:`ManifestSigner.sign`). Nothing of C2PA is implemented here: see :mod:`samark.provenance.c2pa_native`.
+written into the assertion, see :meth:`ManifestSigner.sign`). Nothing of C2PA is
+implemented here: see :mod:`samark.provenance.c2pa_native`.
 
 A check answers one of four states (:data:`ManifestState`):
 
@@ -49,7 +50,9 @@ _SIGN_FORMAT = "application/c2pa"
 _READ_FORMAT = "text/plain"
 # A wrapper as c2pa-text writes it: U+FEFF, then variation selectors (U+FE00-FE0F and
 # U+E0100-E01EF). Used only to strip every wrapper, damaged ones included.
-_WRAPPER = re.compile("\ufeff[\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
+# At least a wrapper's header (13 bytes), as c2pa-text looks for: a lone U+FEFF before
+# an emoji's U+FE0F is not a wrapper.
+_WRAPPER = re.compile("\ufeff[\ufe00-\ufe0f\U000e0100-\U000e01ef]{13,}")
 # Failure codes that say only that the bytes differ from what was signed.
 _BINDING_FAILURES = ("assertion.dataHash.mismatch", "assertion.hashedURI.mismatch")
 
@@ -86,9 +89,7 @@ def _algorithm(key_pem: bytes) -> str:
     try:
         key = load_pem_private_key(key_pem, password=None)
     except (ValueError, TypeError) as error:
-        raise ManifestError(
-            "the C2PA key is not an unencrypted PEM private key"
-        ) from error
+        raise ManifestError("the C2PA key is not an unencrypted PEM private key") from error
     if isinstance(key, ec.EllipticCurvePrivateKey):
         by_curve = {"secp256r1": "es256", "secp384r1": "es384", "secp521r1": "es512"}
         if key.curve.name not in by_curve:
@@ -342,3 +343,20 @@ class ManifestVerifier:
             else "validation failed: " + ", ".join(failures)
         )
         return ManifestCheck("unverifiable", codes=failures, detail=reason, **fields)
+
+
+def read_manifest(text: str, verifier: ManifestVerifier | None = None) -> ManifestCheck:
+    """``text``'s manifest state; ``"none"`` without reading anything where there is no
+    wrapper, and ``"unverifiable"`` (saying why) where one is found but the ``c2pa`` extra
+    is not installed. ``verifier``: the trust anchors (none: no signer is trusted)."""
+    if not has_manifest(text):
+        return ManifestCheck("none")
+    if verifier is None:
+        try:
+            verifier = ManifestVerifier()
+        except C2paUnavailableError:
+            return ManifestCheck(
+                "unverifiable",
+                detail="the c2pa extra is not installed (pip install 'samark[c2pa]')",
+            )
+    return verifier.check(text)
