@@ -271,7 +271,7 @@ class GenerateRequest:
         typer.echo(json.dumps(record, ensure_ascii=False) if self.as_json else record["text"])
 
 
-def _sealed(signer: ManifestSigner | None, text: str, key_id: str, model: str) -> str:
+def _sealed(signer: ManifestSigner | None, text: str, key_id: str | None, model: str) -> str:
     """``text``, with a signed C2PA manifest where --c2pa-cert and --c2pa-key ask."""
     if signer is None:
         return text
