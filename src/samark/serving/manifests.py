@@ -61,10 +61,15 @@ class StreamSeal:
 
 
 def checked(
-    texts: list[str], verifier: ManifestVerifier | None
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """Each text's manifest (its JSON form), and the texts without it, to be scored."""
+    texts: list[str], verifier: ManifestVerifier | None, always: bool
+) -> tuple[list[dict[str, Any] | None], list[str]]:
+    """Each text's manifest (its JSON form), and the texts without it, to be scored.
+
+    A server that neither signs nor trusts anyone (``always`` False) reports a manifest
+    only where a text carries one: its answers keep their fields otherwise, and a missing
+    ``manifest`` means ``"none"``."""
+    found = [read_manifest(text, verifier) for text in texts]
     return (
-        [read_manifest(text, verifier).to_dict() for text in texts],
+        [c.to_dict() if always or c.state != "none" else None for c in found],
         [strip_manifest(text) for text in texts],
     )

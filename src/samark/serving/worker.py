@@ -335,7 +335,10 @@ class Worker:
         embedder = self.scheme.embedder
         out: list[dict[str, Any]] = []
         # a C2PA manifest is checked, then removed: the mark and the record never see it
-        manifests, texts = await asyncio.to_thread(checked, texts, self.settings.c2pa_verifier)
+        c2pa = self.settings.c2pa_signer or self.settings.c2pa_verifier
+        manifests, texts = await asyncio.to_thread(
+            checked, texts, self.settings.c2pa_verifier, c2pa is not None
+        )
         # segmenting takes a moment on a large batch: off the event loop
         groups = await asyncio.to_thread(split_units, texts)
         # a request that is one unit goes before the units of larger ones
@@ -376,7 +379,8 @@ class Worker:
             )
             self.metrics.detections.labels(outcome).inc()
         for result, manifest in zip(out, manifests, strict=True):
-            result["manifest"] = manifest
+            if manifest is not None and "error" not in result:
+                result["manifest"] = manifest
         return out
 
     def _score(
