@@ -72,6 +72,15 @@ def _modules() -> tuple[Any, Any]:
     return c2pa, c2pa_text
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("samark")
+    except PackageNotFoundError:  # a source tree on PYTHONPATH, not installed
+        return "unknown"
+
+
 def strip_manifest(text: str) -> str:
     """``text`` without any C2PA text wrapper (valid, damaged or repeated); else unchanged."""
     return _WRAPPER.sub("", text)
@@ -158,13 +167,11 @@ class ManifestSigner:
 
     def definition(self, model: str, key_id: str | None, when: datetime) -> dict[str, Any]:
         """The manifest's content: made by AI, by which model, with which key (its public id)."""
-        from samark import __version__
-
         generation: dict[str, Any] = {"model": model, "time": when.isoformat()}
         if key_id is not None:
             generation["key_id"] = key_id
         return {
-            "claim_generator_info": [{"name": "samark", "version": __version__}],
+            "claim_generator_info": [{"name": "samark", "version": _version()}],
             "title": "AI-generated text",
             "format": "text/plain",
             "assertions": [
