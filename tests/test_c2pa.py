@@ -250,6 +250,24 @@ def test_detect_reports_the_manifest_and_scores_the_text_without_it(
     assert found[0]["n_units"] == found[1]["n_units"]
 
 
+@pytest.mark.slow
+def test_generate_signs_its_text(signer, verifier, pki, mpnet_key, tmp_path) -> None:
+    """``samark generate --c2pa-cert --c2pa-key``: the text printed (and the JSON's) ends
+    with a manifest naming the generator and the key's public id."""
+    mpnet_key.save(tmp_path / "k.key")
+    given = ["generate", "The city council met on Monday.", "--key", str(tmp_path / "k.key")]
+    given += ["--scheme", "kgw", "--sentences", "1", "--seed", "1", "--json"]
+    cert, key = str(pki["operator"]["chain"]), str(pki["operator"]["key"])
+    result = CliRunner().invoke(app, [*given, "--c2pa-cert", cert, "--c2pa-key", key])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout.splitlines()[-1])
+    check = verifier.check(record["text"])
+    assert check.state == "intact" and check.key_id == mpnet_key.key_id == record["key_id"]
+    assert check.model == "smollm2-135m-instruct"
+    body = strip_manifest(record["text"])
+    assert body.strip() and body != record["text"] and read_manifest(body).state == "none"
+
+
 def _stream(base: str, body: dict, token: str) -> list[dict]:
     request = urllib.request.Request(
         f"{base}/v1/completions",
