@@ -208,12 +208,14 @@ def test_a_forged_or_damaged_manifest_is_unverifiable(signer, verifier, pki) -> 
     assert verifier.check(strip_manifest(signed) + forged[len(TEXT) :]).state == "unverifiable"
 
 
-def test_a_bad_certificate_or_key_is_a_clear_error(pki, tmp_path, mpnet_key) -> None:
+def test_a_bad_certificate_or_key_is_a_clear_error(signer, pki, tmp_path, mpnet_key) -> None:
     with pytest.raises(ManifestError, match="does not belong"):
         ManifestSigner.from_files(pki["operator"]["chain"], pki["forger"]["key"])
     (tmp_path / "junk.pem").write_text("not a certificate")
     with pytest.raises(ManifestError, match="is not PEM"):
         ManifestSigner.from_files(tmp_path / "junk.pem", pki["operator"]["key"])
+    with pytest.raises(ManifestError, match="empty text"):
+        signer.sign("", model="m")
     with pytest.raises(ManifestError, match="cannot read"):
         ManifestSigner.from_files(tmp_path / "missing.pem", pki["operator"]["key"])
     mpnet_key.save(tmp_path / "k.key")
@@ -321,3 +323,8 @@ def test_served_completions_carry_a_manifest_and_the_mark_survives_an_edit(
         assert changed["manifest"]["state"] == "altered" and changed["is_watermarked"] is True
         status, bare = post_json(base, "/v1/detect", {"text": strip_manifest(text)}, token)
         assert bare["manifest"]["state"] == "none" and bare["p_value"] == whole["p_value"]
+        chat = {"messages": [{"role": "user", "content": "Say hello."}], "max_sentences": 1}
+        status, said = post_json(base, "/v1/chat/completions", chat, token)
+        assert status == 200, said
+        content = said["choices"][0]["message"]["content"]
+        assert strip_manifest(content) and verifier.check(content).state == "intact"

@@ -273,7 +273,7 @@ class GenerateRequest:
 
 def _sealed(signer: ManifestSigner | None, text: str, key_id: str | None, model: str) -> str:
     """``text``, with a signed C2PA manifest where --c2pa-cert and --c2pa-key ask."""
-    if signer is None:
+    if signer is None or not text:
         return text
     try:
         return signer.sign(text, model=model, key_id=key_id)

@@ -200,9 +200,13 @@ class ManifestSigner:
         key_id: str | None = None,
         when: datetime | None = None,
     ) -> str:
-        """``text`` (NFC, any earlier wrapper removed) with a signed manifest appended."""
+        """``text`` (NFC, any earlier wrapper removed) with a signed manifest appended.
+
+        An empty text is refused (:class:`ManifestError`): there is nothing to bind."""
         c2pa, c2pa_text = _modules()
         body = unicodedata.normalize("NFC", strip_manifest(text))
+        if not body:  # the CAI library cannot bind an empty asset (it checks as altered)
+            raise ManifestError("an empty text has nothing for a C2PA manifest to bind")
         data = body.encode("utf-8")
         when = when or datetime.now(timezone.utc)
         builder = c2pa.Builder(json.dumps(self.definition(model, key_id, when)))

@@ -34,7 +34,9 @@ def seal(
 ) -> dict[str, Any]:
     """A whole completion whose text carries a signed manifest over that text."""
     holder, name = _content(body)
-    holder[name] = signer.sign(holder.get(name) or "", model=model, key_id=mark.get("key_id"))
+    text = holder.get(name) or ""
+    if text:  # an empty completion has nothing to vouch for
+        holder[name] = signer.sign(text, model=model, key_id=mark.get("key_id"))
     return body
 
 
@@ -53,6 +55,8 @@ class StreamSeal:
 
     def last(self, body: dict[str, Any]) -> dict[str, Any]:
         text = "".join(self.sent)
+        if not unicodedata.normalize("NFC", text):
+            return body
         signed = self.signer.sign(text, model=self.model, key_id=self.mark.get("key_id"))
         holder, name = _content(body)
         # what was sent, as signed (NFC), is what the manifest covers: the rest is the wrapper
