@@ -204,6 +204,15 @@ def test_a_forged_or_damaged_manifest_is_unverifiable(signer, verifier, pki) -> 
     assert verifier.check(cut).state == "unverifiable"
     twice = signed + " " + signer.sign("Another text.", model="m")
     assert verifier.check(twice).state == "unverifiable"
+    # a manifest edited after signing (its model renamed, same length) is not vouched for
+    import c2pa_text
+
+    named = signer.sign(TEXT, model="smollm2-135m-instruct")
+    store, _, _ = c2pa_text.find_wrapper_info(named)
+    assert store.count(b"smollm2-135m-instruct") >= 1
+    renamed = store.replace(b"smollm2-135m-instruct", b"other-model-9b-chat01")
+    check = verifier.check(TEXT + c2pa_text.encode_wrapper(renamed))
+    assert check.state == "unverifiable" and check.model != "smollm2-135m-instruct"
     # the forger's manifest does not become trusted on the operator's text either
     assert verifier.check(strip_manifest(signed) + forged[len(TEXT) :]).state == "unverifiable"
 

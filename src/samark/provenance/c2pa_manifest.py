@@ -54,7 +54,7 @@ _READ_FORMAT = "text/plain"
 # an emoji's U+FE0F is not a wrapper.
 _WRAPPER = re.compile("\ufeff[\ufe00-\ufe0f\U000e0100-\U000e01ef]{13,}")
 # Failure codes that say only that the bytes differ from what was signed.
-_BINDING_FAILURES = ("assertion.dataHash.mismatch", "assertion.hashedURI.mismatch")
+_BINDING_FAILURES = ("assertion.dataHash.mismatch",)
 
 
 class ManifestError(SamarkError, ValueError):
