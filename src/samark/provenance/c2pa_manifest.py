@@ -218,9 +218,11 @@ class ManifestSigner:
         try:
             placeholder_size(builder, signer, _SIGN_FORMAT)
             # The hash covers the text without its wrapper. No exclusion range is
-            # declared: the CAI library's reader (c2pa-rs 0.91.3) does not apply one to a
-            # manifest read beside its asset (measured: a mismatch on the untouched
-            # text), so the check removes the wrapper and hands the reader the rest.
+            # declared: the CAI library (c2pa-rs 0.91.3) has no text handler to locate a
+            # wrapper, and rejects a declared exclusion on a manifest read beside its
+            # asset ("data hash exclusion does not match the manifest location in the
+            # asset", on the untouched text), so the check removes the wrapper and hands
+            # the reader the rest (docs/compliance.md, "Limits we know of").
             data_hash = {
                 "name": "jumbf manifest",
                 "alg": "sha256",
