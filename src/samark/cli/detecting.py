@@ -45,10 +45,12 @@ from samark.cli.loading import (
     load_scheme,
     resolve_scheme,
 )
+from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
+from samark.provenance.c2pa_manifest import read_manifest, strip_manifest
 from samark.text import counted
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
@@ -135,6 +137,7 @@ class DetectRequest:
     paraphrase_threshold: float | None
     cells: int | None
     null_stop: int | None = None
+    c2pa_trust: tuple[Path, ...] = ()
 
     @property
     def samark_family(self) -> bool:
@@ -219,7 +222,8 @@ class DetectRequest:
                 _detect_file(detector, *records, self.field, self.details, chunk, provenance)
             )
         assert given is not None
-        _detect_text(detector, given.text, self.details, provenance)
+        verifier = manifest_verifier(list(self.c2pa_trust))
+        _detect_text(detector, given.text, self.details, provenance, verifier)
 
     def _on_ray(self) -> int:
         assert self.source is not None and self.out_dir is not None and self.ray is not None
@@ -259,6 +263,7 @@ def detect(
     paraphrase_threshold: ParaphraseThresholdOption = None,
     cells: CellsOption = None,
     null_stop: NullStopOption = None,
+    c2pa_trust: C2paTrustOption = None,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
@@ -287,6 +292,7 @@ def detect(
         paraphrase_threshold=paraphrase_threshold,
         cells=cells,
         null_stop=null_stop,
+        c2pa_trust=tuple(c2pa_trust or ()),
     ).run()
 
 
@@ -320,10 +326,14 @@ def _check_ray_source(source: Path) -> None:
 
 
 def _detect_text(
-    scheme: RingDetector, text: str, details: bool, provenance: Any = None
+    scheme: RingDetector, text: str, details: bool, provenance: Any = None, verifier: Any = None
 ) -> NoReturn:
     """Detect with ``scheme`` (a key or keyring) in one text; exits 0 if watermarked, 1 if
-    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field)."""
+    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field).
+    A C2PA manifest is checked (``manifest``), then removed: the mark and the record never
+    see it."""
+    manifest = read_manifest(text, verifier)
+    text = strip_manifest(text)
     try:
         result = scheme.detect(text)
         report = None if provenance is None else provenance.check(text)
@@ -332,6 +342,7 @@ def _detect_text(
     out = result.to_dict(details=details)
     if report is not None:
         out["provenance"] = report.to_dict()
+    out["manifest"] = manifest.to_dict()
     typer.echo(json.dumps(out, ensure_ascii=False))
     words = result.describe()
     if result.is_watermarked:  # the verdict in bold green
@@ -339,6 +350,8 @@ def _detect_text(
     err.print(words, soft_wrap=True)
     if report is not None:
         err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
+    if manifest.state != "none":
+        err.print(manifest.describe(), highlight=False, soft_wrap=True)
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 

@@ -40,6 +40,7 @@ from samark.cli.loading import (
     scheme_engine,
     schemes_that,
 )
+from samark.cli.manifest_options import C2paCertOption, C2paKeyOption, manifest_signer
 from samark.cli.record import RecordOption, check_record_options, open_record, record_served
 from samark.errors import SamarkError
 from samark.keys.samark_material import DEFAULT_CELLS
@@ -47,6 +48,7 @@ from samark.keys.samark_material import DEFAULT_CELLS
 if TYPE_CHECKING:
     from samark.sampling.engines import EngineSpec
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.provenance.c2pa_manifest import ManifestSigner
 
 
 @app.command()
@@ -181,6 +183,8 @@ class GenerateRequest:
     record_url: RecordOption
     store_text: StoreTextOption
     cells: CellsOption
+    c2pa_cert: C2paCertOption = None
+    c2pa_key: C2paKeyOption = None
 
     def run(self) -> None:
         key = self.key  # or a keyring's key file, where the ring chooses it
@@ -203,6 +207,7 @@ class GenerateRequest:
         text = read_text(self.prompt, literal=self.literal).text
         if not text.strip():
             raise fail("the prompt is empty")
+        signer = manifest_signer(self.c2pa_cert, self.c2pa_key)  # before any model loads
         marked_by: dict[str, str] = {}
         flags: tuple[int, ...] = ()
         if self.keyring is not None:
@@ -212,7 +217,7 @@ class GenerateRequest:
         if flags and not can(scheme_name, "payload_flags"):
             raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
         if not can(scheme_name, "candidates"):
-            return self._generate_other(scheme_name, key, written_by, text, marked_by)
+            return self._generate_other(scheme_name, key, written_by, text, marked_by, signer)
         name = ablation if self.dagger and ablation else scheme_name
         scheme = load_scheme(
             key,
@@ -241,14 +246,15 @@ class GenerateRequest:
             if provenance is None
             else record_served(provenance, result.sentences, store_text=self.store_text)
         )
+        out = _sealed(signer, result.text, scheme.key_id, self.generator)
         if self.as_json:
-            record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by}
+            record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by, "text": out}
             record.pop("steps")
             if request_id is not None:
                 record["request_id"] = request_id
             typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
         else:
-            typer.echo(result.text)
+            typer.echo(out)
         if result.fallbacks:
             err.print(f"fallbacks: {result.fallbacks}")
         if marked_by:
@@ -261,6 +267,7 @@ class GenerateRequest:
         written_by: EngineSpec | None,
         text: str,
         marked_by: dict[str, str],
+        signer: ManifestSigner | None = None,
     ) -> None:
         """A scheme that writes through an LM's logits (no candidates): one generation,
         recorded where asked."""
@@ -278,7 +285,18 @@ class GenerateRequest:
             record["request_id"] = record_served(
                 provenance, made.sentences, store_text=self.store_text
             )
-        typer.echo(json.dumps(record, ensure_ascii=False) if self.as_json else made.text)
+        record["text"] = _sealed(signer, made.text, other.key_id, model or self.generator)
+        typer.echo(json.dumps(record, ensure_ascii=False) if self.as_json else record["text"])
+
+
+def _sealed(signer: ManifestSigner | None, text: str, key_id: str | None, model: str) -> str:
+    """``text``, with a signed C2PA manifest where --c2pa-cert and --c2pa-key ask."""
+    if signer is None or not text:
+        return text
+    try:
+        return signer.sign(text, model=model, key_id=key_id)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
 
 
 @app.command()
@@ -303,6 +321,8 @@ def generate(
     record_url: RecordOption = None,
     store_text: StoreTextOption = False,
     cells: CellsOption = None,
+    c2pa_cert: C2paCertOption = None,
+    c2pa_key: C2paKeyOption = None,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 
@@ -311,7 +331,8 @@ def generate(
     where one exists; a one-word PROMPT that looks like a file name (a '/', or an
     extension such as .txt) but names none is an error, unless --text says it is the
     prompt. With --record, the generated sentences are recorded under a fresh request id
-    (docs/provenance.md)."""
+    (docs/provenance.md). With --c2pa-cert and --c2pa-key, the text ends with a signed
+    C2PA manifest (docs/compliance.md)."""
     GenerateRequest(
         prompt=prompt,
         key=key,
@@ -333,4 +354,6 @@ def generate(
         record_url=record_url,
         store_text=store_text,
         cells=cells,
+        c2pa_cert=c2pa_cert,
+        c2pa_key=c2pa_key,
     ).run()

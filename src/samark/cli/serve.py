@@ -31,6 +31,13 @@ from samark.cli.loading import (
     resolve_scheme,
     scheme_engine,
 )
+from samark.cli.manifest_options import (
+    C2paCertOption,
+    C2paKeyOption,
+    C2paTrustOption,
+    manifest_signer,
+    manifest_verifier,
+)
 from samark.cli.record import RecordOption, check_record_options
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
@@ -178,6 +185,9 @@ class ServeRequest:
     store_text: StoreTextOption
     cells: CellsOption
     null_stop: NullStopOption = None
+    c2pa_cert: C2paCertOption = None
+    c2pa_key: C2paKeyOption = None
+    c2pa_trust: C2paTrustOption = None
 
     def run(self) -> None:
         scheme_name = resolve_scheme(
@@ -211,6 +221,7 @@ class ServeRequest:
             ) from None
         if self.label is not None and self.keyring is None:
             raise fail("--label chooses a key of a --keyring")
+        signer = manifest_signer(self.c2pa_cert, self.c2pa_key)  # checked before models load
         try:
             settings = ServeSettings(
                 tokens=load_tokens(self.tokens_file, "SAMARK_API_TOKENS"),
@@ -223,6 +234,8 @@ class ServeRequest:
                 concurrent_generations=self.concurrency,
                 detect_output=self.detect_output,  # type: ignore[arg-type]
                 detect_budget=self.detect_budget,
+                c2pa_signer=signer,
+                c2pa_verifier=manifest_verifier(self.c2pa_trust, signer),
             )
             config = ServerConfig(
                 access=settings,
@@ -282,6 +295,9 @@ def serve(
     store_text: StoreTextOption = False,
     cells: CellsOption = None,
     null_stop: NullStopOption = None,
+    c2pa_cert: C2paCertOption = None,
+    c2pa_key: C2paKeyOption = None,
+    c2pa_trust: C2paTrustOption = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 
@@ -289,7 +305,9 @@ def serve(
     '"watermark": false' requests); --candidates, --statistic, --centring, --cells and
     --null-stop are SAMark's family's. With --record, every served sentence is recorded before
     it is sent and an admin's detection with details reports each sentence's provenance
-    (docs/provenance.md). The server is samark.serving.create_app (docs/serving.md)."""
+    (docs/provenance.md). With --c2pa-cert and --c2pa-key, each marked completion ends
+    with a signed C2PA manifest, and /v1/detect reports a text's (docs/compliance.md).
+    The server is samark.serving.create_app (docs/serving.md)."""
     ServeRequest(
         key=key,
         host=host,
@@ -319,6 +337,9 @@ def serve(
         store_text=store_text,
         cells=cells,
         null_stop=null_stop,
+        c2pa_cert=c2pa_cert,
+        c2pa_key=c2pa_key,
+        c2pa_trust=c2pa_trust,
     ).run()
 
 

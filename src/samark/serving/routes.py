@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from samark.segment import split_sentences
 from samark.serving.access import Caller, DetectBudget
 from samark.serving.errors import ApiError
+from samark.serving.manifests import StreamSeal, seal
 from samark.serving.schema import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -125,7 +126,13 @@ async def _complete(
     answer names the key that marked it (``samark``); a server with a record records
     each sentence under ``request_id`` (the completion's ``id``) before sending it."""
     marker, mark = worker.marking(req)
+    signer = worker.settings.c2pa_signer
+    model = getattr(req, "model", None) or worker.settings.model_name
     if req.stream:
+        if signer is not None:  # the manifest over every chunk's text, in the last chunk
+            sealing = StreamSeal(signer, model, mark)
+            event = _then(event, sealing.chunk)
+            final = _then(final, sealing.last)
         events = await worker.stream(
             prompt,
             req,
@@ -137,7 +144,15 @@ async def _complete(
         )
         return StreamingResponse(events, media_type="text/event-stream")
     pieces, finish = await worker.generate(prompt, req, budget, marker, request_id)
-    return {**whole(pieces, finish, worker.usage(prompt, pieces)), "samark": mark}
+    body = whole(pieces, finish, worker.usage(prompt, pieces))
+    if signer is not None:
+        body = await asyncio.to_thread(seal, body, signer, model, mark)
+    return {**body, "samark": mark}
+
+
+def _then(make: Callable[..., dict[str, Any]], after: Callable[[dict[str, Any]], Any]) -> Any:
+    """``make``, then ``after`` on what it made (a chunk sealed on its way out)."""
+    return lambda *args: after(make(*args))
 
 
 def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from samark.errors import SamarkError
+from samark.provenance.c2pa_manifest import ManifestSigner, ManifestVerifier
 
 #: a bearer token shorter than this is refused: it would be guessable
 MIN_TOKEN_CHARS = 16
@@ -23,7 +24,10 @@ DEFAULT_TIMEOUT_S = 1800.0
 #: endpoint"); the decision alone leaves random search
 DETECT_OUTPUTS = ("full", "decision")
 #: the fields of a decision-only answer
-DECISION_FIELDS = ("scheme", "is_watermarked", "alpha", "n_units", "unit", "key_label", "key_id")
+DECISION_FIELDS = (
+    *("scheme", "is_watermarked", "alpha", "n_units", "unit", "key_label", "key_id"),
+    "manifest",
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,10 @@ class ServeSettings:
     #: sentences a caller without an admin token may have detected per hour (None: no
     #: limit); every text counts at least one, so it bounds a forger's queries too
     detect_budget: int | None = None
+    #: sign each marked completion with a C2PA manifest (docs/compliance.md); None: none
+    c2pa_signer: ManifestSigner | None = field(default=None, repr=False)
+    #: the trust anchors /v1/detect checks manifests against (None: no signer trusted)
+    c2pa_verifier: ManifestVerifier | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.auth and not (self.tokens or self.admin_tokens):

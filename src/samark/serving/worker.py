@@ -31,6 +31,7 @@ from samark.segment import split_sentences
 from samark.serving import scheduling
 from samark.serving.answers import answers
 from samark.serving.errors import ApiError, timeout_error
+from samark.serving.manifests import checked
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -333,6 +334,11 @@ class Worker:
         deadline = time.monotonic() + self.settings.request_timeout_s
         embedder = self.scheme.embedder
         out: list[dict[str, Any]] = []
+        # a C2PA manifest is checked, then removed: the mark and the record never see it
+        c2pa = self.settings.c2pa_signer or self.settings.c2pa_verifier
+        manifests, texts = await asyncio.to_thread(
+            checked, texts, self.settings.c2pa_verifier, c2pa is not None
+        )
         # segmenting takes a moment on a large batch: off the event loop
         groups = await asyncio.to_thread(split_units, texts)
         # a request that is one unit goes before the units of larger ones
@@ -372,6 +378,9 @@ class Worker:
                 else "not_watermarked"
             )
             self.metrics.detections.labels(outcome).inc()
+        for result, manifest in zip(out, manifests, strict=True):
+            if manifest is not None and "error" not in result:
+                result["manifest"] = manifest
         return out
 
     def _score(
