@@ -218,7 +218,9 @@ def test_auth_and_bad_requests_get_json_errors(local) -> None:
     assert _get(local, "/healthz")[0] == 200  # health needs no token
     cases = [
         (b'{"text": "unterminated', 400, "not valid JSON"),
-        (b"\xff\xfe\x00binary\x00", 400, ""),
+        (b"\xff\xfe\x00binary\x00", 400, "the request body is binary, not JSON text"),
+        # a JSON text of control characters: refused as `samark detect` refuses binary
+        (json.dumps({"text": "\u0000\u0001\u0002"}).encode(), 400, "the text is binary, not"),
         (b'{"text": 3}', 400, "text"),
         (b'{"texts": ["a"], "text": "b"}', 400, "exactly one"),
         (json.dumps({"text": "x" * 60_000}).encode(), 413, "larger than this server takes (50 kB)"),

@@ -382,12 +382,8 @@ class Worker:
         embedder = self.scheme.embedder
         remember = embedder.remembering(known) if embedder is not None else None
         with remember if remember is not None else contextlib.nullcontext():
-            found = answers(self.detector, group, details)
-            if details and self.record is not None:
-                for text, answer in zip(group, found, strict=True):
-                    if "error" not in answer:
-                        answer["provenance"] = self._provenance(text)
-        return found
+            check = self._provenance if details and self.record is not None else None
+            return answers(self.detector, group, details, check)
 
     def _provenance(self, text: str) -> dict[str, Any]:
         """The record's report on ``text``, or 503 where the record cannot be read (as
