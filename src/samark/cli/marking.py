@@ -289,10 +289,12 @@ def generate(
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 
     The keyring's key is its current key, the key LABEL, or the key that writes PAYLOAD.
-    PROMPT is a file
-    where one exists; a one-word PROMPT that looks like a file name (a '/', or an
-    extension such as .txt) but names none is an error, unless --text says it is the
-    prompt. With --record, the generated sentences are recorded under a fresh request id
+
+    PROMPT is a file where one exists; a one-word PROMPT that looks like a file name (a
+    '/', or an extension such as .txt) but names none is an error, unless --text says it
+    is the prompt.
+
+    With --record, the generated sentences are recorded under a fresh request id
     (docs/provenance.md)."""
     GenerateRequest(
         prompt=prompt,
