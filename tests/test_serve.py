@@ -218,7 +218,9 @@ def test_auth_and_bad_requests_get_json_errors(local) -> None:
     assert _get(local, "/healthz")[0] == 200  # health needs no token
     cases = [
         (b'{"text": "unterminated', 400, "not valid JSON"),
-        (b"\xff\xfe\x00binary\x00", 400, "the request body is binary, not JSON text"),
+        (b"\xff\xfe\x00binary\x00", 400, "not valid JSON"),
+        # raw binary (an image): our words, not the framework's "error parsing the body"
+        (b"\x89PNG\r\n\x1a\n\x00\x00IHDR\xde\xad", 400, "the request body is binary, not JSON"),
         # a JSON text of control characters: refused as `samark detect` refuses binary
         (json.dumps({"text": "\u0000\u0001\u0002"}).encode(), 400, "the text is binary, not"),
         (b'{"text": 3}', 400, "text"),
