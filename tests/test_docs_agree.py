@@ -4,10 +4,11 @@ the code, so a change to the code that leaves the docs behind fails here."""
 
 from __future__ import annotations
 
+import itertools
 import re
-import tomllib
 from pathlib import Path
 
+import tomllib
 from typer.testing import CliRunner
 
 from samark.cli import app
@@ -74,6 +75,6 @@ def test_generate_help_breaks_no_sentence_mid_line() -> None:
     out = CliRunner().invoke(app, ["generate", "--help"], env={"COLUMNS": "200"})
     lines = out.output.split("Usage:")[1].split("╭")[0].splitlines()[2:]
     prose = [line.strip() for line in lines]
-    for line, after in zip(prose, prose[1:], strict=False):
+    for line, after in itertools.pairwise(prose):
         if line and after:  # a line inside a paragraph
             assert len(line) > 60 or line.endswith((".", ":", ";")), line

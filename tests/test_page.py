@@ -405,8 +405,16 @@ def test_an_empty_or_binary_upload_or_nothing_gives_a_visible_error(
     page.fill("#token", USER)
     uploads = {
         "empty.txt": (b"", "is empty"),
-        "photo.txt": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "not a text file"),
-        "latin1.txt": ("Café crème".encode("latin-1"), "not a text file"),
+        # the words of samark.intake, as `samark detect` and /v1/detect say them
+        "photo.txt": (
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
+            "photo.txt is binary, not text (it holds the control character U+0000)",
+        ),
+        "bell.txt": (
+            b"Ring.\x07",
+            "bell.txt is binary, not text (it holds the control character U+0007)",
+        ),
+        "latin1.txt": ("Café crème".encode("latin-1"), "latin1.txt is not UTF-8 text"),
         "bad.jsonl": (b'{"text": "One sentence."}\nnot json\n', "line 2: not a JSON record"),
         "fields.jsonl": (b'{"body": "One sentence."}\n', 'needs a "text" field'),
     }
@@ -420,6 +428,14 @@ def test_an_empty_or_binary_upload_or_nothing_gives_a_visible_error(
     page.fill("#text", "   ")
     page.click("#submit")
     assert "nothing to check" in page.inner_text("#error")
+    assert page.is_hidden("#results")
+    # pasted control characters: refused as the CLI and the server refuse them
+    page.fill("#text", "\u0000\u0001\u0002")
+    page.click("#submit")
+    page.wait_for_selector("#error:has-text('is binary')")
+    assert page.inner_text("#error") == (
+        "Not checked: the text is binary, not text (it holds the control character U+0000)."
+    )
     assert page.is_hidden("#results")
 
 

@@ -84,7 +84,6 @@ def test_real_text_keeps_initials_and_titles_together(corpus: str, sentence: str
     """Sentences of the corpora the calibration reads, split whole (each was two
     fragments before)."""
     from samark.datasets import load_dataset
-
     from samark.datasets.debian_corpora import fortunes
 
     try:

@@ -105,6 +105,19 @@
     return p >= 0.001 ? String(Number(p.toPrecision(2))) : p.toExponential(1);
   }
 
+  // ---- what a text must be: samark.intake's rules and words, as the CLI and server say them ----
+  // a control character no text holds (not a tab, line break, carriage return, form feed
+  // or vertical tab), or null
+  function controlCharacter(text) {
+    const found = text.match(/[\u0000-\u0008\u000e-\u001f\u007f]/);
+    return found ? found[0] : null;
+  }
+
+  function binaryText(origin, ch) {
+    const code = ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0");
+    return `${origin} is binary, not text (it holds the control character U+${code})`;
+  }
+
   // ---- reading a file ----
   async function readText(file) {
     if (file.size === 0) throw new Error(`${file.name} is empty: there is no text to check.`);
@@ -114,14 +127,16 @@
       );
     }
     const bytes = new Uint8Array(await file.arrayBuffer());
-    const notText = `${file.name} is not a text file (it holds binary data): choose a .txt or .jsonl file.`;
-    if (bytes.includes(0)) throw new Error(notText);
+    const choose = "choose a .txt or .jsonl file.";
     let text;
+    if (bytes.includes(0)) throw new Error(`${binaryText(file.name, "\u0000")}: ${choose}`);
     try {
       text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
     } catch {
-      throw new Error(notText);
+      throw new Error(`${file.name} is not UTF-8 text: ${choose}`);
     }
+    const control = controlCharacter(text);
+    if (control) throw new Error(`${binaryText(file.name, control)}: ${choose}`);
     if (!text.trim()) throw new Error(`${file.name} holds only blank space: there is no text to check.`);
     return text;
   }
@@ -218,9 +233,15 @@
     }
     const long = texts.findIndex((t) => t.length > limits.max_text_chars);
     if (long >= 0) {
+      const which = texts.length > 1 ? `Text ${long + 1}: ` : "";
       throw new Error(
-        `Text ${long + 1} has ${texts[long].length} characters; this server checks at most ${limits.max_text_chars} a text.`,
+        `Not checked: ${which}a text of ${texts[long].length} characters; at most ${limits.max_text_chars}. Split it, or check part of it.`,
       );
+    }
+    const binary = texts.findIndex((t) => controlCharacter(t));
+    if (binary >= 0) {
+      const origin = texts.length > 1 ? `text ${binary + 1}` : "the text";
+      throw new Error(`Not checked: ${binaryText(origin, controlCharacter(texts[binary]))}.`);
     }
     let { status, body } = await post(texts, token, true);
     let detailsRefused = false;
