@@ -849,6 +849,7 @@ def _fits(page: Any) -> None:
         assert not _labels_clear_of_lines_and_bars(page), width
 
 
+@pytest.mark.slow
 def test_one_verdict_for_every_pair_of_mark_and_record_fits_a_phone(page, servers, marked) -> None:
     """Each of the 12 pairs (mark found / weak / not found x served verbatim / paraphrase
     / not served / no record) reads as one headline, one conclusion and its reasons (the
