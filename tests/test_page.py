@@ -764,7 +764,8 @@ def _variant(real: dict[str, Any], mark: str, record: str) -> dict[str, Any]:
             answer[name] = answer[name][:3]
         answer["provenance"]["sentences"] = answer["provenance"]["sentences"][:3]
         answer.update(p_value=0.022, is_watermarked=False, n_units=3)
-        answer["evidence_trail"][-1]["p_value"] = 0.022
+        for point, p in zip(answer["evidence_trail"], (0.3, 0.05, 0.022), strict=True):
+            point["p_value"] = p
         answer["marked_sentences"] = []
     elif mark == "not_marked":
         answer.update(p_value=0.61, is_watermarked=False)

@@ -599,6 +599,7 @@ def test_cli_detect_with_a_record_and_forget(tmp_path, minilm, minilm_key) -> No
     lines = runner.invoke(app, ["detect", str(records), "--key", str(key_file), "--record", url])
     first, second = (json.loads(x) for x in lines.stdout.splitlines())
     assert first["provenance"]["served"] == 1 and first["id"] == 1
+    assert first["verdict"]["code"] == line["verdict"]["code"]  # the same text, one verdict
     assert second["provenance"]["served"] == 1  # the sentence recorded 10 days ago
 
     info = runner.invoke(app, ["record", "info", url])

@@ -51,7 +51,7 @@ from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.text import counted
-from samark.verdict import RecordEvidence, verdict
+from samark.verdict import MarkEvidence, RecordEvidence, verdict
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
 #: time (``--chunk``)
@@ -403,7 +403,9 @@ def _detect_file(
                 if isinstance(record, UnreadableRecord) or record.get("error") in errors:
                     failed.append(number)
                 elif provenance is not None:
-                    record["provenance"] = provenance.check(record[field]).to_dict()
+                    report = record["provenance"] = provenance.check(record[field]).to_dict()
+                    said = verdict(MarkEvidence.of_answer(record), RecordEvidence.of_report(report))
+                    record["verdict"] = said.to_dict()
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))
                 bar.advance(task, 1)
         except SamarkError as exc:
