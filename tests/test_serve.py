@@ -188,8 +188,12 @@ def test_detect_route_roles_and_batches(local) -> None:
     assert set(one) == {
         *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit"),
         "key_id",  # the public id of the key it tested (the detection page shows it)
+        "verdict",  # the mark (and, with details and a record, the record) as one story
     }
     assert one["n_units"] == 5 and 0 < one["p_value"] <= 1
+    assert one["verdict"]["record"] == "no_record" and one["verdict"]["code"].startswith(
+        "not_marked." if one["p_value"] >= 0.05 else ("weak." if one["p_value"] >= 0.01 else "")
+    )
     # localisation only for an admin token
     status, refused = _post(local, "/v1/detect", {"text": HUMAN, "details": True})
     assert status == 403 and "admin" in refused["error"]["message"]

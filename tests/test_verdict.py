@@ -142,3 +142,13 @@ def test_bad_inputs_are_refused() -> None:
         RecordEvidence(served=-1, paraphrase=0, not_served=0)
     with pytest.raises(ValueError):
         verdict(MARKS[MarkState.MARKED], None, "glowing")
+
+
+def test_a_token_schemes_length_is_counted_in_tokens() -> None:
+    mark = MarkEvidence.of_answer({"p_value": 0.4, "alpha": 0.01, "n_units": 31, "unit": "token"})
+    v = verdict(mark)
+    assert v.mark is MarkState.WEAK  # 31 tokens: short
+    assert v.reasons[0] == "The mark: p = 0.4 over 31 tokens; the decision needs p below 0.01."
+    assert "below 50 tokens even a marked text is often missed" in v.reasons[1]
+    long = MarkEvidence.of_answer({"p_value": 0.4, "alpha": 0.01, "n_units": 300, "unit": "token"})
+    assert long.state is MarkState.NOT_MARKED

@@ -28,6 +28,8 @@ from typing import Any
 #: missed (3 back-translated sentences were found 62.5% of the time at N = 64, issue 65),
 #: so not finding the mark in it is weak evidence that it is unmarked
 SHORT_TEXT_SENTENCES = 5
+#: the same for a token-level scheme's texts (KGW-style tests need tens of tokens)
+SHORT_TEXT_TOKENS = 50
 #: a p-value below this (but not below the decision level) is *some* evidence, not none
 WEAK_P = 0.05
 
@@ -57,15 +59,16 @@ def _p(p: float) -> str:
     return f"{p:.3g}"
 
 
-def _sentences(n: int) -> str:
-    return f"{n} sentence{'' if n == 1 else 's'}"
+def _sentences(n: int, unit: str = "sentence") -> str:
+    return f"{n} {unit}{'' if n == 1 else 's'}"
 
 
 @dataclass(frozen=True)
 class MarkEvidence:
-    """What the mark's detector found: the text's p-value and decision level, its number
-    of sentences, and for a layered mark each layer's p-value; ``semantic_floor`` is the
-    smallest semantic p-value its null draws can give (1/(draws + 1))."""
+    """What the mark's detector found: the text's p-value and decision level, its length
+    (``n_sentences`` units: sentences, or a token scheme's tokens), and for a layered mark
+    each layer's p-value; ``semantic_floor`` is the smallest semantic p-value its null
+    draws can give (1/(draws + 1))."""
 
     p_value: float
     alpha: float
@@ -73,6 +76,7 @@ class MarkEvidence:
     p_semantic: float | None = None
     p_token: float | None = None
     semantic_floor: float | None = None
+    unit: str = "sentence"
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.p_value <= 1.0) or math.isnan(self.p_value):
@@ -83,8 +87,17 @@ class MarkEvidence:
             raise ValueError(f"n_sentences must be >= 0, got {self.n_sentences}")
 
     @property
+    def short_below(self) -> int:
+        """The length under which a text of this unit is short."""
+        return SHORT_TEXT_SENTENCES if self.unit == "sentence" else SHORT_TEXT_TOKENS
+
+    @property
     def short(self) -> bool:
-        return self.n_sentences < SHORT_TEXT_SENTENCES
+        return self.n_sentences < self.short_below
+
+    @property
+    def length(self) -> str:
+        return _sentences(self.n_sentences, self.unit)
 
     @property
     def state(self) -> MarkState:
@@ -117,6 +130,7 @@ class MarkEvidence:
             p_value=float(answer["p_value"]),
             alpha=float(answer["alpha"]),
             n_sentences=int(answer.get("n_units") or 0),
+            unit=str(answer.get("unit") or "sentence"),
             p_semantic=float(p_sem) if isinstance(p_sem, float) else None,
             p_token=float(p_tok) if isinstance(p_tok, float) else None,
             semantic_floor=floor,
@@ -284,7 +298,7 @@ _MANIFEST_WORDS: dict[ManifestState, str] = {
 
 def _mark_reasons(mark: MarkEvidence) -> list[str]:
     out = [
-        f"The mark: p = {_p(mark.p_value)} over {_sentences(mark.n_sentences)}; the decision "
+        f"The mark: p = {_p(mark.p_value)} over {mark.length}; the decision "
         f"needs p below {mark.alpha:g}."
     ]
     if mark.p_semantic is not None and mark.p_token is not None:
@@ -293,10 +307,9 @@ def _mark_reasons(mark: MarkEvidence) -> list[str]:
         )
     if mark.short and mark.state is not MarkState.MARKED:
         out.append(
-            f"A short text is weak evidence: {_sentences(mark.n_sentences)} give the detector "
-            f"few chances to see the mark (below {SHORT_TEXT_SENTENCES} sentences even a "
-            "marked text is often missed), so not finding it does not show the text is "
-            "unmarked."
+            f"A short text is weak evidence: {mark.length} give the detector few chances to "
+            f"see the mark (below {mark.short_below} {mark.unit}s even a marked text is "
+            "often missed), so not finding it does not show the text is unmarked."
         )
     if mark.at_floor and mark.semantic_floor is not None:
         draws = round(1 / mark.semantic_floor) - 1
@@ -320,7 +333,7 @@ def verdict(
     record_state = RecordState.NO_RECORD if record is None else record.state
     found = None if manifest is None else ManifestState(manifest)
     headline, conclusion, tone = _STORIES[(state, record_state)]
-    conclusion = conclusion.format(n=_sentences(mark.n_sentences))
+    conclusion = conclusion.format(n=mark.length)
     reasons = _mark_reasons(mark)
     if record is not None:
         reasons.append(f"The record: {record.counts()}.")

@@ -139,7 +139,7 @@ class RingDetection:
         p-value (a keyring's family-wise one) and, for one key, its layers and null draws."""
         d = self.detection
         fields: dict[str, Any] = {"p_value": self.p_value, "alpha": self.alpha}
-        fields["n_units"] = d.n_units
+        fields.update(n_units=d.n_units, unit=d.unit)
         if self.single_key:
             fields["details"] = d.details
         return MarkEvidence.of_answer(fields)
