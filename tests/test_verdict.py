@@ -152,3 +152,9 @@ def test_a_token_schemes_length_is_counted_in_tokens() -> None:
     assert "below 50 tokens even a marked text is often missed" in v.reasons[1]
     long = MarkEvidence.of_answer({"p_value": 0.4, "alpha": 0.01, "n_units": 300, "unit": "token"})
     assert long.state is MarkState.NOT_MARKED
+
+
+def test_one_sentence_reads_in_the_singular() -> None:
+    one = verdict(MarkEvidence(p_value=0.3, alpha=0.01, n_sentences=1))
+    assert "1 sentence gives the detector few chances" in one.reasons[1]
+    assert one.reasons[0] == "The mark: p = 0.3 over 1 sentence; the decision needs p below 0.01."

@@ -307,7 +307,8 @@ def _mark_reasons(mark: MarkEvidence) -> list[str]:
         )
     if mark.short and mark.state is not MarkState.MARKED:
         out.append(
-            f"A short text is weak evidence: {mark.length} give the detector few chances to "
+            f"A short text is weak evidence: {mark.length} "
+            f"{'gives' if mark.n_sentences == 1 else 'give'} the detector few chances to "
             f"see the mark (below {mark.short_below} {mark.unit}s even a marked text is "
             "often missed), so not finding it does not show the text is unmarked."
         )
