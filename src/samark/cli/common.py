@@ -310,12 +310,13 @@ def _read_file(path: Path) -> TextInput:
 
 
 def _decode(data: bytes, origin: str) -> str:
-    if b"\0" in data:
-        raise fail(f"{origin} is binary, not text")
+    """``data`` as text, refused as the server refuses it (:mod:`samark.intake`)."""
+    from samark.intake import TextRefused, decode
+
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise fail(f"{origin} is not UTF-8 text") from None
+        return decode(data, origin)
+    except TextRefused as exc:
+        raise fail(str(exc)) from None
 
 
 def require_sentences(given: TextInput, what: str = "text") -> None:

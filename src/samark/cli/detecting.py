@@ -45,6 +45,7 @@ from samark.cli.loading import (
     load_scheme,
     resolve_scheme,
 )
+from samark.cli.long_text import check_intake, embedded_with_progress
 from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
@@ -52,6 +53,7 @@ from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.provenance.c2pa_manifest import read_manifest, strip_manifest
 from samark.text import counted
+from samark.verdict import MarkEvidence, RecordEvidence, verdict
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
 #: time (``--chunk``)
@@ -64,6 +66,14 @@ SourceArgument = Annotated[
 ]
 AlphaOption = Annotated[float, typer.Option(help="Significance level of the decision.")]
 FieldOption = Annotated[str, typer.Option(help="Text field of JSONL records.")]
+LongOption = Annotated[
+    bool,
+    typer.Option(
+        "--long",
+        help="Check one text over the server's limits (100,000 characters or 200 "
+        "sentences), with a progress bar that counts its sentences.",
+    ),
+]
 DetailsOption = Annotated[
     bool,
     typer.Option(
@@ -138,6 +148,7 @@ class DetectRequest:
     cells: int | None
     null_stop: int | None = None
     c2pa_trust: tuple[Path, ...] = ()
+    long: bool = False
 
     @property
     def samark_family(self) -> bool:
@@ -205,12 +216,15 @@ class DetectRequest:
         if self.ray is None and records is None:
             given = read_text(self.source, literal=self.literal)
             require_sentences(given, "score")
+            sentences = check_intake(given, self.long)  # the server's limits and words
+        elif self.long:
+            raise fail("--long checks one text over the server's limits, not a file of records")
         detector = self.detector()
         if self.ray is not None:
             raise typer.Exit(self._on_ray())
         embedder = detector.schemes[0].embedder
-        if embedder is not None:
-            embedder.progress_over = 2000  # a book-length text takes minutes: show it
+        if embedder is not None and records is not None:
+            embedder.progress_over = 2000  # a book-length record takes minutes: show it
         provenance = (
             open_record(self.record_url, self.key, embedder, threshold=self.paraphrase_threshold)
             if self.record_url is not None
@@ -223,7 +237,8 @@ class DetectRequest:
             )
         assert given is not None
         verifier = manifest_verifier(list(self.c2pa_trust))
-        _detect_text(detector, given.text, self.details, provenance, verifier)
+        with embedded_with_progress(embedder if self.long else None, sentences):
+            _detect_text(detector, given.text, self.details, provenance, verifier)
 
     def _on_ray(self) -> int:
         assert self.source is not None and self.out_dir is not None and self.ray is not None
@@ -264,6 +279,7 @@ def detect(
     cells: CellsOption = None,
     null_stop: NullStopOption = None,
     c2pa_trust: C2paTrustOption = None,
+    long: LongOption = False,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
@@ -293,6 +309,7 @@ def detect(
         cells=cells,
         null_stop=null_stop,
         c2pa_trust=tuple(c2pa_trust or ()),
+        long=long,
     ).run()
 
 
@@ -343,15 +360,25 @@ def _detect_text(
     if report is not None:
         out["provenance"] = report.to_dict()
     out["manifest"] = manifest.to_dict()
+    found = verdict(
+        result.mark_evidence(),
+        None if report is None else RecordEvidence.of_report(out["provenance"]),
+        manifest.state,
+    )
+    told = report is not None or manifest.state != "none"
+    if told:  # with a record or a manifest, every layer as one conclusion
+        out["verdict"] = found.to_dict()
     typer.echo(json.dumps(out, ensure_ascii=False))
     words = result.describe()
-    if result.is_watermarked:  # the verdict in bold green
+    if result.is_watermarked:  # the mark's decision in bold green
         words = "[bold green]watermarked[/]" + words.removeprefix("watermarked")
     err.print(words, soft_wrap=True)
     if report is not None:
         err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
     if manifest.state != "none":
         err.print(manifest.describe(), highlight=False, soft_wrap=True)
+    if told:
+        err.print(f"[bold]{found.headline}[/]: {found.conclusion}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 
@@ -392,7 +419,9 @@ def _detect_file(
                 if isinstance(record, UnreadableRecord) or record.get("error") in errors:
                     failed.append(number)
                 elif provenance is not None:
-                    record["provenance"] = provenance.check(record[field]).to_dict()
+                    report = record["provenance"] = provenance.check(record[field]).to_dict()
+                    said = verdict(MarkEvidence.of_answer(record), RecordEvidence.of_report(report))
+                    record["verdict"] = said.to_dict()
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))
                 bar.advance(task, 1)
         except SamarkError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -159,6 +159,11 @@ StoreTextOption = Annotated[
 ]
 
 
+def candidates_field(candidates: int | None) -> dict[str, Any]:
+    """``--candidates`` as a config field: none when left out (the scheme's default)."""
+    return {} if candidates is None else {"candidates": candidates}
+
+
 @dataclass(frozen=True)
 class GenerateRequest:
     """What ``samark generate`` was asked: its options, then :meth:`run`."""
@@ -224,7 +229,7 @@ class GenerateRequest:
             name,
             self.generator,
             engine,
-            **({} if self.candidates is None else {"candidates": self.candidates}),
+            **candidates_field(self.candidates),
             max_new_sentences=self.sentences,
             adaptive=self.adaptive,
             payload_flags=flags,
@@ -327,10 +332,12 @@ def generate(
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 
     The keyring's key is its current key, the key LABEL, or the key that writes PAYLOAD.
-    PROMPT is a file
-    where one exists; a one-word PROMPT that looks like a file name (a '/', or an
-    extension such as .txt) but names none is an error, unless --text says it is the
-    prompt. With --record, the generated sentences are recorded under a fresh request id
+
+    PROMPT is a file where one exists; a one-word PROMPT that looks like a file name (a
+    '/', or an extension such as .txt) but names none is an error, unless --text says it
+    is the prompt.
+
+    With --record, the generated sentences are recorded under a fresh request id
     (docs/provenance.md). With --c2pa-cert and --c2pa-key, the text ends with a signed
     C2PA manifest (docs/compliance.md)."""
     GenerateRequest(

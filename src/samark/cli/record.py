@@ -31,7 +31,8 @@ app.add_typer(record_app, name="record")
 
 _URL_HELP = (
     "The provenance record: sqlite:///relative/record.db, sqlite:////absolute/record.db, "
-    "a file path, or postgresql://user:password@host/dbname (docs/provenance.md)."
+    "a file path, or postgresql://user@host/dbname, its password in PGPASSWORD or ~/.pgpass, "
+    "never in the URL (docs/provenance.md)."
 )
 
 #: ``--record URL`` of generate and detect
@@ -190,8 +191,8 @@ def migrate(
     destination: Annotated[
         str,
         typer.Argument(
-            help="Where to copy it: usually postgresql://user:password@host/dbname; made "
-            "there where it is new."
+            help="Where to copy it: usually postgresql://user@host/dbname (the password in "
+            "PGPASSWORD or ~/.pgpass); made there where it is new."
         ),
     ],
     batch_size: Annotated[

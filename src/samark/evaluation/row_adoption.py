@@ -44,9 +44,9 @@ def same_configuration(a: Any, b: Any) -> list[str]:
 def _resolved(scheme: Any, name: str) -> Any:
     """A scheme's attribute as it acts: a config's ``cells`` left to the key (None) is the
     key's own, as the scheme resolved it."""
-    value = getattr(scheme, name, None)
+    value: Any = getattr(scheme, name, None)
     if name == "config" and getattr(value, "cells", 0) is None and hasattr(scheme, "cells"):
-        value = value.replace(cells=scheme.cells)
+        return value.replace(cells=scheme.cells)
     return value
 
 

@@ -21,11 +21,6 @@ class SchemeInfo:
     #: changes of what the scheme writes or scores under unchanged parameters (the token
     #: rows' last: 2026-11-26, they write through the candidate engine)
     revision: int = 0
-    #: defaults changed since experiments began, as (field, old, new): an experiment row
-    #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
-    #: that names the old one keeps the records it had when it left it out
-    #: (``samark.evaluation.experiment.fingerprint_params``)
-    changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
     #: False for a row that only writes (the unwatermarked reference): no key, no detector
     detectable: bool = True
     #: modules it needs beyond samark's own dependencies, to write and to detect (an extra)
@@ -52,6 +47,11 @@ class SchemeInfo:
     payload_flags: bool = False
     #: the registered name of its ablation (``samark generate --dagger``), if it has one
     ablation: str | None = None
+    #: defaults changed since experiments began, as (field, old, new): an experiment row
+    #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
+    #: that names the old one keeps the records it had when it left it out
+    #: (``samark.evaluation.experiment.fingerprint_params``)
+    changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
 
     def available(self) -> bool:
         """Whether the modules it needs are installed (found without importing them)."""

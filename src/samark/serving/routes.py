@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from samark.intake import Limits, TextRefused, check_binary, check_chars, check_sentences
 from samark.segment import split_sentences
 from samark.serving.access import Caller, DetectBudget
 from samark.serving.errors import ApiError
@@ -184,24 +185,18 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                 "invalid_request_error",
                 "too_many_texts",
             )
-        for text in texts:
-            if len(text) > settings.max_text_chars:
-                raise ApiError(
-                    413,
-                    f"a text of {len(text)} characters; at most {settings.max_text_chars}",
-                    "invalid_request_error",
-                    "text_too_long",
-                )
-        # segmenting a megabyte takes a moment: off the event loop
-        counts = await asyncio.to_thread(lambda: [len(split_sentences(t)) for t in texts])
-        for count in counts:
-            if count > settings.max_text_sentences:
-                raise ApiError(
-                    413,
-                    f"a text of {count} sentences; at most {settings.max_text_sentences}",
-                    "invalid_request_error",
-                    "text_too_long",
-                )
+        limits = Limits(settings.max_text_chars, settings.max_text_sentences)
+        try:  # the one intake (samark.intake): the CLI's limits and words
+            for text in texts:
+                check_chars(text, limits)
+                check_binary(text)
+            # segmenting a megabyte takes a moment: off the event loop
+            counts = await asyncio.to_thread(lambda: [len(split_sentences(t)) for t in texts])
+            for count in counts:
+                check_sentences(count, limits)
+        except TextRefused as exc:
+            status = 413 if exc.code == "text_too_long" else 400
+            raise ApiError(status, str(exc), "invalid_request_error", exc.code) from None
         sentences = sum(max(count, 1) for count in counts)
         if sentences > settings.max_detect_sentences:
             raise ApiError(

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal
 
 from samark.errors import SamarkError
+from samark.intake import MAX_TEXT_CHARS, MAX_TEXT_SENTENCES
 from samark.provenance.c2pa_manifest import ManifestSigner, ManifestVerifier
 
 #: a bearer token shorter than this is refused: it would be guessable
@@ -44,11 +45,11 @@ class ServeSettings:
     admin_tokens: frozenset[str] = field(default=frozenset(), repr=False)
     auth: bool = True
     max_body_bytes: int = 1_000_000
-    max_text_chars: int = 100_000  # one text of /v1/detect (about 1,000 sentences)
+    max_text_chars: int = MAX_TEXT_CHARS  # one text of /v1/detect (samark.intake)
     max_batch: int = 64  # texts of one /v1/detect request
     #: sentences of one /v1/detect text, and of all the texts of one request: what one
     #: request may ask of the detector (its cost grows with sentences, not texts)
-    max_text_sentences: int = 200
+    max_text_sentences: int = MAX_TEXT_SENTENCES
     max_detect_sentences: int = 1_000
     request_timeout_s: float = DEFAULT_TIMEOUT_S
     default_sentences: int = 12
