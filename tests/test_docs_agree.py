@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from samark.cli import app
 from samark.cli.demo import DEMO_CANDIDATES, DEMO_SENTENCES, DEMO_TIME
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.layered import DEFAULT_CANDIDATES
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,8 +46,9 @@ def test_the_readme_gives_the_shipped_defaults_n() -> None:
     readme = _words("README.md")
     claimed = re.findall(r"the shipped default \(N = (\d+)\)", readme)
     assert claimed, "the README no longer names the shipped default's N"
-    assert {int(n) for n in claimed} == {SAMarkConfig().candidates}
-    assert f"[default: {SAMarkConfig().candidates}]" in _help("generate")
+    assert {int(n) for n in claimed} == {DEFAULT_CANDIDATES}
+    assert f"{DEFAULT_CANDIDATES} for samark-layered" in _help("generate")
+    assert f"{DEFAULT_CANDIDATES} for samark-layered" in _help("serve")
 
 
 def test_every_extra_is_listed_in_the_readme_and_the_quickstart_installs_the_demos() -> None:
