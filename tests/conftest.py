@@ -54,6 +54,7 @@ FILE_SECONDS = {
     "test_semstamp.py": 150,
     "test_evaluation.py": 116,
     "test_conformance.py": 95,
+    "test_markllm_crosscheck.py": 75,
     "test_page.py": 42,
     "test_server.py": 39,
     "test_layered.py": 35,

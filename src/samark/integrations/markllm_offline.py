@@ -57,10 +57,15 @@ class _Translator:
         self.translate = _Unavailable("translate.Translator (pip install translate)")
 
 
+def _no_encoding(model: str) -> Any:
+    """``tiktoken.encoding_for_model`` while offline: no download; using it raises."""
+    return _Unavailable(f"tiktoken's {model} encoding")
+
+
 def _stand_in(name: str) -> types.ModuleType:
     module = types.ModuleType(name, f"samark's offline stand-in for {name} (not installed)")
     if name == "tiktoken":
-        module.encoding_for_model = lambda model: _Unavailable(f"tiktoken's {model} encoding")  # type: ignore[attr-defined]
+        module.encoding_for_model = _no_encoding  # type: ignore[attr-defined]
     if name == "translate":
         module.Translator = _Translator  # type: ignore[attr-defined]
     return module
@@ -90,10 +95,9 @@ def offline() -> Iterator[None]:
             added.append(name)
     restore: list[tuple[Any, str, Any]] = []
     if "tiktoken" not in added and importlib.util.find_spec("tiktoken") is not None:
-        import tiktoken
-
+        tiktoken: Any = importlib.import_module("tiktoken")
         restore.append((tiktoken, "encoding_for_model", tiktoken.encoding_for_model))
-        tiktoken.encoding_for_model = lambda model: _Unavailable(f"tiktoken's {model} encoding")  # type: ignore[assignment]
+        tiktoken.encoding_for_model = _no_encoding
     if importlib.util.find_spec("nltk") is not None:
         import nltk
 

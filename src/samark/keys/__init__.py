@@ -38,6 +38,8 @@ KEY_VERSIONS = (1, 2, 3, 4, 5)
 FILE_VERSION_SCHEME = 4
 #: the version of a key that carries a reference implementation's integer key (``hash_key``)
 FILE_VERSION_HASH_KEY = 5
+#: the schemes that read a key's ``hash_key`` (the others ignore it)
+HASH_KEY_SCHEMES = ("kgw", "unigram")
 #: the largest ``hash_key``: the references seed with it as a signed 64-bit integer
 MAX_HASH_KEY = 2**63 - 1
 SECRET_BYTES = 32
@@ -108,6 +110,10 @@ class WatermarkKey:
         """The same secret drawing SAMark's pivots as ``samark`` says (a pivot space gives
         another key id: the pivots differ)."""
         return WatermarkKey(self._secret, self.embedder, samark, self.scheme, self._hash_key)
+
+    def with_hash_key(self, hash_key: int | None) -> WatermarkKey:
+        """The same secret carrying the reference integer key ``hash_key`` (another key id)."""
+        return WatermarkKey(self._secret, self.embedder, self._draw, self.scheme, hash_key)
 
     @property
     def hash_key(self) -> int | None:
