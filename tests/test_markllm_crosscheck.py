@@ -228,3 +228,63 @@ def test_a_reference_key_detects_markllms_text_and_markllm_detects_samarks(
     assert verdict["score"] > 2.33, written.text  # MarkLLM's z: p < 0.01, one-sided
     unmarked = create_scheme("unwatermarked").generate_batch([PROMPT], max_new_sentences=2, seed=0)
     assert theirs.detect_watermark(unmarked[0].text)["score"] < verdict["score"]
+
+
+@pytest.mark.slow
+def test_markllms_detection_pipeline_runs_a_samark_scheme(
+    smollm2, markllm_config, tmp_path
+) -> None:
+    """The adapter, registered in MarkLLM's AutoWatermark, through MarkLLM's own detection
+    pipelines (with its WordDeletion editor) and both success-rate calculators."""
+    with offline():
+        from markllm.evaluation.dataset import BaseDataset
+        from markllm.evaluation.pipelines.detection import (
+            DetectionPipelineReturnType,
+            UnWatermarkedTextDetectionPipeline,
+            WatermarkedTextDetectionPipeline,
+        )
+        from markllm.evaluation.tools.success_rate_calculator import (
+            DynamicThresholdSuccessRateCalculator,
+            FundamentalSuccessRateCalculator,
+        )
+        from markllm.evaluation.tools.text_editor import WordDeletion
+        from markllm.watermark.auto_watermark import AutoWatermark
+
+    from samark.integrations.markllm import SamarkWatermark, register
+
+    key = tmp_path / "samark.key"
+    WatermarkKey(b"markllm-adapter-key-000000000000", EmbedderIdentity("none", "0" * 64)).save(key)
+    register()
+    params = {"delta": 4.0, "max_new_sentences": 2, "tokens_per_sentence": 30}
+    wm = AutoWatermark.load(
+        "samark",
+        algorithm_config={"key": str(key), "scheme": "unigram", "params": params},
+        transformers_config=markllm_config,
+    )
+    assert isinstance(wm, SamarkWatermark) and wm.uses_given_model
+    assert wm.scheme.lm.model is smollm2.model  # MarkLLM's model object, not a second copy
+    dataset = BaseDataset()
+    dataset.prompts = [PROMPT, "Scientists have found a new species of frog in Peru."]
+    dataset.natural_texts = HUMAN[:2]
+    full = DetectionPipelineReturnType.FULL
+    marked = WatermarkedTextDetectionPipeline(
+        dataset, text_editor_list=[WordDeletion(ratio=0.1)], show_progress=False, return_type=full
+    ).evaluate(wm)
+    human = UnWatermarkedTextDetectionPipeline(
+        dataset, text_source_mode="natural", show_progress=False, return_type=full
+    ).evaluate(wm)
+    for r in marked:
+        assert r.edited_text != r.generated_or_retrieved_text  # the editor ran
+        assert r.detect_result["score"] == pytest.approx(-np.log10(r.detect_result["p_value"]))
+    scores = [r.detect_result["score"] for r in marked], [r.detect_result["score"] for r in human]
+    dynamic = DynamicThresholdSuccessRateCalculator(labels=["TPR", "FPR"], rule="best")
+    assert dynamic.calculate(*scores) == {"TPR": 1.0, "FPR": 0.0}
+    flags = (
+        [r.detect_result["is_watermarked"] for r in marked],
+        [r.detect_result["is_watermarked"] for r in human],
+    )
+    fundamental = FundamentalSuccessRateCalculator(labels=["TPR", "FPR"]).calculate(*flags)
+    assert fundamental["FPR"] == 0.0 and fundamental["TPR"] >= 0.5, (fundamental, marked)
+    data = wm.get_data_for_visualization(marked[0].generated_or_retrieved_text)
+    assert len(data.decoded_tokens) == len(data.highlight_values) == 2  # one per sentence
+    assert all(0.0 <= w <= 1.0 for w in data.weights)
