@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import torch
 
-from samark.integrations.markllm_offline import offline
+from samark.evaluation.markllm_offline import offline
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.schemes import create_scheme
 
@@ -288,3 +288,34 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
     data = wm.get_data_for_visualization(marked[0].generated_or_retrieved_text)
     assert len(data.decoded_tokens) == len(data.highlight_values) == 2  # one per sentence
     assert all(0.0 <= w <= 1.0 for w in data.weights)
+
+
+@pytest.mark.slow  # importing MarkLLM's editors imports transformers' T5 and BERT classes
+@pytest.mark.parametrize(
+    ("name", "editor"),
+    [("markllm-word-delete", "WordDeletion"), ("markllm-synonym", "SynonymSubstitution")],
+)
+def test_markllms_editors_are_attacks_of_the_harness(name, editor) -> None:
+    """MarkLLM's own editors, registered as attacks: offline (WordNet from Debian, no
+    download), seeded per text (the same text and seed give the same edit whatever ran
+    before, and the global random stream is left as it was), and MarkLLM's edit exactly."""
+    import random
+
+    from samark.evaluation.attacks import create_attack
+
+    attack = create_attack(name, ratio=0.3)
+    text = HUMAN[0]
+    random.seed(99)
+    before = random.random()
+    random.seed(99)
+    edited = attack.apply_batch([text, text], seeds=[5, 6])
+    assert random.random() == before  # the caller's stream untouched
+    assert edited[0] != text and edited[0] != edited[1]
+    assert attack.apply(text, seed=5) == edited[0]
+    with offline():
+        from markllm.evaluation.tools import text_editor
+
+        theirs = getattr(text_editor, editor)(ratio=0.3)
+    random.seed(5)
+    assert theirs.edit(text) == edited[0]
+    assert create_attack(name, ratio=0.0).apply(text, seed=5) == " ".join(text.split())

@@ -45,7 +45,7 @@ def run(keys: int, texts: int, sentences: int = 6) -> dict:
     import torch
 
     from samark.datasets import human_windows, load_dataset
-    from samark.integrations.markllm_offline import offline
+    from samark.evaluation.markllm_offline import offline
     from samark.keys import EmbedderIdentity, WatermarkKey
     from samark.models import generator_tokenizer, resolve_generator
     from samark.schemes import create_scheme

@@ -31,7 +31,7 @@ What MarkLLM expects and what it gets:
   generation is not reached through them).
 
 MarkLLM's evaluation modules download at import time; import them under
-:func:`samark.integrations.markllm_offline.offline`.
+:func:`samark.evaluation.markllm_offline.offline`.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import random
 import sys
 import types
 from collections.abc import Iterator
@@ -110,3 +111,15 @@ def offline() -> Iterator[None]:
             setattr(owner, attr, value)
         for name in added:
             sys.modules.pop(name, None)
+
+
+def seeded_edit(editor: Any, text: str, seed: int) -> str:
+    """MarkLLM text editor ``editor`` applied to ``text`` under ``seed``: its editors draw
+    from Python's global ``random``, which is seeded for the call and put back after, so a
+    text's edit depends on its seed alone."""
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        return str(editor.edit(text))
+    finally:
+        random.setstate(state)
