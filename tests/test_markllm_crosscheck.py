@@ -27,6 +27,7 @@ import torch
 from samark.evaluation.markllm_offline import offline
 from samark.keys import EmbedderIdentity, WatermarkKey
 from samark.schemes import create_scheme
+from samark.segment import split_sentences
 
 try:
     with offline():
@@ -258,7 +259,7 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
     params = {"delta": 4.0, "max_new_sentences": 2, "tokens_per_sentence": 30}
     wm = AutoWatermark.load(
         "samark",
-        algorithm_config={"key": str(key), "scheme": "unigram", "params": params},
+        algorithm_config={"key": str(key), "scheme": "unigram", "params": params, "seed": 0},
         transformers_config=markllm_config,
     )
     assert isinstance(wm, SamarkWatermark) and wm.uses_given_model
@@ -285,8 +286,11 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
     )
     fundamental = FundamentalSuccessRateCalculator(labels=["TPR", "FPR"]).calculate(*flags)
     assert fundamental["FPR"] == 0.0 and fundamental["TPR"] >= 0.5, (fundamental, marked)
-    data = wm.get_data_for_visualization(marked[0].generated_or_retrieved_text)
-    assert len(data.decoded_tokens) == len(data.highlight_values) == 2  # one per sentence
+    written = marked[0].generated_or_retrieved_text
+    data = wm.get_data_for_visualization(written)
+    sentences = split_sentences(written)
+    assert len(data.decoded_tokens) == len(data.highlight_values) == len(sentences)
+    assert [t.strip() for t in data.decoded_tokens] == sentences  # one entry a sentence
     assert all(0.0 <= w <= 1.0 for w in data.weights)
 
 

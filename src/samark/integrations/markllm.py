@@ -9,7 +9,8 @@ files are not edited), so ``AutoWatermark.load("samark", algorithm_config=...)``
      "params": {"delta": 2.0}}
 
 ``key`` is a key file (``samark keygen``); ``scheme`` defaults to the one the key was made
-for; ``params`` are the scheme's (``create_scheme``).
+for; ``params`` are the scheme's (``create_scheme``); an optional integer ``seed`` makes a
+pipeline's run reproducible (its i-th generation is seeded ``seed + i``).
 
 What MarkLLM expects and what it gets:
 
@@ -90,9 +91,12 @@ def _read_config(algorithm_config: str | dict[str, Any]) -> dict[str, Any]:
         or config.get("algorithm_name", ALGORITHM_NAME) != ALGORITHM_NAME
     ):
         raise SamarkError(f'a samark algorithm config has "algorithm_name": "{ALGORITHM_NAME}"')
-    unknown = set(config) - {"algorithm_name", "scheme", "key", "params"}
+    unknown = set(config) - {"algorithm_name", "scheme", "key", "params", "seed"}
     if unknown:
         raise SamarkError(f"unknown entries in the samark algorithm config: {sorted(unknown)}")
+    seed = config.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise SamarkError("a samark algorithm config's seed is an integer")
     if "key" not in config:
         raise SamarkError('a samark algorithm config names its key file ("key")')
     return config
@@ -144,10 +148,13 @@ class SamarkWatermark(BaseWatermark):
         **kwargs: Any,
     ) -> None:
         self.config = _Config(transformers_config)
+        #: the next generation's seed (None: unseeded)
+        self.seed: int | None = None
         if isinstance(algorithm_config, Watermark):
             self.scheme = algorithm_config
         else:
             c = _read_config(algorithm_config)
+            self.seed = c.get("seed")
             key = WatermarkKey.load(c["key"])
             self.scheme = create_scheme(c.get("scheme"), key=key, **dict(c.get("params", {})))
         #: whether the scheme writes with MarkLLM's model object (else samark's own)
@@ -163,7 +170,13 @@ class SamarkWatermark(BaseWatermark):
 
     def generate_watermarked_text(self, prompt: str, *args: Any, **kwargs: Any) -> str:
         """The scheme's text for ``prompt`` (without the prompt)."""
-        return self.scheme.generate(prompt).text
+        return self.scheme.generate(prompt, seed=self._next_seed()).text
+
+    def _next_seed(self) -> int | None:
+        seed = self.seed
+        if seed is not None:
+            self.seed = seed + 1
+        return seed
 
     def generate_unwatermarked_text(self, prompt: str, *args: Any, **kwargs: Any) -> str:
         """MarkLLM's own unwatermarked generation where it was given a model, else samark's
@@ -173,7 +186,7 @@ class SamarkWatermark(BaseWatermark):
             return text[len(prompt) :].lstrip() if text.startswith(prompt) else text
         generator = getattr(self.scheme, "generator", None)
         plain = create_scheme("unwatermarked", **({"generator": generator} if generator else {}))
-        return plain.generate(prompt).text
+        return plain.generate(prompt, seed=self._next_seed()).text
 
     def detect_watermark(
         self, text: str, return_dict: bool = True, *args: Any, **kwargs: Any
