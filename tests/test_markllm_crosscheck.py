@@ -143,6 +143,33 @@ def test_kgw_z_is_markllms_under_aligned_seeding(smollm2, markllm_kgw, kgw_marke
     assert ours.detect(kgw_marked).p_value < 0.01
 
 
+def test_kgw_z_is_markllms_for_a_key_whose_product_passes_int64(markllm_config, tmp_path) -> None:
+    """A hash_key near 2**62: MarkLLM multiplies it by its prf entry as Python integers
+    (the product passes 2**63 without wrapping); samark's seeding computes it the same way."""
+    big = 2**62 + 12345
+    path = tmp_path / "KGW.json"
+    path.write_text(
+        json.dumps(
+            {
+                "algorithm_name": "KGW",
+                "gamma": 0.5,
+                "delta": 2.0,
+                "hash_key": big,
+                "prefix_length": 1,
+                "z_threshold": 4.0,
+                "f_scheme": "time",
+                "window_scheme": "left",
+            }
+        )
+    )
+    theirs = MarkLLMKGW(str(path), markllm_config)
+    ours = create_scheme(
+        "kgw", key=reference_key(big), gamma=0.5, seeding="markllm", ignore_repeated_ngrams=False
+    )
+    for text in HUMAN[:2]:
+        assert ours.detect(text).z == theirs.detect_watermark(text)["score"]
+
+
 @pytest.mark.slow
 def test_kgw_known_differences_are_pinned(smollm2, markllm_kgw, kgw_marked) -> None:
     """samark's default seeding is transformers' (``hash_key * prev``), not MarkLLM 0.1.5's

@@ -70,6 +70,7 @@ class MarkLLMSeededProcessor(WatermarkLogitsProcessor):
 
     def set_seed(self, input_seq: torch.LongTensor) -> None:
         prev = int(input_seq[-1].item()) % self.vocab_size
+        # in Python's integers, as MarkLLM's ``_f`` hands over an int (no int64 wrap)
         self.rng.manual_seed((self.hash_key * int(self.prf[prev])) % self.vocab_size)
 
 
