@@ -1,8 +1,8 @@
 """samark's KGW and Unigram against MarkLLM 0.1.5's, on SmolLM2-135M's tokenizer.
 
 MarkLLM is installed ``pip install --no-deps markllm==0.1.5`` (``.ci/run``; its pins
-``openai==0.28`` and ``Pillow==9.4.0`` would replace samark's). Without it this file fails
-to import, on purpose: the cross-check is part of the suite, never skipped.
+``openai==0.28`` and ``Pillow==9.4.0`` would replace samark's). Without it every test here
+fails, saying so, on purpose: the cross-check is part of the suite, never skipped.
 
 What is checked (docs/baselines.md):
 - KGW: with MarkLLM's seeding (``seeding="markllm"``), its ``gamma``, repeats counted and a
@@ -34,10 +34,19 @@ try:
         from markllm.utils.transformers_config import TransformersConfig
         from markllm.watermark.kgw.kgw import KGW as MarkLLMKGW
         from markllm.watermark.unigram.unigram import Unigram as MarkLLMUnigram
-except ImportError as exc:  # a loud error, never a skip: CI installs it (.ci/run)
-    raise ImportError(
-        "the MarkLLM cross-check needs MarkLLM 0.1.5: pip install --no-deps markllm==0.1.5"
-    ) from exc
+    MISSING: ImportError | None = None
+except ImportError as exc:  # every test here fails, never skips; the other files still run
+    MISSING = exc
+
+
+@pytest.fixture(autouse=True, scope="module")
+def markllm_installed() -> None:
+    if MISSING is not None:
+        pytest.fail(
+            "the MarkLLM cross-check needs MarkLLM 0.1.5: pip install --no-deps "
+            f"markllm==0.1.5 (.ci/run installs it); import failed: {MISSING}"
+        )
+
 
 #: MarkLLM's (and transformers') default integer key
 HASH_KEY = 15485863
