@@ -273,6 +273,8 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
 ) -> None:
     """The adapter, registered in MarkLLM's AutoWatermark, through MarkLLM's own detection
     pipelines (with its WordDeletion editor) and both success-rate calculators."""
+    import random
+
     with offline():
         from markllm.evaluation.dataset import BaseDataset
         from markllm.evaluation.pipelines.detection import (
@@ -292,7 +294,7 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
     key = tmp_path / "samark.key"
     WatermarkKey(b"markllm-adapter-key-000000000000", EmbedderIdentity("none", "0" * 64)).save(key)
     register()
-    params = {"delta": 4.0, "max_new_sentences": 2, "tokens_per_sentence": 30}
+    params = {"delta": 4.0, "max_new_sentences": 3, "tokens_per_sentence": 30}
     wm = AutoWatermark.load(
         "samark",
         algorithm_config={"key": str(key), "scheme": "unigram", "params": params, "seed": 0},
@@ -304,6 +306,7 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
     dataset.prompts = [PROMPT, "Scientists have found a new species of frog in Peru."]
     dataset.natural_texts = HUMAN[:2]
     full = DetectionPipelineReturnType.FULL
+    random.seed(0)  # MarkLLM's editors draw from the global stream
     marked = WatermarkedTextDetectionPipeline(
         dataset, text_editor_list=[WordDeletion(ratio=0.1)], show_progress=False, return_type=full
     ).evaluate(wm)
@@ -320,8 +323,9 @@ def test_markllms_detection_pipeline_runs_a_samark_scheme(
         [r.detect_result["is_watermarked"] for r in marked],
         [r.detect_result["is_watermarked"] for r in human],
     )
+    assert all(wm.detect_watermark(r.generated_or_retrieved_text)["is_watermarked"] for r in marked)
     fundamental = FundamentalSuccessRateCalculator(labels=["TPR", "FPR"]).calculate(*flags)
-    assert fundamental["FPR"] == 0.0 and fundamental["TPR"] >= 0.5, (fundamental, marked)
+    assert fundamental == {"TPR": sum(flags[0]) / len(flags[0]), "FPR": 0.0}
     written = marked[0].generated_or_retrieved_text
     data = wm.get_data_for_visualization(written)
     sentences = split_sentences(written)
