@@ -22,6 +22,7 @@ writes JSON lines with ``--out``. Take it on a quiet machine: the timings are th
 
     python benchmarks/load_cost.py --concurrency 16 --sentences 3 --candidates 4,16,64
     python benchmarks/load_cost.py --candidates 64 --adaptive 4:0.5:24:32
+    python benchmarks/load_cost.py --candidates "" --adaptive 4:0.5:24:32 --no-prefix-cache
     .venv-vllm/bin/python benchmarks/load_cost.py --engine vllm --candidates 4,16,64
 """
 
@@ -56,6 +57,12 @@ def main() -> None:
     ap.add_argument("--max-rows", type=int, default=512)
     ap.add_argument("--threads", type=int, default=1, help="torch threads of this process")
     ap.add_argument("--out", default=None, help="JSONL: one line per row")
+    ap.add_argument(
+        "--no-prefix-cache",
+        action="store_true",
+        help="transformers: prefill a request's context on every call, as before 2026-12-05 "
+        "(the 'before' of the prefix cache)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -78,6 +85,8 @@ def main() -> None:
         from samark.sampling.transformers_engine import load_transformers_sampler
 
         engine = load_transformers_sampler(DEFAULT_GENERATOR)
+        if args.no_prefix_cache:
+            engine.prefixes = None
     key = WatermarkKey(
         b"load-cost-benchmark-key-00000000",
         embedder.identity,
@@ -192,6 +201,7 @@ def _row(
     return {
         "row": label,
         "engine": args.engine,
+        "prefix_cache": args.engine == "transformers" and not args.no_prefix_cache,
         "candidates": n,
         "concurrency": args.concurrency,
         "sentences": args.sentences,

@@ -844,7 +844,9 @@ def test_line_progress_says_each_count_once(capsys) -> None:
     assert re.fullmatch(r"detecting runs\.jsonl: 1/3 records \(\d+ s\)", lines[1]), lines
     assert lines[3].startswith("detecting runs.jsonl: 3/3 records")
     assert lines[4] == "drawing candidates for sentence 1"
-    assert re.fullmatch(r"sentence 1/2: 64 candidates, 12 matched, \d+\.\d s", lines[5]), lines
+    assert re.fullmatch(
+        r"sentence 1/2: 64 candidates, 12 matched, \d+\.\d s; about \d+ s left", lines[5]
+    ), lines
     assert len(lines) == 6
 
 

@@ -75,7 +75,12 @@ def test_a_single_key_is_a_ring_of_one_that_answers_as_its_scheme(minilm) -> Non
     from samark.serving.answers import SINGLE_KEY_FIELDS, answers
 
     served = answers(ring, [TEXT, "   "], details=False)
+    verdict = served[0].pop("verdict")  # and the one verdict (samark.verdict), in tokens
     assert served[0] == {k: answer.to_dict()[k] for k in SINGLE_KEY_FIELDS}
+    assert verdict["record"] == "no_record"
+    assert verdict["reasons"][0].endswith(
+        f"over {own.n_units} tokens; the decision needs p below 0.01."
+    )
     with pytest.raises(EmptyTextError) as empty:  # an empty text: in the scheme's own words
         scheme.detect("   ")
     assert served[1] == {"error": str(empty.value)}

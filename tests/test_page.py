@@ -204,11 +204,12 @@ def _upload(page: Any, path: Path) -> None:
     page.wait_for_selector("#file-note:not([hidden]), #error:not([hidden])")
 
 
-def _save_screenshot(page: Any, path: Path) -> None:
-    """The whole page at 820 px, in 256 colours (a third of the bytes, the same look)."""
+def _save_screenshot(page: Any, path: Path, width: int = 820) -> None:
+    """The whole page at ``width`` px, in 256 colours (a third of the bytes, the same look)."""
     from PIL import Image
 
-    page.set_viewport_size({"width": 820, "height": 1000})
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.wait_for_timeout(200)  # the charts redraw after a resize
     page.screenshot(path=str(path), full_page=True)
     shot = Image.open(path).convert("RGB")
     shot.quantize(256, dither=Image.Dither.NONE).save(path, optimize=True)
@@ -237,7 +238,8 @@ def test_a_pasted_marked_text_reads_marked_with_its_sentences_highlighted(
     assert page.url == f"{base}/"  # the token left the address at once
     assert page.input_value("#token") == ADMIN
     _check(page, marked)
-    assert page.inner_text(".verdict").startswith("Marked")
+    # the mark and the record as one story: served here, and marked
+    assert page.inner_text(".verdict") == "Served by this server, and marked"
     facts = _facts(page)
     expected = marked_detection
     assert float(facts["p-value"]) == pytest.approx(expected.p_value, rel=0.05)
@@ -255,11 +257,9 @@ def test_a_pasted_marked_text_reads_marked_with_its_sentences_highlighted(
     # the record served this very text: said at the top, in words
     assert {items.nth(i).get_attribute("data-state") for i in range(items.count())} == {"served"}
     n = expected.n_units
-    verdict = page.locator(".provenance-verdict")
-    assert verdict.get_attribute("data-provenance") == "served"
-    assert verdict.inner_text().startswith(
-        f"Served by this server: all {n} sentences were served verbatim."
-    )
+    verdict = page.locator(".one-verdict")
+    assert verdict.get_attribute("data-verdict") == "marked.served"
+    assert f"The record: {n} of {n} sentences served verbatim" in verdict.inner_text()
     # the request id is folded away: in one closed <details>, on no sentence's line
     assert REQUEST not in page.inner_text(".sentences")
     assert page.locator("details.requests").get_attribute("open") is None
@@ -298,21 +298,20 @@ def test_an_edited_served_text_shows_which_sentences_were_served_edited_or_inser
     assert said.startswith("close paraphrase of a served sentence (cosine 0.")
     assert items.nth(3).locator(".badge").inner_text() == "not served"
     # the verdict in words at the top, the counts under it; the request once, folded
-    verdict = page.locator(".provenance-verdict")
-    assert verdict.get_attribute("data-provenance") == "paraphrase"
-    assert verdict.locator(".pv-head").inner_text() == (
-        "Edited from a text this server served: part of it was served, part changed."
+    verdict = page.locator(".one-verdict")
+    assert verdict.get_attribute("data-verdict") == "marked.paraphrase"
+    assert verdict.locator(".verdict").inner_text() == (
+        "Edited from a text this server served, and marked"
     )
-    assert verdict.locator(".pv-counts").inner_text() == (
-        f"{len(served) - 1} of {len(checked)} sentences served verbatim, "
-        "1 a close paraphrase of a served sentence, 1 not served"
+    assert verdict.locator(".verdict-reasons li").last.inner_text() == (
+        f"The record: {len(served) - 1} of {len(checked)} sentences served verbatim, "
+        "1 a close paraphrase of a served sentence, 1 not served."
     )
     assert REQUEST not in page.inner_text(".sentences")
     page.click("details.requests summary")
     assert page.inner_text("details.requests li").endswith(
         f"sentences 1, 3, 5–{len(checked)} verbatim; sentence 2 as a close paraphrase"
     )
-    assert page.inner_text(".verdict").startswith("Marked")
     if os.environ.get("SAMARK_PAGE_SCREENSHOT"):
         _save_screenshot(page, Path(os.environ["SAMARK_PAGE_SCREENSHOT"]))
 
@@ -350,7 +349,8 @@ def test_an_uploaded_txt_file_is_checked(page, servers, tmp_path) -> None:
     assert page.input_value("#text") == HUMAN
     assert page.inner_text("#file-note") == "article.txt is in the text box."
     _check(page)
-    assert page.inner_text(".verdict").startswith("Not marked")
+    # an admin's check reads the record too: neither marked nor served here
+    assert page.inner_text(".verdict") == "Not from this server"
     assert page.locator(".sentences li").count() == 5
 
 
@@ -405,8 +405,16 @@ def test_an_empty_or_binary_upload_or_nothing_gives_a_visible_error(
     page.fill("#token", USER)
     uploads = {
         "empty.txt": (b"", "is empty"),
-        "photo.txt": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00", "not a text file"),
-        "latin1.txt": ("Café crème".encode("latin-1"), "not a text file"),
+        # the words of samark.intake, as `samark detect` and /v1/detect say them
+        "photo.txt": (
+            b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00",
+            "photo.txt is binary, not text (it holds the control character U+0000)",
+        ),
+        "bell.txt": (
+            b"Ring.\x07",
+            "bell.txt is binary, not text (it holds the control character U+0007)",
+        ),
+        "latin1.txt": ("Café crème".encode("latin-1"), "latin1.txt is not UTF-8 text"),
         "bad.jsonl": (b'{"text": "One sentence."}\nnot json\n', "line 2: not a JSON record"),
         "fields.jsonl": (b'{"body": "One sentence."}\n', 'needs a "text" field'),
     }
@@ -420,6 +428,14 @@ def test_an_empty_or_binary_upload_or_nothing_gives_a_visible_error(
     page.fill("#text", "   ")
     page.click("#submit")
     assert "nothing to check" in page.inner_text("#error")
+    assert page.is_hidden("#results")
+    # pasted control characters: refused as the CLI and the server refuse them
+    page.fill("#text", "\u0000\u0001\u0002")
+    page.click("#submit")
+    page.wait_for_selector("#error:has-text('is binary')")
+    assert page.inner_text("#error") == (
+        "Not checked: the text is binary, not text (it holds the control character U+0000)."
+    )
     assert page.is_hidden("#results")
 
 
@@ -622,11 +638,9 @@ def test_the_evidence_adds_up_as_the_detector_scores_each_first_k_sentences(
         "The p-value of the first sentences, as more are read: it never falls below the "
         "decision level 0.01"
     )
-    verdict = page.locator(".provenance-verdict")
-    assert verdict.get_attribute("data-provenance") == "not_served"
-    assert verdict.inner_text().startswith(
-        "Not served by this server: none of its 5 sentences is in the record."
-    )
+    verdict = page.locator(".one-verdict")
+    assert verdict.get_attribute("data-record") == "not_served"
+    assert "The record: 0 of 5 sentences served verbatim" in verdict.inner_text()
     assert page.locator("details.requests").count() == 0
 
 
@@ -725,3 +739,164 @@ def test_the_local_page_keeps_its_token_across_reloads_and_nowhere_else(
     assert page.evaluate("sessionStorage.getItem('samark-page-token')") is None
     page.reload()
     assert page.input_value("#token") == ""
+
+
+# ---- one verdict for every pair of the mark's and the record's findings (issue 65) ----
+
+#: SAMARK_VERDICT_SCREENSHOTS=docs/results/2026-12-05-verdict saves each pair at desktop
+#: and phone width there
+VERDICT_SHOTS = os.environ.get("SAMARK_VERDICT_SCREENSHOTS")
+#: the phone widths the page must fit without scrolling sideways
+PHONE_WIDTHS = (360, 390, 414)
+
+
+def _variant(real: dict[str, Any], mark: str, record: str) -> dict[str, Any]:
+    """The server's real detailed answer on the served, marked text, turned into the answer
+    of the pair (``mark``, ``record``): the mark found (as it is), weak (its first 3
+    sentences, p 0.022, the semantic p 0.46), or not found (p 0.61); the record's
+    sentences all served, one served / one paraphrase / the rest not served, none served,
+    or no record; with the verdict :func:`samark.verdict.verdict` gives that pair."""
+    from samark.verdict import MarkEvidence, RecordEvidence, verdict
+
+    answer = json.loads(json.dumps(real))
+    if mark == "weak":
+        for name in ("sentences", "sentence_p_values", "marked_sentences", "evidence_trail"):
+            answer[name] = answer[name][:3]
+        answer["provenance"]["sentences"] = answer["provenance"]["sentences"][:3]
+        answer.update(p_value=0.022, is_watermarked=False, n_units=3)
+        for point, p in zip(answer["evidence_trail"], (0.3, 0.05, 0.022), strict=True):
+            point["p_value"] = p
+        answer["marked_sentences"] = []
+    elif mark == "not_marked":
+        answer.update(p_value=0.61, is_watermarked=False)
+        answer["sentence_p_values"] = [0.5] * len(answer["sentences"])
+        answer["marked_sentences"] = []
+        for point in answer["evidence_trail"]:
+            point["p_value"] = 0.61
+    n = len(answer["sentences"])
+    states = {
+        "served": ["served"] * n,
+        "paraphrase": ["served", "paraphrase"] + ["not_served"] * (n - 2),
+        "not_served": ["not_served"] * n,
+    }
+    evidence = MarkEvidence(
+        p_value=answer["p_value"],
+        alpha=answer["alpha"],
+        n_sentences=n,
+        p_semantic=0.46 if mark == "weak" else None,
+        p_token=0.0072 if mark == "weak" else None,
+        semantic_floor=1 / 1000,  # the scan statistic's 999 null draws
+    )
+    if record == "no_record":
+        del answer["provenance"]
+        answer["verdict"] = verdict(evidence).to_dict()
+        return answer
+    prov = answer["provenance"]
+    for entry, state in zip(prov["sentences"], states[record], strict=True):
+        entry["state"] = state
+        if state == "paraphrase":
+            entry["cosine"] = 0.9671
+        if state == "not_served":
+            entry.pop("match", None)
+    counts = {s: states[record].count(s) for s in ("served", "paraphrase", "not_served")}
+    prov.update(counts, requests=[REQUEST] if counts["not_served"] < n else [])
+    answer["verdict"] = verdict(evidence, RecordEvidence.of_report(prov)).to_dict()
+    return answer
+
+
+def _answering(body: str) -> Any:
+    """A route handler that answers ``/v1/detect`` with ``body``."""
+
+    def answer(route: Any) -> None:
+        route.fulfill(status=200, content_type="application/json", body=body)
+
+    return answer
+
+
+def _labels_clear_of_lines_and_bars(page: Any) -> list[str]:
+    """Each chart text that overlaps a level line or a bar (none should)."""
+    return list(
+        page.evaluate(
+            """() => {
+              const hits = [];
+              for (const svg of document.querySelectorAll("svg.plot")) {
+                const found = svg.querySelectorAll("line.alpha-line, line.shade-line, rect.bar");
+                const marks = [...found].map((m) => m.getBoundingClientRect());
+                for (const t of svg.querySelectorAll("text")) {
+                  const a = t.getBoundingClientRect();
+                  for (const b of marks) {
+                    const h = Math.max(b.height, 1);
+                    const across = a.left < b.right && b.left < a.right;
+                    if (across && a.top < b.top + h && b.top < a.bottom) {
+                      hits.push(t.textContent);
+                    }
+                  }
+                }
+              }
+              return hits;
+            }"""
+        )
+    )
+
+
+def _fits(page: Any) -> None:
+    """At each phone width: nothing scrolls sideways and no chart label is on a line or a
+    bar."""
+    for width in PHONE_WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(300)  # the charts redraw after a resize
+        scroll = page.evaluate("document.documentElement.scrollWidth")
+        assert scroll <= page.evaluate("window.innerWidth"), (width, scroll)
+        assert not _labels_clear_of_lines_and_bars(page), width
+
+
+@pytest.mark.slow
+def test_one_verdict_for_every_pair_of_mark_and_record_fits_a_phone(page, servers, marked) -> None:
+    """Each of the 12 pairs (mark found / weak / not found x served verbatim / paraphrase
+    / not served / no record) reads as one headline, one conclusion and its reasons (the
+    server's ``verdict``: the real answer on the served text, turned into each pair), with
+    no contradicting badge beside it; the page fits 360-414 px in every state."""
+    page.goto(servers["full"])
+    captured: dict[str, Any] = {}
+
+    def keep(route: Any) -> None:
+        response = route.fetch()
+        captured["answer"] = response.json()["data"][0]
+        route.fulfill(response=response)
+
+    page.route("**/v1/detect", keep)
+    _check(page, marked, token=ADMIN)
+    page.unroute("**/v1/detect")
+    real = captured["answer"]
+    assert real["verdict"]["code"] == "marked.served"
+    _fits(page)
+    for mark in ("marked", "weak", "not_marked"):
+        for record in ("served", "paraphrase", "not_served", "no_record"):
+            answer = _variant(real, mark, record)
+            body = json.dumps({"object": "list", "data": [answer]})
+            page.route("**/v1/detect", _answering(body))
+            page.set_viewport_size({"width": 900, "height": 1000})
+            _check(page)
+            page.unroute("**/v1/detect")
+            v = answer["verdict"]
+            box = page.locator(".one-verdict")
+            assert box.get_attribute("data-verdict") == f"{mark}.{record}"
+            assert box.locator(".verdict").inner_text() == v["headline"]
+            assert box.locator(".verdict-conclusion").inner_text() == v["conclusion"]
+            assert box.locator(".verdict-reasons li").all_inner_texts() == v["reasons"]
+            assert page.locator(".verdict").count() == 1  # one conclusion, no second badge
+            if mark == "weak":
+                assert "too weak at 3 sentences" in v["conclusion"] or record in (
+                    "not_served",
+                    "no_record",
+                )
+                assert any(r.startswith("A short text is weak evidence") for r in v["reasons"])
+            if VERDICT_SHOTS:
+                folder = Path(VERDICT_SHOTS)
+                folder.mkdir(parents=True, exist_ok=True)
+                _save_screenshot(page, folder / f"{mark}.{record}-desktop.png")
+            _fits(page)
+            if VERDICT_SHOTS:
+                page.set_viewport_size({"width": 390, "height": 900})
+                page.wait_for_timeout(300)
+                _save_screenshot(page, Path(VERDICT_SHOTS) / f"{mark}.{record}-390.png", 390)

@@ -575,11 +575,19 @@ def test_cli_detect_with_a_record_and_forget(tmp_path, minilm, minilm_key) -> No
     assert result.exit_code in (0, 1), result.output
     line = json.loads(result.stdout.splitlines()[0])
     before = json.loads(plain.stdout.splitlines()[0])
-    assert {k: v for k, v in line.items() if k != "provenance"} == before  # only a field added
+    added = ("provenance", "verdict")
+    assert {k: v for k, v in line.items() if k not in added} == before  # only fields added
     states = [s["state"] for s in line["provenance"]["sentences"]]
     assert states == ["paraphrase", "not_served", "served"]
     assert line["provenance"]["requests"] == [request]
     assert "record: 1 of 3 sentences served verbatim, 1 edited" in result.stderr
+    # the mark and the record as one verdict: 3 sentences of human text are weak evidence
+    verdict = line["verdict"]
+    assert verdict["code"] == "weak.paraphrase"
+    assert verdict["reasons"][-1].startswith("The record: 1 of 3 sentences served verbatim")
+    said = " ".join(result.stderr.split())
+    assert f"{verdict['headline']}: {verdict['conclusion']}" in said
+    assert "too weak at 3 sentences" in said
     secret = json.loads(key_file.read_text())["secret"]
     assert secret not in result.output
 
@@ -591,6 +599,7 @@ def test_cli_detect_with_a_record_and_forget(tmp_path, minilm, minilm_key) -> No
     lines = runner.invoke(app, ["detect", str(records), "--key", str(key_file), "--record", url])
     first, second = (json.loads(x) for x in lines.stdout.splitlines())
     assert first["provenance"]["served"] == 1 and first["id"] == 1
+    assert first["verdict"]["code"] == line["verdict"]["code"]  # the same text, one verdict
     assert second["provenance"]["served"] == 1  # the sentence recorded 10 days ago
 
     info = runner.invoke(app, ["record", "info", url])

@@ -271,3 +271,55 @@ def test_written_texts_in_one_batch_are_those_written_alone(smollm2) -> None:
         if w.finish_reason == "sentences":  # a second sentence had begun, not more
             parts = split_sentences(smollm2.decode(list(w.tokens)))
             assert len(parts) == 2 and len(w.tokens) < budget
+
+
+def test_a_steps_rounds_prefill_its_context_once_and_draw_as_before(smollm2) -> None:
+    """Draws in rounds on one prefix (the adaptive budget, an extra batch) reuse its
+    prefill: the later rounds hit the prefix cache, and every round's candidates are
+    exactly those drawn without the cache, under the same seeds."""
+    from samark.sampling.base import SampleRequest
+
+    cache = smollm2.prefixes
+    assert cache is not None
+    text = " ".join([PREFIX] * 4)
+    requests = [SampleRequest(text, 3, PARAMS, seed=s) for s in (1, 2, 3)]
+    cache.clear()
+    hits = cache.hits
+    rounds = [smollm2.sample_many([r])[0] for r in requests]
+    assert cache.hits - hits == 2 and len(cache) == 1 and cache.bytes > 0
+    smollm2.prefixes = None
+    try:
+        plain = [smollm2.sample_many([r])[0] for r in requests]
+    finally:
+        smollm2.prefixes = cache
+    assert [[c.text for c in b.candidates] for b in rounds] == [
+        [c.text for c in b.candidates] for b in plain
+    ]
+    # concurrent requests' rounds batched together reuse each request's prefill too
+    other = SampleRequest(PREFIX, 2, PARAMS, seed=4)
+    hits = cache.hits
+    smollm2.sample_many([requests[0], other])
+    smollm2.sample_many([requests[1], other])
+    assert cache.hits - hits >= 3
+
+
+def test_the_prefix_cache_keeps_within_its_budget(smollm2) -> None:
+    from samark.sampling.batch_decoder import PrefixCache
+    from samark.sampling.transformers_engine import BatchDecoder
+
+    ids = [smollm2.tokenizer(f"{PREFIX} {i}")["input_ids"] for i in range(3)]
+    one = PrefixCache()
+    with torch.inference_mode():
+        BatchDecoder(smollm2.model, ids[0], 2, 4, prefixes=one)
+    size = one.bytes
+    small = PrefixCache(max_bytes=int(size * 2.5))
+    with torch.inference_mode():
+        for x in ids:
+            BatchDecoder(smollm2.model, x, 2, 4, prefixes=small)
+    assert len(small) == 2 and small.bytes <= small.max_bytes
+    assert small.get(ids[0]) is None and small.get(ids[2]) is not None  # oldest out
+    # a decoder that grows its cache in place (no shared-prefix attention) never uses it
+    kept = PrefixCache()
+    with torch.inference_mode():
+        BatchDecoder(smollm2.model, ids[0], 2, 4, share_prefix=False, prefixes=kept)
+    assert len(kept) == 0

@@ -188,8 +188,12 @@ def test_detect_route_roles_and_batches(local) -> None:
     assert set(one) == {
         *("scheme", "p_value", "is_watermarked", "alpha", "statistic", "n_units", "unit"),
         "key_id",  # the public id of the key it tested (the detection page shows it)
+        "verdict",  # the mark (and, with details and a record, the record) as one story
     }
     assert one["n_units"] == 5 and 0 < one["p_value"] <= 1
+    assert one["verdict"]["record"] == "no_record" and one["verdict"]["code"].startswith(
+        "not_marked." if one["p_value"] >= 0.05 else ("weak." if one["p_value"] >= 0.01 else "")
+    )
     # localisation only for an admin token
     status, refused = _post(local, "/v1/detect", {"text": HUMAN, "details": True})
     assert status == 403 and "admin" in refused["error"]["message"]
@@ -218,7 +222,11 @@ def test_auth_and_bad_requests_get_json_errors(local) -> None:
     assert _get(local, "/healthz")[0] == 200  # health needs no token
     cases = [
         (b'{"text": "unterminated', 400, "not valid JSON"),
-        (b"\xff\xfe\x00binary\x00", 400, ""),
+        (b"\xff\xfe\x00binary\x00", 400, "not valid JSON"),
+        # raw binary (an image): our words, not the framework's "error parsing the body"
+        (b"\x89PNG\r\n\x1a\n\x00\x00IHDR\xde\xad", 400, "the request body is binary, not JSON"),
+        # a JSON text of control characters: refused as `samark detect` refuses binary
+        (json.dumps({"text": "\u0000\u0001\u0002"}).encode(), 400, "the text is binary, not"),
         (b'{"text": 3}', 400, "text"),
         (b'{"texts": ["a"], "text": "b"}', 400, "exactly one"),
         (json.dumps({"text": "x" * 60_000}).encode(), 413, "larger than this server takes (50 kB)"),

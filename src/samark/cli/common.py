@@ -161,24 +161,37 @@ class LineProgress:
         )
 
 
+def duration(seconds: float) -> str:
+    """A time a person reads at a glance: "40 s", "3 min", "1 h 5 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
 def sentence_progress(
     bar: Progress | LineProgress, task: TaskID, total: int
 ) -> Callable[[str, Mapping[str, Any]], None]:
     """An ``on_sentence`` callback that shows, per chosen sentence, its candidates, how
-    many matched the key's pattern, and its time."""
+    many matched the key's pattern, its time, and the time the rest will take at the
+    pace so far."""
     last = time.monotonic()
     done = 0
+
+    start = last
 
     def on_sentence(sentence: str, step: Any) -> None:
         nonlocal last, done
         now = time.monotonic()
         done += 1
+        left = (now - start) / done * (total - done)
+        eta = f"; about {duration(left)} left" if done < total else ""
         bar.update(
             task,
             completed=done,
             description=(
                 f"sentence {done}/{total}: {counted(step['candidates'], 'candidate')}, "
-                f"{step['matched']} matched, {now - last:.1f} s"
+                f"{step['matched']} matched, {now - last:.1f} s{eta}"
             ),
         )
         last = now
@@ -297,12 +310,13 @@ def _read_file(path: Path) -> TextInput:
 
 
 def _decode(data: bytes, origin: str) -> str:
-    if b"\0" in data:
-        raise fail(f"{origin} is binary, not text")
+    """``data`` as text, refused as the server refuses it (:mod:`samark.intake`)."""
+    from samark.intake import TextRefused, decode
+
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise fail(f"{origin} is not UTF-8 text") from None
+        return decode(data, origin)
+    except TextRefused as exc:
+        raise fail(str(exc)) from None
 
 
 def require_sentences(given: TextInput, what: str = "text") -> None:

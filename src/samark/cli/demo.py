@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 #: the demo's settings (the paper's are N = 64 and 12-sentence texts from 8B-24B models)
 DEMO_CANDIDATES = 32
+#: how long the demo takes, as the README, docs/usage.md and --help say it
+DEMO_TIME = "about 100 s on a quiet 2-core CPU"
 
 
 DEMO_SENTENCES = 6
@@ -198,8 +200,8 @@ def demo(
     """Mark a news continuation with a throwaway key, then test it and attacked copies of it.
 
     The mark is the layered one (SAMark plus a token layer); the continuation, a paraphrased
-    copy, a sentence-shuffled copy and a human text are tested (a few minutes on a 2-core
-    CPU: README, Quickstart)."""
+    copy (with samark[eval]), a sentence-shuffled copy and a human text are tested (about
+    100 s on a quiet 2-core CPU: README, Quickstart)."""
     DemoRequest(
         sentences=sentences,
         candidates=candidates,

@@ -45,11 +45,15 @@ from samark.cli.loading import (
     load_scheme,
     resolve_scheme,
 )
+from samark.cli.long_text import check_intake, embedded_with_progress
+from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
+from samark.provenance.c2pa_manifest import read_manifest, strip_manifest
 from samark.text import counted
+from samark.verdict import MarkEvidence, RecordEvidence, verdict
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
 #: time (``--chunk``)
@@ -62,6 +66,14 @@ SourceArgument = Annotated[
 ]
 AlphaOption = Annotated[float, typer.Option(help="Significance level of the decision.")]
 FieldOption = Annotated[str, typer.Option(help="Text field of JSONL records.")]
+LongOption = Annotated[
+    bool,
+    typer.Option(
+        "--long",
+        help="Check one text over the server's limits (100,000 characters or 200 "
+        "sentences), with a progress bar that counts its sentences.",
+    ),
+]
 DetailsOption = Annotated[
     bool,
     typer.Option(
@@ -135,6 +147,8 @@ class DetectRequest:
     paraphrase_threshold: float | None
     cells: int | None
     null_stop: int | None = None
+    c2pa_trust: tuple[Path, ...] = ()
+    long: bool = False
 
     @property
     def samark_family(self) -> bool:
@@ -202,12 +216,15 @@ class DetectRequest:
         if self.ray is None and records is None:
             given = read_text(self.source, literal=self.literal)
             require_sentences(given, "score")
+            sentences = check_intake(given, self.long)  # the server's limits and words
+        elif self.long:
+            raise fail("--long checks one text over the server's limits, not a file of records")
         detector = self.detector()
         if self.ray is not None:
             raise typer.Exit(self._on_ray())
         embedder = detector.schemes[0].embedder
-        if embedder is not None:
-            embedder.progress_over = 2000  # a book-length text takes minutes: show it
+        if embedder is not None and records is not None:
+            embedder.progress_over = 2000  # a book-length record takes minutes: show it
         provenance = (
             open_record(self.record_url, self.key, embedder, threshold=self.paraphrase_threshold)
             if self.record_url is not None
@@ -219,7 +236,9 @@ class DetectRequest:
                 _detect_file(detector, *records, self.field, self.details, chunk, provenance)
             )
         assert given is not None
-        _detect_text(detector, given.text, self.details, provenance)
+        verifier = manifest_verifier(list(self.c2pa_trust))
+        with embedded_with_progress(embedder if self.long else None, sentences):
+            _detect_text(detector, given.text, self.details, provenance, verifier)
 
     def _on_ray(self) -> int:
         assert self.source is not None and self.out_dir is not None and self.ray is not None
@@ -259,6 +278,8 @@ def detect(
     paraphrase_threshold: ParaphraseThresholdOption = None,
     cells: CellsOption = None,
     null_stop: NullStopOption = None,
+    c2pa_trust: C2paTrustOption = None,
+    long: LongOption = False,
 ) -> None:
     """Test a text, or each record of a JSONL or Parquet file, for the watermark of a key.
 
@@ -287,6 +308,8 @@ def detect(
         paraphrase_threshold=paraphrase_threshold,
         cells=cells,
         null_stop=null_stop,
+        c2pa_trust=tuple(c2pa_trust or ()),
+        long=long,
     ).run()
 
 
@@ -320,10 +343,14 @@ def _check_ray_source(source: Path) -> None:
 
 
 def _detect_text(
-    scheme: RingDetector, text: str, details: bool, provenance: Any = None
+    scheme: RingDetector, text: str, details: bool, provenance: Any = None, verifier: Any = None
 ) -> NoReturn:
     """Detect with ``scheme`` (a key or keyring) in one text; exits 0 if watermarked, 1 if
-    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field)."""
+    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field).
+    A C2PA manifest is checked (``manifest``), then removed: the mark and the record never
+    see it."""
+    manifest = read_manifest(text, verifier)
+    text = strip_manifest(text)
     try:
         result = scheme.detect(text)
         report = None if provenance is None else provenance.check(text)
@@ -332,13 +359,26 @@ def _detect_text(
     out = result.to_dict(details=details)
     if report is not None:
         out["provenance"] = report.to_dict()
+    out["manifest"] = manifest.to_dict()
+    found = verdict(
+        result.mark_evidence(),
+        None if report is None else RecordEvidence.of_report(out["provenance"]),
+        manifest.state,
+    )
+    told = report is not None or manifest.state != "none"
+    if told:  # with a record or a manifest, every layer as one conclusion
+        out["verdict"] = found.to_dict()
     typer.echo(json.dumps(out, ensure_ascii=False))
     words = result.describe()
-    if result.is_watermarked:  # the verdict in bold green
+    if result.is_watermarked:  # the mark's decision in bold green
         words = "[bold green]watermarked[/]" + words.removeprefix("watermarked")
     err.print(words, soft_wrap=True)
     if report is not None:
         err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
+    if manifest.state != "none":
+        err.print(manifest.describe(), highlight=False, soft_wrap=True)
+    if told:
+        err.print(f"[bold]{found.headline}[/]: {found.conclusion}", highlight=False, soft_wrap=True)
     raise typer.Exit(0 if result.is_watermarked else 1)
 
 
@@ -379,7 +419,9 @@ def _detect_file(
                 if isinstance(record, UnreadableRecord) or record.get("error") in errors:
                     failed.append(number)
                 elif provenance is not None:
-                    record["provenance"] = provenance.check(record[field]).to_dict()
+                    report = record["provenance"] = provenance.check(record[field]).to_dict()
+                    said = verdict(MarkEvidence.of_answer(record), RecordEvidence.of_report(report))
+                    record["verdict"] = said.to_dict()
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))
                 bar.advance(task, 1)
         except SamarkError as exc:

@@ -148,3 +148,29 @@ def eval_report(
     except SamarkError as exc:
         raise fail(str(exc)) from None
     out.print(f"report: {written}")
+
+
+@eval_app.command("adopt")
+def eval_adopt(
+    run_dir: Annotated[Path, typer.Argument(help="A run folder from `samark eval run`.")],
+    old_config: Annotated[
+        Path, typer.Option("--from", help="The experiment TOML the records were made under.")
+    ],
+    row: Annotated[str, typer.Option(help="The row's label in --from.")],
+    as_row: Annotated[str, typer.Option("--as", help="The row's label in RUN_DIR's experiment.")],
+) -> None:
+    """Hand a row's records to another row that is the same configuration under another
+    name or fingerprint (a default changed: the row that now takes it holds what a row
+    that named it wrote). Refused unless both rows build the same scheme with the run's
+    key; nothing is overwritten."""
+    _need_eval_extra()
+    from samark.evaluation.experiment import Experiment
+    from samark.evaluation.runner import Run
+
+    try:
+        moved = Run.adopt(run_dir, Experiment.load(old_config), row, as_row)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    for name, n in moved.items():
+        if n:
+            out.print(f"{name}: {n} records of {row!r} are now {as_row!r}'s")

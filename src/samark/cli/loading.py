@@ -157,11 +157,13 @@ def resolve_scheme(
     key (or the ring's keys) was made for, else ``samark``. A ``scheme`` the key was not
     made for is refused, naming the key's, unless ``any_scheme``. A key file that cannot be
     read is left for the command to report."""
-    from samark.schemes.base import OLDER_KEYS_SCHEME
+    from samark.schemes.base import OLDER_KEYS_SCHEME, scheme_names
 
     made_for = _made_for(key, keyring)
     if scheme is None:
         return made_for or OLDER_KEYS_SCHEME
+    if scheme not in scheme_names():  # before --any-scheme: no flag makes it known
+        raise fail(f"unknown scheme {scheme!r}; choose one of: {', '.join(scheme_names())}")
     if made_for is not None and scheme != made_for and not any_scheme:
         where = (
             f"the keyring {keyring}'s keys were" if keyring is not None else f"the key {key} was"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -40,6 +40,7 @@ from samark.cli.loading import (
     scheme_engine,
     schemes_that,
 )
+from samark.cli.manifest_options import C2paCertOption, C2paKeyOption, manifest_signer
 from samark.cli.record import RecordOption, check_record_options, open_record, record_served
 from samark.errors import SamarkError
 from samark.keys.samark_material import DEFAULT_CELLS
@@ -47,6 +48,7 @@ from samark.keys.samark_material import DEFAULT_CELLS
 if TYPE_CHECKING:
     from samark.sampling.engines import EngineSpec
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.provenance.c2pa_manifest import ManifestSigner
 
 
 @app.command()
@@ -119,9 +121,23 @@ PromptArgument = Annotated[
     str | None, typer.Argument(help="Prompt text, a file, '@file', or '-' for stdin.")
 ]
 
-SentencesOption = Annotated[int, typer.Option(help="Sentences to generate.")]
+SentencesOption = Annotated[
+    int,
+    typer.Option(
+        help="Sentences to generate. samark-layered at 32 candidates takes about 10 s a sentence "
+        "on a 2-core CPU (median; 7-17 s), so 6 take 1-2 minutes after the models load. The "
+        "paper's texts have 12; the mark is weaker on shorter texts (docs/parameters.md)."
+    ),
+]
 
-CandidatesOption = Annotated[int, typer.Option(help="Candidates per sentence (N).")]
+CandidatesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Candidates per sentence (N; default: the scheme's, 32 for samark-layered, the "
+        "paper's 64 for samark). A sentence's time grows with N.",
+        show_default=False,
+    ),
+]
 
 SeedOption = Annotated[int | None, typer.Option(help="Seed: makes the run reproducible.")]
 
@@ -156,6 +172,11 @@ StoreTextOption = Annotated[
 ]
 
 
+def candidates_field(candidates: int | None) -> dict[str, Any]:
+    """``--candidates`` as a config field: none when left out (the scheme's default)."""
+    return {} if candidates is None else {"candidates": candidates}
+
+
 @dataclass(frozen=True)
 class GenerateRequest:
     """What ``samark generate`` was asked: its options, then :meth:`run`."""
@@ -180,13 +201,17 @@ class GenerateRequest:
     record_url: RecordOption
     store_text: StoreTextOption
     cells: CellsOption
+    c2pa_cert: C2paCertOption = None
+    c2pa_key: C2paKeyOption = None
 
     def run(self) -> None:
         key = self.key  # or a keyring's key file, where the ring chooses it
         scheme_name = resolve_scheme(
             self.scheme_name, key, self.keyring, any_scheme=self.any_scheme
         )
-        require_positive(sentences=self.sentences, candidates=self.candidates)
+        require_positive(sentences=self.sentences)
+        if self.candidates is not None:
+            require_positive(candidates=self.candidates)
         engine = chosen_engine(self.engine, sampler=self.sampler)
         written_by = scheme_engine(scheme_name, engine)
         check_record_options(self.record_url, self.store_text, self.keyring)
@@ -200,6 +225,7 @@ class GenerateRequest:
         text = read_text(self.prompt, literal=self.literal).text
         if not text.strip():
             raise fail("the prompt is empty")
+        signer = manifest_signer(self.c2pa_cert, self.c2pa_key)  # before any model loads
         marked_by: dict[str, str] = {}
         flags: tuple[int, ...] = ()
         if self.keyring is not None:
@@ -209,14 +235,14 @@ class GenerateRequest:
         if flags and not can(scheme_name, "payload_flags"):
             raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
         if not can(scheme_name, "candidates"):
-            return self._generate_other(scheme_name, key, written_by, text, marked_by)
+            return self._generate_other(scheme_name, key, written_by, text, marked_by, signer)
         name = ablation if self.dagger and ablation else scheme_name
         scheme = load_scheme(
             key,
             name,
             self.generator,
             engine,
-            candidates=self.candidates,
+            **candidates_field(self.candidates),
             max_new_sentences=self.sentences,
             adaptive=self.adaptive,
             payload_flags=flags,
@@ -224,7 +250,9 @@ class GenerateRequest:
         )
         provenance = open_record(self.record_url, key, scheme.embedder) if self.record_url else None
         with progress() as bar:
-            task = bar.add_task("drawing candidates for sentence 1", total=self.sentences)
+            task = bar.add_task(
+                f"drawing candidates for sentence 1 of {self.sentences}", total=self.sentences
+            )
             try:
                 result = scheme.generate(
                     text, seed=self.seed, on_sentence=sentence_progress(bar, task, self.sentences)
@@ -236,14 +264,15 @@ class GenerateRequest:
             if provenance is None
             else record_served(provenance, result.sentences, store_text=self.store_text)
         )
+        out = _sealed(signer, result.text, scheme.key_id, self.generator)
         if self.as_json:
-            record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by}
+            record = {**result.to_dict(), "key_id": scheme.key_id, **marked_by, "text": out}
             record.pop("steps")
             if request_id is not None:
                 record["request_id"] = request_id
             typer.echo(json.dumps(record, ensure_ascii=False))  # one line: append to a .jsonl
         else:
-            typer.echo(result.text)
+            typer.echo(out)
         if result.fallbacks:
             err.print(f"fallbacks: {result.fallbacks}")
         if marked_by:
@@ -256,6 +285,7 @@ class GenerateRequest:
         written_by: EngineSpec | None,
         text: str,
         marked_by: dict[str, str],
+        signer: ManifestSigner | None = None,
     ) -> None:
         """A scheme that writes through an LM's logits (no candidates): one generation,
         recorded where asked."""
@@ -273,15 +303,26 @@ class GenerateRequest:
             record["request_id"] = record_served(
                 provenance, made.sentences, store_text=self.store_text
             )
-        typer.echo(json.dumps(record, ensure_ascii=False) if self.as_json else made.text)
+        record["text"] = _sealed(signer, made.text, other.key_id, model or self.generator)
+        typer.echo(json.dumps(record, ensure_ascii=False) if self.as_json else record["text"])
+
+
+def _sealed(signer: ManifestSigner | None, text: str, key_id: str | None, model: str) -> str:
+    """``text``, with a signed C2PA manifest where --c2pa-cert and --c2pa-key ask."""
+    if signer is None or not text:
+        return text
+    try:
+        return signer.sign(text, model=model, key_id=key_id)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
 
 
 @app.command()
 def generate(
     prompt: PromptArgument = None,
     key: KeyOption = Path("samark.key"),
-    sentences: SentencesOption = 12,
-    candidates: CandidatesOption = 64,
+    sentences: SentencesOption = 6,
+    candidates: CandidatesOption = None,
     seed: SeedOption = None,
     generator: GeneratorOption = DEFAULT_GENERATOR,
     dagger: DaggerOption = False,
@@ -298,15 +339,20 @@ def generate(
     record_url: RecordOption = None,
     store_text: StoreTextOption = False,
     cells: CellsOption = None,
+    c2pa_cert: C2paCertOption = None,
+    c2pa_key: C2paKeyOption = None,
 ) -> None:
     """Continue PROMPT with watermarked sentences, marked with KEY or with a key of KEYRING.
 
     The keyring's key is its current key, the key LABEL, or the key that writes PAYLOAD.
-    PROMPT is a file
-    where one exists; a one-word PROMPT that looks like a file name (a '/', or an
-    extension such as .txt) but names none is an error, unless --text says it is the
-    prompt. With --record, the generated sentences are recorded under a fresh request id
-    (docs/provenance.md)."""
+
+    PROMPT is a file where one exists; a one-word PROMPT that looks like a file name (a
+    '/', or an extension such as .txt) but names none is an error, unless --text says it
+    is the prompt.
+
+    With --record, the generated sentences are recorded under a fresh request id
+    (docs/provenance.md). With --c2pa-cert and --c2pa-key, the text ends with a signed
+    C2PA manifest (docs/compliance.md)."""
     GenerateRequest(
         prompt=prompt,
         key=key,
@@ -328,4 +374,6 @@ def generate(
         record_url=record_url,
         store_text=store_text,
         cells=cells,
+        c2pa_cert=c2pa_cert,
+        c2pa_key=c2pa_key,
     ).run()

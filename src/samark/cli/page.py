@@ -28,6 +28,7 @@ from samark.cli.loading import (
     load_scheme,
     resolve_scheme,
 )
+from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
 from samark.cli.record import RecordOption, check_record_url, open_record
 
 
@@ -43,11 +44,13 @@ def page(
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Print the page's address; open no browser.")
     ] = False,
+    c2pa_trust: C2paTrustOption = None,
 ) -> None:
     """Open the detection page in your browser to check texts against KEY.
 
     Paste or upload a text, see whether KEY marked it, which sentences carry the mark
-    (with --record: which were served), and download the report.
+    (with --record: which were served), and download the report. With --c2pa-trust, a
+    C2PA manifest's state too (docs/compliance.md).
 
     It listens on 127.0.0.1 only, with a token made for this run in the address it opens (in the
     part after '#', which a browser never sends anywhere). Ctrl-C stops it."""
@@ -74,7 +77,8 @@ def page(
     record = None if record_url is None else open_record(record_url, key, detector.embedder)
     token = secrets.token_urlsafe(24)
     # the one caller is an admin: the whole answer, sentence evidence (and provenance) included
-    settings = ServeSettings(admin_tokens=frozenset({token}))
+    verifier = manifest_verifier(c2pa_trust)
+    settings = ServeSettings(admin_tokens=frozenset({token}), c2pa_verifier=verifier)
     # words count the usage of a generation it never runs: asking the scheme would load
     # its generator
     application = scheme_app(

@@ -31,7 +31,8 @@ app.add_typer(record_app, name="record")
 
 _URL_HELP = (
     "The provenance record: sqlite:///relative/record.db, sqlite:////absolute/record.db, "
-    "a file path, or postgresql://user:password@host/dbname (docs/provenance.md)."
+    "a file path, or postgresql://user@host/dbname, its password in PGPASSWORD or ~/.pgpass, "
+    "never in the URL (docs/provenance.md)."
 )
 
 #: ``--record URL`` of generate and detect
@@ -190,8 +191,8 @@ def migrate(
     destination: Annotated[
         str,
         typer.Argument(
-            help="Where to copy it: usually postgresql://user:password@host/dbname; made "
-            "there where it is new."
+            help="Where to copy it: usually postgresql://user@host/dbname (the password in "
+            "PGPASSWORD or ~/.pgpass); made there where it is new."
         ),
     ],
     batch_size: Annotated[
@@ -235,6 +236,58 @@ def migrate(
     err.print(
         f"copied {counted(result.copied, 'sentence')} of {result.read} into "
         f"{redact(destination)} ({result.present} there already); it holds {result.stored}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@record_app.command("index")
+def index(url: UrlArgument) -> None:
+    """Build (or rebuild) the approximate index of an SQLite record, with progress.
+
+    The index (faiss IVF over 8-bit vectors, a file beside the record: RECORD.index) is
+    what the record searches from 100,000 sentences on; a search builds it the first time
+    it finds the record that large, and this builds it ahead, or anew. Needs the
+    ``record-index`` extra (faiss-cpu) and no key. PostgreSQL indexes with pgvector's
+    HNSW instead (docs/provenance.md)."""
+    from samark.provenance import ProvenanceError
+    from samark.provenance.ivf_index import faiss_available
+    from samark.provenance.sqlite_store import SqliteStore
+    from samark.provenance.store import redact
+
+    if not faiss_available():
+        raise fail("the record's index needs faiss: pip install 'samark[record-index]'")
+    store = _open_keyless(url)
+    if not isinstance(store, SqliteStore):
+        store.close()
+        raise fail(
+            f"{redact(url)} is not an SQLite record: a PostgreSQL record is indexed with "
+            "pgvector's HNSW (docs/provenance.md)"
+        )
+    with _failing(store), progress() as bar:
+        tasks = []
+
+        def started(total: int) -> None:
+            tasks.append(bar.add_task(f"indexing {redact(url)}", total=total, unit="sentences"))
+
+        try:
+            built = store.build_index(
+                started=started, progress=lambda done: bar.advance(tasks[0], done)
+            )
+        except ProvenanceError as exc:
+            raise fail(str(exc)) from None
+        out: dict[str, Any] = {
+            "record": redact(url),
+            "index": str(built.path),
+            "indexed": len(built),
+            "lists": built.lists,
+            "bytes": built.path.stat().st_size,
+            "threshold": store.index.threshold,
+        }
+    typer.echo(json.dumps(out))
+    err.print(
+        f"indexed {counted(out['indexed'], 'sentence')} of {redact(url)} in {built.path} "
+        f"({out['lists']} lists, {out['bytes'] / 1e6:.1f} MB)",
         highlight=False,
         soft_wrap=True,
     )

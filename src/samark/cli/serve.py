@@ -31,6 +31,13 @@ from samark.cli.loading import (
     resolve_scheme,
     scheme_engine,
 )
+from samark.cli.manifest_options import (
+    C2paCertOption,
+    C2paKeyOption,
+    C2paTrustOption,
+    manifest_signer,
+    manifest_verifier,
+)
 from samark.cli.record import RecordOption, check_record_options
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
@@ -63,7 +70,14 @@ NoAuthOption = Annotated[
     bool, typer.Option("--no-auth", help="Serve without tokens (loopback demos only).")
 ]
 
-CandidatesOption = Annotated[int, typer.Option(help="Candidates per sentence (N).")]
+CandidatesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Candidates per sentence (N; default: the scheme's, 32 for samark-layered, the "
+        "paper's 64 for samark).",
+        show_default=False,
+    ),
+]
 
 SentencesOption = Annotated[
     int, typer.Option(help="Sentences per completion unless a request sets max_sentences.")
@@ -171,6 +185,9 @@ class ServeRequest:
     store_text: StoreTextOption
     cells: CellsOption
     null_stop: NullStopOption = None
+    c2pa_cert: C2paCertOption = None
+    c2pa_key: C2paKeyOption = None
+    c2pa_trust: C2paTrustOption = None
 
     def run(self) -> None:
         scheme_name = resolve_scheme(
@@ -204,6 +221,7 @@ class ServeRequest:
             ) from None
         if self.label is not None and self.keyring is None:
             raise fail("--label chooses a key of a --keyring")
+        signer = manifest_signer(self.c2pa_cert, self.c2pa_key)  # checked before models load
         try:
             settings = ServeSettings(
                 tokens=load_tokens(self.tokens_file, "SAMARK_API_TOKENS"),
@@ -216,6 +234,8 @@ class ServeRequest:
                 concurrent_generations=self.concurrency,
                 detect_output=self.detect_output,  # type: ignore[arg-type]
                 detect_budget=self.detect_budget,
+                c2pa_signer=signer,
+                c2pa_verifier=manifest_verifier(self.c2pa_trust, signer),
             )
             config = ServerConfig(
                 access=settings,
@@ -256,7 +276,7 @@ def serve(
     tokens_file: TokensFileOption = None,
     admin_tokens_file: AdminTokensFileOption = None,
     no_auth: NoAuthOption = False,
-    candidates: CandidatesOption = 64,
+    candidates: CandidatesOption = None,
     sentences: SentencesOption = 12,
     max_sentences: MaxSentencesOption = 48,
     concurrency: ConcurrencyOption = 8,
@@ -275,6 +295,9 @@ def serve(
     store_text: StoreTextOption = False,
     cells: CellsOption = None,
     null_stop: NullStopOption = None,
+    c2pa_cert: C2paCertOption = None,
+    c2pa_key: C2paKeyOption = None,
+    c2pa_trust: C2paTrustOption = None,
 ) -> None:
     """Serve an OpenAI-compatible watermarking endpoint and a detection API for a keyed scheme.
 
@@ -282,7 +305,9 @@ def serve(
     '"watermark": false' requests); --candidates, --statistic, --centring, --cells and
     --null-stop are SAMark's family's. With --record, every served sentence is recorded before
     it is sent and an admin's detection with details reports each sentence's provenance
-    (docs/provenance.md). The server is samark.serving.create_app (docs/serving.md)."""
+    (docs/provenance.md). With --c2pa-cert and --c2pa-key, each marked completion ends
+    with a signed C2PA manifest, and /v1/detect reports a text's (docs/compliance.md).
+    The server is samark.serving.create_app (docs/serving.md)."""
     ServeRequest(
         key=key,
         host=host,
@@ -312,6 +337,9 @@ def serve(
         store_text=store_text,
         cells=cells,
         null_stop=null_stop,
+        c2pa_cert=c2pa_cert,
+        c2pa_key=c2pa_key,
+        c2pa_trust=c2pa_trust,
     ).run()
 
 
@@ -333,7 +361,7 @@ def log_config() -> dict[str, Any]:
 
 
 def _check_options(
-    candidates: int,
+    candidates: int | None,
     sentences: int,
     max_sentences: int,
     concurrency: int,
@@ -345,7 +373,7 @@ def _check_options(
     from samark.schemes.samark.statistics import STATISTICS
 
     for option, value in (
-        ("--candidates", candidates),
+        ("--candidates", 1 if candidates is None else candidates),
         ("--sentences", sentences),
         ("--max-sentences", max_sentences),
         ("--concurrency", concurrency),

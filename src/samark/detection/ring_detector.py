@@ -55,6 +55,7 @@ from samark.schemes.base import (
 # SAMark's ring pass lives with SAMark; these names keep working from here
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
 from samark.text import counted
+from samark.verdict import MarkEvidence
 
 #: the label of the key of a ring of one (:meth:`RingDetector.of_scheme`)
 SINGLE_KEY = "key"
@@ -132,6 +133,16 @@ class RingDetection:
     @property
     def statistic(self) -> str:
         return self.detection.statistic
+
+    def mark_evidence(self) -> MarkEvidence:
+        """The mark's part of the one verdict (:mod:`samark.verdict`): this answer's
+        p-value (a keyring's family-wise one) and, for one key, its layers and null draws."""
+        d = self.detection
+        fields: dict[str, Any] = {"p_value": self.p_value, "alpha": self.alpha}
+        fields.update(n_units=d.n_units, unit=d.unit)
+        if self.single_key:
+            fields["details"] = d.details
+        return MarkEvidence.of_answer(fields)
 
     def describe(self) -> str:
         """The answer in words: the verdict, the p-value, what it rests on and, for a

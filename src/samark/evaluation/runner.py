@@ -14,6 +14,7 @@ its records can be shared and resumed anywhere (and its watermark forged by anyo
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Iterable
@@ -116,6 +117,45 @@ class Run:
             progress=False,
             read_only=True,
         )
+
+    @staticmethod
+    def adopt(
+        run_dir: str | Path, old_experiment: Experiment, row: str, as_row: str
+    ) -> dict[str, int]:
+        """Hand row ``row`` of ``old_experiment`` (the folder's records under its label and
+        fingerprint, written before its scheme's ``changed_defaults`` changed) to row
+        ``as_row`` of the folder's experiment, after checking that both build the same
+        scheme with the folder's key (``row_adoption``)."""
+        from samark.evaluation.row_adoption import adopt_row, same_configuration
+
+        now = Run.open(run_dir)
+        then = Run(old_experiment, run_dir, progress=False, read_only=True)
+        old_spec, new_spec = then.spec(row), now.spec(as_row)
+        # the row as it was written: before its scheme's defaults changed
+        changed = scheme_info(old_spec.name).changed_defaults
+        pinned = {name: was for name, was, _ in changed if name not in old_spec.params}
+        old_spec = dataclasses.replace(old_spec, params={**pinned, **old_spec.params})
+        if old_spec.name != new_spec.name:
+            raise SamarkError(f"{row!r} is {old_spec.name}, {as_row!r} is {new_spec.name}")
+        diffs = same_configuration(then.scheme(old_spec), now.scheme(new_spec))
+        if diffs:
+            raise SamarkError(
+                f"{row!r} and {as_row!r} are not one configuration: " + "; ".join(diffs)
+            )
+        return adopt_row(
+            run_dir,
+            STAGE_FILES,
+            (old_spec.label, old_spec.fingerprint),
+            (new_spec.label, new_spec.fingerprint),
+        )
+
+    def spec(self, label: str) -> SchemeSpec:
+        """The experiment's row labelled ``label``."""
+        for s in self.experiment.schemes:
+            if s.label == label:
+                return s
+        rows = [s.label for s in self.experiment.schemes]
+        raise SamarkError(f"no row {label!r} in {self.dir}'s experiment; rows: {rows}")
 
     def close(self) -> None:
         """Release the folder (a run opened for writing locks it against compaction until

@@ -213,6 +213,11 @@ class WatermarkKey:
         try:
             record = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
+            if f'"{KEY_FORMAT}"'.encode() in raw:  # a key file cut short or corrupted
+                raise KeyFileError(
+                    f"{path} is a damaged samark key file (cut short or corrupted: not valid "
+                    "JSON); restore it from your backup"
+                ) from None
             raise KeyFileError(f"{path} is not a samark key file (not JSON)") from None
         if not isinstance(record, dict) or record.get("format") != KEY_FORMAT:
             raise KeyFileError(f"{path} is not a samark key file")

@@ -15,7 +15,10 @@ docs/provenance.md.
 - :mod:`~samark.provenance.record`: recording and checking;
 - :mod:`~samark.provenance.migrate`: copying a record into another store;
 - :mod:`~samark.provenance.report`: what a check returns;
-- :mod:`~samark.provenance.threshold`: the calibrated paraphrase thresholds.
+- :mod:`~samark.provenance.threshold`: the calibrated paraphrase thresholds;
+- :mod:`~samark.provenance.c2pa_manifest`: a signed C2PA manifest on served text, and its
+  check (``intact``, ``altered``, ``unverifiable``, ``none``), with the ``c2pa`` extra
+  (:mod:`~samark.provenance.c2pa_native`: the two native calls it makes).
 """
 
 from samark.provenance.entries import Neighbour, RecordEntry, StoredSentence

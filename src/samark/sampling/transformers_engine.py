@@ -1,6 +1,7 @@
 """Candidate sampling with a local transformers causal LM.
 
-The shared prefix is prefilled once and its KV cache expanded to the batch; each row is
+The shared prefix is prefilled once (and kept between calls for a step's later rounds,
+:class:`samark.sampling.batch_decoder.PrefixCache`) and shared by the batch; each row is
 decoded with temperature + nucleus sampling (transformers' own logits warpers) until the
 project's segmenter confirms a complete first sentence, and finished rows leave the batch.
 Several requests' draws can decode in one batch (``sample_many``): each keeps its own
@@ -12,16 +13,15 @@ all of them. The token-level rows write their texts in the same decoding loop
 from __future__ import annotations
 
 import functools
-import inspect
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedTokenizerBase
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from samark.models import DEFAULT_GENERATOR, resolve_device, resolve_generator
 from samark.sampling import shared_prefix
@@ -34,6 +34,7 @@ from samark.sampling.base import (
     SampleRequest,
     SamplingParams,
 )
+from samark.sampling.batch_decoder import PREFIX_CACHE_BYTES, BatchDecoder, PrefixCache
 from samark.sampling.engines import register_engine
 from samark.sampling.token_writing import WriteRequest, Writing, Written
 from samark.segment import first_sentence, segmenter_due
@@ -128,102 +129,6 @@ def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tenso
         ids[i, width - len(r) :] = torch.tensor(r)
         mask[i, width - len(r) :] = 1
     return ids, mask
-
-
-def cache_argument(model: Any) -> str:
-    """The name of the KV cache in the model's forward and output: ``cache`` in recent
-    transformers, ``past_key_values`` before (deprecated in 5.x, removed in 5.40)."""
-    params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-class BatchDecoder:
-    """Decodes ``rows`` continuations of one prefilled prefix, one token per row per step.
-
-    The prefix is prefilled once; decoding attends to it through shared-prefix attention
-    (one copy of its KV for all rows, see :mod:`samark.sampling.shared_prefix`) where that is
-    exact for the model, else through transformers' cache expanded to the batch.
-    :meth:`for_prefixes` decodes the rows of several prefixes in one batch.
-    """
-
-    def __init__(
-        self,
-        model: Any,
-        ids: list[int],
-        rows: int,
-        max_new_tokens: int,
-        *,
-        share_prefix: bool = True,
-    ) -> None:
-        self._prefill(model, [ids], [rows], max_new_tokens, share_prefix)
-
-    @classmethod
-    def for_prefixes(
-        cls, model: Any, prefixes: Sequence[list[int]], rows: Sequence[int], max_new_tokens: int
-    ) -> BatchDecoder:
-        """``rows[g]`` continuations of ``prefixes[g]``, the groups in that order in the
-        batch. Needs shared-prefix attention at every prefix's length
-        (:func:`samark.sampling.shared_prefix.supports`)."""
-        decoder = cls.__new__(cls)
-        decoder._prefill(model, prefixes, rows, max_new_tokens, True)
-        if not decoder.shared:
-            raise ValueError("several prefixes decode together only with shared-prefix attention")
-        return decoder
-
-    def _prefill(
-        self,
-        model: Any,
-        prefixes: Sequence[list[int]],
-        rows: Sequence[int],
-        max_new_tokens: int,
-        share_prefix: bool,
-    ) -> None:
-        self.model = model
-        self.cache_name = cache_argument(model)
-        caches, logits = [], []
-        for ids, count in zip(prefixes, rows, strict=True):
-            cache = DynamicCache(config=model.config)
-            out = model(
-                torch.tensor([ids], device=model.device), use_cache=True, **{self.cache_name: cache}
-            )
-            caches.append(out[self.cache_name])
-            logits.append(out.logits[:, -1, :].expand(count, -1))
-        #: next-token logits of every live row, shape (rows, vocab)
-        self.logits: torch.Tensor = logits[0] if len(logits) == 1 else torch.cat(logits)
-        self.shared = share_prefix and all(
-            shared_prefix.supports(model, len(ids) + max_new_tokens) for ids in prefixes
-        )
-        if self.shared:
-            self.state = shared_prefix.SharedPrefixState(caches, rows, max_new_tokens)
-        elif len(caches) == 1:
-            self.cache = caches[0]
-            self.cache.batch_repeat_interleave(rows[0])
-
-    def keep(self, rows: list[int]) -> None:
-        """Keep only these live rows (indices into the current batch, ascending)."""
-        index = torch.tensor(rows, device=self.model.device)
-        if self.shared:
-            self.state.keep_rows(index)
-        else:
-            self.cache.batch_select_indices(index)
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Feed one token per live row; returns the next logits, shape (rows, vocab)."""
-        tokens = tokens.to(self.model.device)
-        if self.shared:
-            with shared_prefix.decoding(self.model):
-                out = self.model(
-                    tokens[:, None],
-                    position_ids=self.state.position_ids(),
-                    use_cache=False,
-                    **{shared_prefix.STATE_KWARG: self.state},
-                )
-            self.state.advance()
-        else:
-            out = self.model(tokens[:, None], use_cache=True, **{self.cache_name: self.cache})
-            self.cache = out[self.cache_name]
-        self.logits = out.logits[:, -1, :]
-        return self.logits
 
 
 class _RowGroup(Protocol):
@@ -337,6 +242,7 @@ class TransformersSampler(BatchSampler):
         share_prefix: bool = True,
         device: str | torch.device | None = None,
         dtype: torch.dtype = torch.float32,
+        prefix_cache_bytes: int = PREFIX_CACHE_BYTES,
     ) -> None:
         from transformers.utils import logging as hf_logging
 
@@ -360,6 +266,9 @@ class TransformersSampler(BatchSampler):
         #: implementation (shared_prefix.decoding), so threads that share an engine take
         #: turns (a BatchingSampler batches their draws instead)
         self.model_lock = threading.RLock()
+        #: prefilled prefixes kept between calls (0 bytes: none): a step drawn in rounds
+        #: prefills its context once (:mod:`samark.sampling.batch_decoder`)
+        self.prefixes = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
 
     def __repr__(self) -> str:
         return f"TransformersSampler(model={self.name!r}, device={str(self.device)!r})"
@@ -442,7 +351,9 @@ class TransformersSampler(BatchSampler):
             decoder = self.decoder(g.ids, g.n, longest)
         else:
             rows = [g.n for g in groups]
-            decoder = BatchDecoder.for_prefixes(self.model, [g.ids for g in groups], rows, longest)
+            decoder = BatchDecoder.for_prefixes(
+                self.model, [g.ids for g in groups], rows, longest, cached=self.prefixes
+            )
         logits = decoder.logits
         for step in range(longest):
             keep: list[int] = []
@@ -466,7 +377,14 @@ class TransformersSampler(BatchSampler):
 
     def decoder(self, ids: list[int], rows: int, max_new_tokens: int) -> BatchDecoder:
         """Prefill ``ids`` once and get ready to decode ``rows`` continuations of it."""
-        return BatchDecoder(self.model, ids, rows, max_new_tokens, share_prefix=self.share_prefix)
+        return BatchDecoder(
+            self.model,
+            ids,
+            rows,
+            max_new_tokens,
+            share_prefix=self.share_prefix,
+            prefixes=self.prefixes,
+        )
 
     @torch.inference_mode()
     def sample_tokens(

@@ -47,6 +47,11 @@ class SchemeInfo:
     payload_flags: bool = False
     #: the registered name of its ablation (``samark generate --dagger``), if it has one
     ablation: str | None = None
+    #: defaults changed since experiments began, as (field, old, new): an experiment row
+    #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
+    #: that names the old one keeps the records it had when it left it out
+    #: (``samark.evaluation.experiment.fingerprint_params``)
+    changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
 
     def available(self) -> bool:
         """Whether the modules it needs are installed (found without importing them)."""
@@ -98,6 +103,8 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
                 "the candidate engine; one exact p-value (Fisher over both layers, scan "
                 "statistic)",
                 engines=("transformers", "vllm"),
+                # N = 32 since 2026-12-05 (issue 63)
+                changed_defaults=(("candidates", 64, 32),),
                 engine_needs=("token_layer",),
                 **_SAMARK_CAPABILITIES,
             ),

@@ -4,12 +4,14 @@ keyring's, from :meth:`RingDetection.to_dict`, the one serialisation of a detect
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection
 from samark.errors import EmptyTextError
 from samark.serving.evidence import sentence_evidence
+from samark.verdict import RecordEvidence, verdict
 
 #: what ``/v1/detect`` answers for one key, of its detection's fields (the rest, z and the
 #: scheme's diagnostics, stay with the CLI and the records: beside a scan's or Fisher's p,
@@ -21,10 +23,20 @@ SINGLE_KEY_FIELDS = (
 _RING_LAYOUT = ("payload_bits", "flag_bits")
 
 
-def answers(detector: RingDetector, texts: list[str], details: bool) -> list[dict[str, Any]]:
+def answers(
+    detector: RingDetector,
+    texts: list[str],
+    details: bool,
+    record_check: Callable[[str], dict[str, Any]] | None = None,
+    manifests: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """Each text's answer, the texts scored together: a key's detection (a ring of one),
     or a keyring's family-wise p-value with the key (label, id, its own p) and payload
-    when the text is flagged; all from :meth:`RingDetection.to_dict`."""
+    when the text is flagged; all from :meth:`RingDetection.to_dict`. With
+    ``record_check`` (the record's report on a text), its ``provenance`` too. Every
+    answer carries its ``verdict`` (:mod:`samark.verdict`): the mark and the record as
+    one conclusion, with the text's C2PA manifest state where ``manifests`` (by the text as
+    scored, the manifest removed) names one."""
     out: list[dict[str, Any]] = []
     for text, r in zip(texts, detector.detect_many(texts), strict=True):
         if r is None:
@@ -38,6 +50,14 @@ def answers(detector: RingDetector, texts: list[str], details: bool) -> list[dic
         if details:
             answer.update(_sentences(r.detection))
             answer.update(sentence_evidence(detector, text, r))
+        report = None if record_check is None else record_check(text)
+        if report is not None:
+            answer["provenance"] = report
+        answer["verdict"] = verdict(
+            r.mark_evidence(),
+            None if report is None else RecordEvidence.of_report(report),
+            None if manifests is None else manifests.get(text),
+        ).to_dict()
         out.append(answer)
     return out
 

@@ -48,6 +48,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:
+            # a body that is not UTF-8 (raw binary): the framework's words say nothing
+            return JSONResponse(error_body(*NOT_TEXT_BODY), status_code=400)
         kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         code = HTTP_CODES.get(exc.status_code, f"http_{exc.status_code}")
         return JSONResponse(error_body(str(exc.detail), kind, code), status_code=exc.status_code)
@@ -56,6 +59,16 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _crash(_: Request, exc: Exception) -> JSONResponse:
         log.error("internal error: %s", type(exc).__name__)
         return JSONResponse(error_body("internal server error", "server_error", "internal"), 500)
+
+
+#: FastAPI's words for a JSON body it could not decode (bytes that are not UTF-8)
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
+NOT_TEXT_BODY = (
+    "the request body is binary, not JSON text: send a JSON object such as "
+    '{"text": "..."} (Content-Type: application/json, UTF-8)',
+    "invalid_request_error",
+    "binary",
+)
 
 
 #: the code of an error that starlette raised (every error names one)

@@ -11,9 +11,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from samark.intake import Limits, TextRefused, check_binary, check_chars, check_sentences
 from samark.segment import split_sentences
 from samark.serving.access import Caller, DetectBudget
 from samark.serving.errors import ApiError
+from samark.serving.manifests import StreamSeal, seal
 from samark.serving.schema import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -125,7 +127,13 @@ async def _complete(
     answer names the key that marked it (``samark``); a server with a record records
     each sentence under ``request_id`` (the completion's ``id``) before sending it."""
     marker, mark = worker.marking(req)
+    signer = worker.settings.c2pa_signer
+    model = getattr(req, "model", None) or worker.settings.model_name
     if req.stream:
+        if signer is not None:  # the manifest over every chunk's text, in the last chunk
+            sealing = StreamSeal(signer, model, mark)
+            event = _then(event, sealing.chunk)
+            final = _then(final, sealing.last)
         events = await worker.stream(
             prompt,
             req,
@@ -137,7 +145,15 @@ async def _complete(
         )
         return StreamingResponse(events, media_type="text/event-stream")
     pieces, finish = await worker.generate(prompt, req, budget, marker, request_id)
-    return {**whole(pieces, finish, worker.usage(prompt, pieces)), "samark": mark}
+    body = whole(pieces, finish, worker.usage(prompt, pieces))
+    if signer is not None:
+        body = await asyncio.to_thread(seal, body, signer, model, mark)
+    return {**body, "samark": mark}
+
+
+def _then(make: Callable[..., dict[str, Any]], after: Callable[[dict[str, Any]], Any]) -> Any:
+    """``make``, then ``after`` on what it made (a chunk sealed on its way out)."""
+    return lambda *args: after(make(*args))
 
 
 def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
@@ -169,24 +185,18 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                 "invalid_request_error",
                 "too_many_texts",
             )
-        for text in texts:
-            if len(text) > settings.max_text_chars:
-                raise ApiError(
-                    413,
-                    f"a text of {len(text)} characters; at most {settings.max_text_chars}",
-                    "invalid_request_error",
-                    "text_too_long",
-                )
-        # segmenting a megabyte takes a moment: off the event loop
-        counts = await asyncio.to_thread(lambda: [len(split_sentences(t)) for t in texts])
-        for count in counts:
-            if count > settings.max_text_sentences:
-                raise ApiError(
-                    413,
-                    f"a text of {count} sentences; at most {settings.max_text_sentences}",
-                    "invalid_request_error",
-                    "text_too_long",
-                )
+        limits = Limits(settings.max_text_chars, settings.max_text_sentences)
+        try:  # the one intake (samark.intake): the CLI's limits and words
+            for text in texts:
+                check_chars(text, limits)
+                check_binary(text)
+            # segmenting a megabyte takes a moment: off the event loop
+            counts = await asyncio.to_thread(lambda: [len(split_sentences(t)) for t in texts])
+            for count in counts:
+                check_sentences(count, limits)
+        except TextRefused as exc:
+            status = 413 if exc.code == "text_too_long" else 400
+            raise ApiError(status, str(exc), "invalid_request_error", exc.code) from None
         sentences = sum(max(count, 1) for count in counts)
         if sentences > settings.max_detect_sentences:
             raise ApiError(

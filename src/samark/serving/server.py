@@ -55,7 +55,8 @@ class ServerConfig:
     None: the scheme's own engine). ``candidates``, ``statistic``, ``centring`` and
     ``cells`` (keyed semantic cells, 0: static pivots; None: the scheme's default, the
     key's own for samark-layered; generation and detection alike, the keyring's too) are
-    SAMark's family's (``SchemeInfo.candidates`` / ``statistics`` / ``pivot_detector``);
+    SAMark's family's (``SchemeInfo.candidates`` / ``statistics`` / ``pivot_detector``;
+    ``candidates`` None: the scheme's default, 32 for samark-layered);
     ``scheme_params`` passes any other parameter of the scheme (to the served scheme, each
     payload's and the keyring's detector alike).
     """
@@ -67,7 +68,7 @@ class ServerConfig:
     scheme: str = "samark"
     engine: str | None = None
     generator: str = DEFAULT_GENERATOR
-    candidates: int = 64
+    candidates: int | None = None
     statistic: str | None = None
     alpha: float = 0.01
     centring: Path | str | None = None
@@ -101,7 +102,7 @@ class ServerConfig:
                     "a record is kept under one key; a keyring's record is not supported yet"
                 )
             check_url(self.record)  # an unknown or malformed URL is named here
-        if self.candidates < 1:
+        if self.candidates is not None and self.candidates < 1:
             raise SamarkError(f"candidates must be at least 1, got {self.candidates}")
         if not 0 < self.alpha < 1:
             raise SamarkError(f"alpha must be between 0 and 1, got {self.alpha}")
@@ -214,7 +215,7 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
 
     info = scheme_info(config.scheme)
     params: dict[str, Any] = {"generator": config.generator_model, "alpha": config.alpha}
-    if info.candidates:
+    if info.candidates and config.candidates is not None:
         params["candidates"] = config.candidates
         params["max_new_sentences"] = config.access.default_sentences
     if engine is not None:

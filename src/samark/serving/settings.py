@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Literal
 
 from samark.errors import SamarkError
+from samark.intake import MAX_TEXT_CHARS, MAX_TEXT_SENTENCES
+from samark.provenance.c2pa_manifest import ManifestSigner, ManifestVerifier
 
 #: a bearer token shorter than this is refused: it would be guessable
 MIN_TOKEN_CHARS = 16
@@ -23,7 +25,10 @@ DEFAULT_TIMEOUT_S = 1800.0
 #: endpoint"); the decision alone leaves random search
 DETECT_OUTPUTS = ("full", "decision")
 #: the fields of a decision-only answer
-DECISION_FIELDS = ("scheme", "is_watermarked", "alpha", "n_units", "unit", "key_label", "key_id")
+DECISION_FIELDS = (
+    *("scheme", "is_watermarked", "alpha", "n_units", "unit", "key_label", "key_id"),
+    "manifest",
+)
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,11 @@ class ServeSettings:
     admin_tokens: frozenset[str] = field(default=frozenset(), repr=False)
     auth: bool = True
     max_body_bytes: int = 1_000_000
-    max_text_chars: int = 100_000  # one text of /v1/detect (about 1,000 sentences)
+    max_text_chars: int = MAX_TEXT_CHARS  # one text of /v1/detect (samark.intake)
     max_batch: int = 64  # texts of one /v1/detect request
     #: sentences of one /v1/detect text, and of all the texts of one request: what one
     #: request may ask of the detector (its cost grows with sentences, not texts)
-    max_text_sentences: int = 200
+    max_text_sentences: int = MAX_TEXT_SENTENCES
     max_detect_sentences: int = 1_000
     request_timeout_s: float = DEFAULT_TIMEOUT_S
     default_sentences: int = 12
@@ -58,6 +63,10 @@ class ServeSettings:
     #: sentences a caller without an admin token may have detected per hour (None: no
     #: limit); every text counts at least one, so it bounds a forger's queries too
     detect_budget: int | None = None
+    #: sign each marked completion with a C2PA manifest (docs/compliance.md); None: none
+    c2pa_signer: ManifestSigner | None = field(default=None, repr=False)
+    #: the trust anchors /v1/detect checks manifests against (None: no signer trusted)
+    c2pa_verifier: ManifestVerifier | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.auth and not (self.tokens or self.admin_tokens):

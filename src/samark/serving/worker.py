@@ -31,6 +31,7 @@ from samark.segment import split_sentences
 from samark.serving import scheduling
 from samark.serving.answers import answers
 from samark.serving.errors import ApiError, timeout_error
+from samark.serving.manifests import checked
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -333,6 +334,12 @@ class Worker:
         deadline = time.monotonic() + self.settings.request_timeout_s
         embedder = self.scheme.embedder
         out: list[dict[str, Any]] = []
+        # a C2PA manifest is checked, then removed: the mark and the record never see it
+        c2pa = self.settings.c2pa_signer or self.settings.c2pa_verifier
+        manifests, texts = await asyncio.to_thread(
+            checked, texts, self.settings.c2pa_verifier, c2pa is not None
+        )
+        states = {t: m["state"] for t, m in zip(texts, manifests, strict=True) if m is not None}
         # segmenting takes a moment on a large batch: off the event loop
         groups = await asyncio.to_thread(split_units, texts)
         # a request that is one unit goes before the units of larger ones
@@ -357,7 +364,7 @@ class Worker:
             out.extend(
                 await self._limited(
                     self._detection_pool,
-                    functools.partial(self._score, group, details, known),
+                    functools.partial(self._score, group, details, known, states),
                     cancelled,
                     deadline,
                     priority,
@@ -372,22 +379,25 @@ class Worker:
                 else "not_watermarked"
             )
             self.metrics.detections.labels(outcome).inc()
+        for result, manifest in zip(out, manifests, strict=True):
+            if manifest is not None and "error" not in result:
+                result["manifest"] = manifest
         return out
 
     def _score(
-        self, group: list[str], details: bool, known: dict[str, np.ndarray]
+        self,
+        group: list[str],
+        details: bool,
+        known: dict[str, np.ndarray],
+        manifests: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         """One unit's texts scored together, their sentences' embeddings already at hand
         (``known``: nothing is embedded twice, the record's check included)."""
         embedder = self.scheme.embedder
         remember = embedder.remembering(known) if embedder is not None else None
         with remember if remember is not None else contextlib.nullcontext():
-            found = answers(self.detector, group, details)
-            if details and self.record is not None:
-                for text, answer in zip(group, found, strict=True):
-                    if "error" not in answer:
-                        answer["provenance"] = self._provenance(text)
-        return found
+            check = self._provenance if details and self.record is not None else None
+            return answers(self.detector, group, details, check, manifests)
 
     def _provenance(self, text: str) -> dict[str, Any]:
         """The record's report on ``text``, or 503 where the record cannot be read (as

@@ -68,6 +68,11 @@ from samark.token_layer import GreenListLayer, TokenLayerConfig, TokenLayerScore
 
 Combine = Literal["fisher", "cauchy", "both"]
 COMBINES: tuple[str, ...] = ("fisher", "cauchy", "both")
+#: candidates a sentence when a config leaves them out: half the paper's 64, the shipped
+#: default since 2026-12-05 (issue 63: every paper-protocol column within 2.5 points of
+#: N = 64 at half the tokens; docs/parameters.md, "Candidates: 32 by default"). The paper's
+#: ``samark`` keeps 64
+DEFAULT_CANDIDATES = 32
 #: engines that can apply a token layer on every candidate row
 TOKEN_LAYER_ENGINES = "the local transformers engine (TransformersSampler) or vLLM (VLLMSampler)"
 
@@ -153,6 +158,8 @@ class SAMarkLayered(SAMark):
                 f"{type(sampler).__name__} cannot (a remote server samples on its own); use "
                 f"{TOKEN_LAYER_ENGINES}, or the scheme 'samark'"
             )
+        if config is None:
+            config = SAMarkConfig(candidates=DEFAULT_CANDIDATES)
         super().__init__(
             key, config=config, embedder=embedder, sampler=sampler, generator=generator
         )
@@ -168,9 +175,11 @@ class SAMarkLayered(SAMark):
     ) -> SAMarkLayered:
         """SAMark's parameters, the token layer's (``gamma``, ``delta``, ``context``) and
         ``combine``/``contradiction``; the semantic layer's statistic is ``scan`` unless
-        named (it must survive dilution)."""
+        named (it must survive dilution), and its candidates ``DEFAULT_CANDIDATES``."""
         params = dict(params)
         config = params.pop("config", None)
+        if config is None:
+            params.setdefault("candidates", DEFAULT_CANDIDATES)
         token, params = split_params(TokenLayerConfig, params)
         explicit = "statistic" in params or config is not None
         built, rest = samark_config_from_params(shared, config, params)

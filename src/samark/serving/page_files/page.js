@@ -105,6 +105,19 @@
     return p >= 0.001 ? String(Number(p.toPrecision(2))) : p.toExponential(1);
   }
 
+  // ---- what a text must be: samark.intake's rules and words, as the CLI and server say them ----
+  // a control character no text holds (not a tab, line break, carriage return, form feed
+  // or vertical tab), or null
+  function controlCharacter(text) {
+    const found = text.match(/[\u0000-\u0008\u000e-\u001f\u007f]/);
+    return found ? found[0] : null;
+  }
+
+  function binaryText(origin, ch) {
+    const code = ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0");
+    return `${origin} is binary, not text (it holds the control character U+${code})`;
+  }
+
   // ---- reading a file ----
   async function readText(file) {
     if (file.size === 0) throw new Error(`${file.name} is empty: there is no text to check.`);
@@ -114,14 +127,16 @@
       );
     }
     const bytes = new Uint8Array(await file.arrayBuffer());
-    const notText = `${file.name} is not a text file (it holds binary data): choose a .txt or .jsonl file.`;
-    if (bytes.includes(0)) throw new Error(notText);
+    const choose = "choose a .txt or .jsonl file.";
     let text;
+    if (bytes.includes(0)) throw new Error(`${binaryText(file.name, "\u0000")}: ${choose}`);
     try {
       text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
     } catch {
-      throw new Error(notText);
+      throw new Error(`${file.name} is not UTF-8 text: ${choose}`);
     }
+    const control = controlCharacter(text);
+    if (control) throw new Error(`${binaryText(file.name, control)}: ${choose}`);
     if (!text.trim()) throw new Error(`${file.name} holds only blank space: there is no text to check.`);
     return text;
   }
@@ -218,9 +233,15 @@
     }
     const long = texts.findIndex((t) => t.length > limits.max_text_chars);
     if (long >= 0) {
+      const which = texts.length > 1 ? `Text ${long + 1}: ` : "";
       throw new Error(
-        `Text ${long + 1} has ${texts[long].length} characters; this server checks at most ${limits.max_text_chars} a text.`,
+        `Not checked: ${which}a text of ${texts[long].length} characters; at most ${limits.max_text_chars}. Split it, or check part of it.`,
       );
+    }
+    const binary = texts.findIndex((t) => controlCharacter(t));
+    if (binary >= 0) {
+      const origin = texts.length > 1 ? `text ${binary + 1}` : "the text";
+      throw new Error(`Not checked: ${binaryText(origin, controlCharacter(texts[binary]))}.`);
     }
     let { status, body } = await post(texts, token, true);
     let detailsRefused = false;
@@ -254,32 +275,17 @@
       : `p = ${p}: a text without the mark scores this high ${odds}${family}; the decision needs p below ${result.alpha}, so nothing here shows the mark.`;
   }
 
-  // the record's verdict on the whole text, in words: served, an edit or paraphrase of a
-  // served text, or not served
-  function provenanceVerdict(prov) {
-    const n = prov.sentences.length;
-    const of = `${n} sentence${n === 1 ? "" : "s"}`;
-    let state;
-    let headline;
-    if (prov.served === n) {
-      state = "served";
-      headline = n === 1
-        ? "Served by this server: its one sentence was served verbatim."
-        : `Served by this server: all ${n} sentences were served verbatim.`;
-    } else if (prov.served + prov.paraphrase === 0) {
-      state = "not_served";
-      headline = `Not served by this server: none of its ${of} is in the record.`;
-    } else {
-      state = "paraphrase";
-      headline = prov.served
-        ? "Edited from a text this server served: part of it was served, part changed."
-        : "A paraphrase of a text this server served: its sentences are close to served ones.";
-    }
-    const counts = `${prov.served} of ${of} served verbatim, ${prov.paraphrase} a close ` +
-      `paraphrase of a served sentence, ${prov.not_served} not served`;
-    return el("div", { class: `provenance-verdict pv-${state}`, "data-provenance": state },
-      el("p", { class: "pv-head" }, headline),
-      el("p", { class: "pv-counts" }, counts));
+  // the one verdict (the server's, samark.verdict): the mark and the record as one story,
+  // its headline, its conclusion and its reasons
+  function oneVerdict(v) {
+    const box = el("div", { class: `one-verdict tone-${v.tone}`, "data-verdict": v.code,
+      "data-mark": v.mark, "data-record": v.record });
+    box.append(el("p", { class: `verdict tone-${v.tone}` }, v.headline));
+    box.append(el("p", { class: "verdict-conclusion" }, v.conclusion));
+    const reasons = el("ul", { class: "verdict-reasons" });
+    for (const reason of v.reasons) reasons.append(el("li", {}, reason));
+    box.append(reasons);
+    return box;
   }
 
   function facts(result) {
@@ -379,10 +385,13 @@
     return { figure, y, left, right, top, bottom, height, width };
   }
 
+  // a dashed level across the plot; its words are in the chart's legend (chartLegend),
+  // so no label ever sits on a line or a bar
   function levelLine(f, p, cls, words) {
     const v = evidenceOf(p);
-    f.figure.append(svg("line", { class: cls, x1: f.left, x2: f.width - f.right, y1: f.y(v), y2: f.y(v) }));
-    f.figure.append(svg("text", { class: `${cls}-label`, x: f.width - f.right - 2, y: f.y(v) - 4, "text-anchor": "end" }, words));
+    const line = svg("line", { class: cls, x1: f.left, x2: f.width - f.right, y1: f.y(v), y2: f.y(v) });
+    line.append(svg("title", {}, words));
+    f.figure.append(line);
   }
 
   // the p-value as sentences are added: the text's (both layers joined) and each layer's
@@ -463,11 +472,13 @@
     return f.figure;
   }
 
-  function chartLegend(names) {
+  function chartLegend(names, alpha) {
     const words = {
       combined: "the text's p-value (both layers)",
       semantic: "semantic layer",
       token: "token layer",
+      "alpha-line": `decision level ${alpha}`,
+      "shade-line": `shading: p below ${SHADE_P}`,
     };
     const list = el("ul", { class: "legend" });
     for (const name of names) {
@@ -549,12 +560,16 @@
       card.append(el("p", { class: "error" }, `Not checked: ${result.error}`));
       return card;
     }
-    const marked = Boolean(result.is_watermarked);
-    card.append(el("p", { class: `verdict ${marked ? "marked" : "clear"}` },
-      marked ? "Marked: this text carries the watermark" : "Not marked: the watermark was not found"));
-    const note = verdictNote(result);
-    if (note) card.append(el("p", { class: "verdict-note" }, note));
-    if (result.provenance) card.append(provenanceVerdict(result.provenance));
+    if (result.verdict) {
+      card.append(oneVerdict(result.verdict));
+    } else {
+      // a decision-only answer: the mark's decision, nothing more
+      const marked = Boolean(result.is_watermarked);
+      card.append(el("p", { class: `verdict ${marked ? "tone-good" : "tone-neutral"}` },
+        marked ? "Marked: this text carries the watermark" : "Not marked: the watermark was not found"));
+      const note = verdictNote(result);
+      if (note) card.append(el("p", { class: "verdict-note" }, note));
+    }
     card.append(facts(result));
     if (!("p_value" in result)) {
       card.append(el("p", { class: "note" },
@@ -575,7 +590,7 @@
         section.append(el("p", { class: "note trail-summary" }, crossing
           ? `The p-value of the first sentences, as more are read: below the decision level ${result.alpha} from sentence ${crossing.sentences} on, and ${fmtP(trail.at(-1).p_value)} with all ${sentences.length}. Higher on the chart: a smaller p-value, stronger evidence.`
           : `The p-value of the first sentences, as more are read: it never falls below the decision level ${result.alpha} (${fmtP(trail.at(-1).p_value)} with all ${sentences.length}). Higher on the chart: a smaller p-value, stronger evidence.`));
-        section.append(chartLegend(layered && !result.ring_keys ? ["combined", "semantic", "token"] : ["combined"]));
+        section.append(chartLegend([...(layered && !result.ring_keys ? ["combined", "semantic", "token"] : ["combined"]), "alpha-line"], result.alpha));
         section.append(chartBox("trail", result));
         card.append(section);
       }
@@ -584,7 +599,7 @@
       parts.append(el("p", { class: "note" }, layered
         ? "Each sentence scored on its own, one bar a layer: the semantic layer (what the sentence says) and the token layer (its words). One sentence alone is weak evidence; a marked text's comes from many."
         : "Each sentence scored on its own. One sentence alone is weak evidence; a marked text's comes from many."));
-      parts.append(chartLegend(layered ? ["semantic", "token"] : ["semantic"]));
+      parts.append(chartLegend([...(layered ? ["semantic", "token"] : ["semantic"]), "shade-line"], result.alpha));
       parts.append(chartBox("parts", result));
       card.append(parts);
       const listing = el("section", { class: "listing" });

@@ -1,0 +1,339 @@
+"""A signed C2PA manifest on served text (C2PA 2.4, unstructured text): made and signed by
+c2pa-python, carried by c2pa-text, checked against trust anchors, under a throwaway CA
+this file makes. Real signing and verification throughout; the mark is a token scheme's
+(KGW), so that the test stays in seconds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import unicodedata
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("c2pa", reason="C2PA manifests need samark[c2pa]")
+pytest.importorskip("c2pa_text", reason="C2PA manifests need samark[c2pa]")
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from typer.testing import CliRunner
+
+from samark.cli import app
+from samark.provenance.c2pa_manifest import (
+    TRAINED_ALGORITHMIC_MEDIA,
+    ManifestError,
+    ManifestSigner,
+    ManifestVerifier,
+    read_manifest,
+    strip_manifest,
+)
+
+TEXT = (
+    "The council met on Tuesday to discuss the new budget. Several members asked for more "
+    "money for schools. The mayor said the city could not afford it this year."
+)
+NOW = dt.datetime.now(dt.timezone.utc)
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, f"{common} Org"),
+        ]
+    )
+
+
+def _usage(*, sign: bool) -> x509.KeyUsage:
+    return x509.KeyUsage(
+        digital_signature=sign,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=not sign,
+        crl_sign=not sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _pki(folder: Path, who: str) -> dict[str, Path]:
+    """A root CA and a signing certificate under it (as C2PA asks: not a CA, digital
+    signature, an extended key usage), written as PEM files: chain, key and root."""
+    root_key = ec.generate_private_key(ec.SECP256R1())
+    key = ec.generate_private_key(ec.SECP256R1())
+    period = {"not_valid_before": NOW - dt.timedelta(days=1)}
+    period["not_valid_after"] = NOW + dt.timedelta(days=30)
+    root = (
+        x509.CertificateBuilder(subject_name=_name(f"{who} CA"), issuer_name=_name(f"{who} CA"))
+        .public_key(root_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(period["not_valid_before"])
+        .not_valid_after(period["not_valid_after"])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(_usage(sign=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), False)
+        .sign(root_key, hashes.SHA256())
+    )
+    leaf = (
+        x509.CertificateBuilder(subject_name=_name(f"{who} signer"), issuer_name=root.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(period["not_valid_before"])
+        .not_valid_after(period["not_valid_after"])
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_usage(sign=True), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), False
+        )
+        .sign(root_key, hashes.SHA256())
+    )
+
+    def pem(cert: x509.Certificate) -> bytes:
+        return cert.public_bytes(serialization.Encoding.PEM)
+
+    paths = {name: folder / f"{who}-{name}.pem" for name in ("chain", "key", "root")}
+    paths["chain"].write_bytes(pem(leaf) + pem(root))
+    paths["root"].write_bytes(pem(root))
+    paths["key"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> dict[str, dict[str, Path]]:
+    folder = tmp_path_factory.mktemp("pki")
+    return {who: _pki(folder, who) for who in ("operator", "forger")}
+
+
+@pytest.fixture(scope="module")
+def signer(pki) -> ManifestSigner:
+    return ManifestSigner.from_files(pki["operator"]["chain"], pki["operator"]["key"])
+
+
+@pytest.fixture(scope="module")
+def verifier(pki) -> ManifestVerifier:
+    return ManifestVerifier.from_files([pki["operator"]["root"]])
+
+
+def test_a_signed_text_is_intact_and_names_its_signer_model_and_key_id(
+    signer, verifier, pki
+) -> None:
+    signed = signer.sign(TEXT, model="smollm2-135m-instruct", key_id="a1b2c3d4e5f6")
+    assert signed.startswith(TEXT) and len(signed) > len(TEXT)
+    assert strip_manifest(signed) == TEXT  # the rest is the invisible wrapper only
+    import c2pa_text
+
+    assert c2pa_text.validate_text(signed).valid  # the reference embedding reads it
+    check = verifier.check(signed)
+    assert check.state == "intact", check
+    assert (
+        check.signer == "operator signer" and check.issuer == "operator signer Org"
+    )  # C2PA: the O
+    assert check.model == "smollm2-135m-instruct" and check.key_id == "a1b2c3d4e5f6"
+    assert check.digital_source_type == TRAINED_ALGORITHMIC_MEDIA
+    assert check.signed_at is not None
+    assert abs(dt.datetime.fromisoformat(check.signed_at) - NOW) < dt.timedelta(hours=1)
+    assert check.describe().startswith("C2PA manifest intact, signed by operator signer")
+    # the private key is nowhere in what is served, in any form
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    key = load_pem_private_key(pki["operator"]["key"].read_bytes(), password=None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    scalar = key.private_numbers().private_value.to_bytes(32, "big")
+    store, _, _ = c2pa_text.find_wrapper_info(signed)
+    assert scalar not in store and b"PRIVATE KEY" not in store
+    assert "key=" not in repr(signer)
+
+
+def test_copy_and_paste_keeps_the_manifest(signer, verifier, tmp_path) -> None:
+    """Through a file, a JSON string with every character escaped, and a decomposed
+    (NFD) copy: the variation selectors travel, and the check still holds."""
+    signed = signer.sign(TEXT, model="m", key_id="k")
+    pasted = tmp_path / "pasted.txt"
+    pasted.write_text(signed, encoding="utf-8")
+    assert verifier.check(pasted.read_text(encoding="utf-8")).state == "intact"
+    assert verifier.check(json.loads(json.dumps(signed, ensure_ascii=True))).state == "intact"
+    accented = signer.sign("Café prices rose. The naïve plan failed.", model="m")
+    nfd = unicodedata.normalize("NFD", accented)
+    assert nfd != accented and verifier.check(nfd).state == "intact"  # C2PA binds the NFC
+
+
+def test_one_edited_word_breaks_the_binding(signer, verifier) -> None:
+    signed = signer.sign(TEXT, model="m", key_id="k")
+    edited = signed.replace("schools", "hospitals")
+    check = verifier.check(edited)
+    assert check.state == "altered" and check.signer == "operator signer"
+    assert "assertion.dataHash.mismatch" in check.codes
+    assert verifier.check(signed + " And one more sentence.").state == "altered"
+    assert verifier.check("Preface. " + signed).state == "altered"
+
+
+def test_a_stripped_manifest_is_none(signer, verifier) -> None:
+    signed = signer.sign(TEXT, model="m")
+    assert verifier.check(strip_manifest(signed)).state == "none"
+    assert read_manifest(TEXT).state == "none"  # no wrapper: nothing is read
+    # an emoji's variation selector after a byte-order mark is not a wrapper
+    assert read_manifest("\ufeff\u2764\ufe0f fine.").state == "none"
+
+
+def test_a_forged_or_damaged_manifest_is_unverifiable(signer, verifier, pki) -> None:
+    forger = ManifestSigner.from_files(pki["forger"]["chain"], pki["forger"]["key"])
+    forged = forger.sign(TEXT, model="m", key_id="k")
+    check = verifier.check(forged)
+    assert check.state == "unverifiable" and check.signer == "forger signer"
+    assert "signingCredential.untrusted" in check.codes
+    assert check.detail == "the signer is not trusted"
+    # with no trust anchor, no signer is trusted: the operator's own manifest included
+    assert ManifestVerifier().check(signer.sign(TEXT, model="m")).state == "unverifiable"
+    assert read_manifest(signer.sign(TEXT, model="m")).state == "unverifiable"
+    signed = signer.sign(TEXT, model="m")
+    cut = signed[: len(TEXT) + 200]  # the wrapper's end lost
+    assert verifier.check(cut).state == "unverifiable"
+    twice = signed + " " + signer.sign("Another text.", model="m")
+    assert verifier.check(twice).state == "unverifiable"
+    # a manifest edited after signing (its model renamed, same length) is not vouched for
+    import c2pa_text
+
+    named = signer.sign(TEXT, model="smollm2-135m-instruct")
+    store, _, _ = c2pa_text.find_wrapper_info(named)
+    assert store.count(b"smollm2-135m-instruct") >= 1
+    renamed = store.replace(b"smollm2-135m-instruct", b"other-model-9b-chat01")
+    check = verifier.check(TEXT + c2pa_text.encode_wrapper(renamed))
+    assert check.state == "unverifiable" and check.model != "smollm2-135m-instruct"
+    # the forger's manifest does not become trusted on the operator's text either
+    assert verifier.check(strip_manifest(signed) + forged[len(TEXT) :]).state == "unverifiable"
+
+
+def test_a_bad_certificate_or_key_is_a_clear_error(signer, pki, tmp_path, mpnet_key) -> None:
+    with pytest.raises(ManifestError, match="does not belong"):
+        ManifestSigner.from_files(pki["operator"]["chain"], pki["forger"]["key"])
+    (tmp_path / "junk.pem").write_text("not a certificate")
+    with pytest.raises(ManifestError, match="is not PEM"):
+        ManifestSigner.from_files(tmp_path / "junk.pem", pki["operator"]["key"])
+    with pytest.raises(ManifestError, match="empty text"):
+        signer.sign("", model="m")
+    with pytest.raises(ManifestError, match="cannot read"):
+        ManifestSigner.from_files(tmp_path / "missing.pem", pki["operator"]["key"])
+    mpnet_key.save(tmp_path / "k.key")
+    runner = CliRunner()
+    given = ["generate", "Hi.", "--key", str(tmp_path / "k.key"), "--scheme", "kgw"]
+    half = runner.invoke(app, [*given, "--c2pa-cert", str(pki["operator"]["chain"])])
+    assert half.exit_code == 2 and "--c2pa-cert and --c2pa-key go together" in half.output
+    cert, key = str(pki["operator"]["chain"]), str(pki["forger"]["key"])
+    wrong = runner.invoke(app, [*given, "--c2pa-cert", cert, "--c2pa-key", key])
+    assert wrong.exit_code == 2 and "does not belong" in wrong.output
+    assert "PRIVATE" not in wrong.output
+
+
+def test_detect_reports_the_manifest_and_scores_the_text_without_it(
+    signer, pki, mpnet_key, tmp_path
+) -> None:
+    """``samark detect``: the manifest's state in the JSON line and in words; the p-value
+    is the one of the text without the manifest, to the last digit."""
+    mpnet_key.save(tmp_path / "k.key")
+    runner = CliRunner()
+    common = ["--key", str(tmp_path / "k.key"), "--scheme", "kgw", "--text"]
+    trust = ["--c2pa-trust", str(pki["operator"]["root"])]
+    signed = signer.sign(TEXT, model="m", key_id=mpnet_key.key_id)
+    plain = runner.invoke(app, ["detect", TEXT, *common])
+    sealed = runner.invoke(app, ["detect", signed, *common, *trust])
+    untrusted = runner.invoke(app, ["detect", signed, *common])
+    found = [json.loads(r.stdout.splitlines()[0]) for r in (plain, sealed, untrusted)]
+    assert found[0]["manifest"]["state"] == "none"
+    assert found[1]["manifest"]["state"] == "intact"
+    assert found[1]["manifest"]["signer"] == "operator signer"
+    assert found[2]["manifest"]["state"] == "unverifiable"
+    assert "manifest intact" in sealed.stderr and "not trusted" in untrusted.stderr
+    assert found[0]["p_value"] == found[1]["p_value"] == found[2]["p_value"]
+    assert found[0]["n_units"] == found[1]["n_units"]
+
+
+@pytest.mark.slow
+def test_generate_signs_its_text(signer, verifier, pki, mpnet_key, tmp_path) -> None:
+    """``samark generate --c2pa-cert --c2pa-key``: the text printed (and the JSON's) ends
+    with a manifest naming the generator and the key's public id."""
+    mpnet_key.save(tmp_path / "k.key")
+    given = ["generate", "The city council met on Monday.", "--key", str(tmp_path / "k.key")]
+    given += ["--scheme", "kgw", "--sentences", "1", "--seed", "1", "--json"]
+    cert, key = str(pki["operator"]["chain"]), str(pki["operator"]["key"])
+    result = CliRunner().invoke(app, [*given, "--c2pa-cert", cert, "--c2pa-key", key])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout.splitlines()[-1])
+    check = verifier.check(record["text"])
+    assert check.state == "intact" and check.key_id == mpnet_key.key_id == record["key_id"]
+    assert check.model == "smollm2-135m-instruct"
+    body = strip_manifest(record["text"])
+    assert body.strip() and body != record["text"] and read_manifest(body).state == "none"
+
+
+def _stream(base: str, body: dict, token: str) -> list[dict]:
+    request = urllib.request.Request(
+        f"{base}/v1/completions",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=600) as response:
+        lines = response.read().decode().splitlines()
+    data = [line.removeprefix("data: ") for line in lines if line.startswith("data: ")]
+    return [json.loads(d) for d in data if d != "[DONE]"]
+
+
+@pytest.mark.slow
+def test_served_completions_carry_a_manifest_and_the_mark_survives_an_edit(
+    signer, verifier, mpnet_key, smollm2, served_app, post_json
+) -> None:
+    """A server with a signer: a completion (whole or streamed, the manifest in the last
+    chunk) is intact; an edited word breaks the manifest but not the mark; /v1/detect
+    scores the text without the manifest."""
+    pytest.importorskip("fastapi", reason="serving needs samark[server]")
+    from samark.serving import ServerConfig, ServeSettings, create_app
+
+    token = "c2pa-served-token-0123456789"
+    access = ServeSettings(
+        tokens=frozenset({token}),
+        default_sentences=3,
+        max_sentences=3,
+        c2pa_signer=signer,
+        c2pa_verifier=verifier,
+    )
+    app_ = create_app(ServerConfig(key=mpnet_key, scheme="kgw", access=access))
+    prompt = {"model": "samark", "prompt": "The city council met on Monday.", "seed": 3}
+    with served_app(app_) as base:
+        status, made = post_json(base, "/v1/completions", prompt, token)
+        assert status == 200, made
+        text = made["choices"][0]["text"]
+        check = verifier.check(text)
+        assert check.state == "intact" and check.key_id == mpnet_key.key_id
+        assert check.model == "samark"
+        chunks = _stream(base, {**prompt, "stream": True}, token)
+        streamed = "".join(c["choices"][0]["text"] for c in chunks)
+        assert strip_manifest(chunks[-1]["choices"][0]["text"]) == ""  # the wrapper alone
+        assert verifier.check(streamed).state == "intact"
+        assert strip_manifest(streamed) == strip_manifest(text)  # same seed, same text
+        words = strip_manifest(text).split()
+        edited = text.replace(words[len(words) // 2], "banana", 1)
+        status, found = post_json(base, "/v1/detect", {"texts": [text, edited]}, token)
+        assert status == 200, found
+        whole, changed = found["data"]
+        assert whole["manifest"]["state"] == "intact" and whole["is_watermarked"] is True
+        assert changed["manifest"]["state"] == "altered" and changed["is_watermarked"] is True
+        status, bare = post_json(base, "/v1/detect", {"text": strip_manifest(text)}, token)
+        assert bare["manifest"]["state"] == "none" and bare["p_value"] == whole["p_value"]
+        chat = {"messages": [{"role": "user", "content": "Say hello."}], "max_sentences": 1}
+        status, said = post_json(base, "/v1/chat/completions", chat, token)
+        assert status == 200, said
+        content = said["choices"][0]["message"]["content"]
+        assert strip_manifest(content) and verifier.check(content).state == "intact"
