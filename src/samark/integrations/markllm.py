@@ -123,6 +123,7 @@ def _given_engine(model: Any, tokenizer: Any) -> Any:
         eos = tokenizer.eos_token_id
     engine.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
     engine.model_lock = threading.RLock()
+    engine.prefixes = None  # no prefix cache: MarkLLM's pipelines go one prompt at a time
     return engine
 
 
