@@ -75,20 +75,33 @@ def keygen(
             "serve and page use it unless told otherwise.",
         ),
     ] = "samark-layered",
+    hash_key: Annotated[
+        int | None,
+        typer.Option(
+            help="A reference implementation's integer key for kgw or unigram (e.g. "
+            "MarkLLM's and transformers' 15485863): they mark and detect as the reference "
+            "does (docs/baselines.md). Secret, like the key.",
+        ),
+    ] = None,
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
     check_new_file(output, "key file", force=force)
+    from samark.keys import HASH_KEY_SCHEMES, MAX_HASH_KEY
     from samark.schemes import scheme_names
 
     if scheme_name not in scheme_names():
         raise fail(f"unknown scheme {scheme_name!r}; choose one of: {', '.join(scheme_names())}")
+    if hash_key is not None and scheme_name not in HASH_KEY_SCHEMES:
+        raise fail(f"--hash-key is for {' and '.join(HASH_KEY_SCHEMES)}, not {scheme_name}")
+    if hash_key is not None and not 0 < hash_key <= MAX_HASH_KEY:
+        raise fail(f"--hash-key must be in [1, {MAX_HASH_KEY}]")
     check_embedder_name(embedder)
     check_cells(cells, "samark-layered", True)
     from samark.embed import load_embedder, new_key
 
     try:
         emb = load_embedder(embedder)
-        key = new_key(emb, cells=cells, scheme=scheme_name)
+        key = new_key(emb, cells=cells, scheme=scheme_name).with_hash_key(hash_key)
         key.save(output, overwrite=force)
     except SamarkError as exc:
         raise fail(str(exc)) from None

@@ -31,10 +31,17 @@ from samark.keys.samark_material import PivotDraw, SAMarkKeyMaterial
 KEY_FORMAT = "samark-key"
 #: the key file versions this samark reads (SAMark's part says which one a key is written
 #: as: 2 for pivots in a pivot space, 3 for a key that names its layered mark's cells, 4
-#: for one that names the scheme it was made for or its cells' null draws)
-KEY_VERSIONS = (1, 2, 3, 4)
+#: for one that names the scheme it was made for or its cells' null draws, 5 for one that
+#: carries a reference implementation's integer key)
+KEY_VERSIONS = (1, 2, 3, 4, 5)
 #: the version of a key that names its scheme or its cells' null draws
 FILE_VERSION_SCHEME = 4
+#: the version of a key that carries a reference implementation's integer key (``hash_key``)
+FILE_VERSION_HASH_KEY = 5
+#: the schemes that read a key's ``hash_key`` (the others ignore it)
+HASH_KEY_SCHEMES = ("kgw", "unigram")
+#: the largest ``hash_key``: the references seed with it as a signed 64-bit integer
+MAX_HASH_KEY = 2**63 - 1
 SECRET_BYTES = 32
 _ID_DOMAIN = b"samark/key-id/v1"
 
@@ -57,9 +64,13 @@ class WatermarkKey:
     SAMark's pivots are drawn: away from avoided directions or in a pivot space; ``None``
     draws them anywhere. Other schemes ignore it. ``scheme`` is the scheme the key was made
     for (``samark keygen --scheme``; public, in the key file): commands mark and detect with
-    it unless told otherwise (:meth:`made_for`)."""
+    it unless told otherwise (:meth:`made_for`). ``hash_key`` is a reference implementation's
+    integer key (KGW's and Unigram's ``hash_key`` in transformers, MarkLLM and the authors'
+    code; secret, in the key file only): the token baselines that have one use it instead of
+    an integer derived from the secret, so they mark and detect as the reference does
+    (docs/baselines.md)."""
 
-    __slots__ = ("_draw", "_secret", "embedder", "scheme")
+    __slots__ = ("_draw", "_hash_key", "_secret", "embedder", "scheme")
 
     def __init__(
         self,
@@ -67,15 +78,23 @@ class WatermarkKey:
         embedder: EmbedderIdentity,
         samark: PivotDraw | None = None,
         scheme: str | None = None,
+        hash_key: int | None = None,
     ) -> None:
         if not isinstance(secret, bytes) or len(secret) < 16:
             raise KeyFileError("a key secret must be at least 16 bytes")
         if scheme is not None and (not isinstance(scheme, str) or not scheme):
             raise KeyFileError("a key's scheme is a scheme name")
+        if hash_key is not None and (
+            isinstance(hash_key, bool)
+            or not isinstance(hash_key, int)
+            or not 0 < hash_key <= MAX_HASH_KEY
+        ):
+            raise KeyFileError(f"a key's hash_key is an integer in [1, {MAX_HASH_KEY}]")
         self._secret = secret
         self.embedder = embedder
         self._draw = PivotDraw() if samark is None else samark
         self.scheme = scheme
+        self._hash_key = hash_key
 
     @classmethod
     def generate(
@@ -83,13 +102,24 @@ class WatermarkKey:
         embedder: EmbedderIdentity,
         samark: PivotDraw | None = None,
         scheme: str | None = None,
+        hash_key: int | None = None,
     ) -> WatermarkKey:
-        return cls(secrets.token_bytes(SECRET_BYTES), embedder, samark, scheme)
+        return cls(secrets.token_bytes(SECRET_BYTES), embedder, samark, scheme, hash_key)
 
     def with_samark(self, samark: PivotDraw) -> WatermarkKey:
         """The same secret drawing SAMark's pivots as ``samark`` says (a pivot space gives
         another key id: the pivots differ)."""
-        return WatermarkKey(self._secret, self.embedder, samark, self.scheme)
+        return WatermarkKey(self._secret, self.embedder, samark, self.scheme, self._hash_key)
+
+    def with_hash_key(self, hash_key: int | None) -> WatermarkKey:
+        """The same secret carrying the reference integer key ``hash_key`` (another key id)."""
+        return WatermarkKey(self._secret, self.embedder, self._draw, self.scheme, hash_key)
+
+    @property
+    def hash_key(self) -> int | None:
+        """The reference implementation's integer key this key carries (None: the token
+        baselines derive theirs from the secret). Secret: never print it."""
+        return self._hash_key
 
     def made_for(self) -> str | None:
         """The scheme this key was made for: the one it names; else ``samark-layered`` for
@@ -107,7 +137,10 @@ class WatermarkKey:
     @property
     def key_id(self) -> str:
         """A short public identifier (a hash of the secret), safe to print and store."""
-        return hashlib.sha256(_ID_DOMAIN + self._secret + self._draw.id_part).hexdigest()[:16]
+        blob = _ID_DOMAIN + self._secret + self._draw.id_part
+        if self._hash_key is not None:  # a key without one keeps the id it always had
+            blob += b"/hash-key/" + self._hash_key.to_bytes(8, "little")
+        return hashlib.sha256(blob).hexdigest()[:16]
 
     def __repr__(self) -> str:
         return f"WatermarkKey(key_id={self.key_id!r}, embedder={self.embedder.name!r})"
@@ -141,12 +174,13 @@ class WatermarkKey:
         path = Path(path)
         record: dict[str, object] = {
             "format": KEY_FORMAT,
-            "version": FILE_VERSION_SCHEME if self.scheme else self._draw.file_version,
+            "version": self._file_version(),
             "key_id": self.key_id,
             "secret": base64.b64encode(self._secret).decode("ascii"),
             "embedder": {"name": self.embedder.name, "fingerprint": self.embedder.fingerprint},
             **self._draw.to_record(),
             **({"scheme": self.scheme} if self.scheme else {}),
+            **({"hash_key": self._hash_key} if self._hash_key is not None else {}),
         }
         flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
         try:
@@ -160,6 +194,11 @@ class WatermarkKey:
             f.write("\n")
         os.chmod(path, 0o600)
         return path
+
+    def _file_version(self) -> int:
+        if self._hash_key is not None:
+            return FILE_VERSION_HASH_KEY
+        return FILE_VERSION_SCHEME if self.scheme else self._draw.file_version
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> WatermarkKey:
@@ -192,7 +231,11 @@ class WatermarkKey:
             raise KeyFileError(f"{path} is a damaged samark key file (version and space disagree)")
         if (version == 3 and "cells" not in record) or (version in (1, 2) and "cells" in record):
             raise KeyFileError(f"{path} is a damaged samark key file (version and cells disagree)")
-        if version != 4 and ("null_draws" in record or "scheme" in record):
+        if (version == 5) != ("hash_key" in record):
+            raise KeyFileError(
+                f"{path} is a damaged samark key file (version and hash_key disagree)"
+            )
+        if version not in (4, 5) and ("null_draws" in record or "scheme" in record):
             raise KeyFileError(
                 f"{path} is a damaged samark key file (version {version} names no scheme or "
                 "null draws)"
@@ -205,7 +248,7 @@ class WatermarkKey:
             scheme = record.get("scheme")
             if scheme is not None and not isinstance(scheme, str):
                 raise TypeError("scheme")
-            key = cls(secret, embedder, draw, scheme)
+            key = cls(secret, embedder, draw, scheme, record.get("hash_key"))
         except UnknownPivotSpaceError as exc:
             raise KeyFileError(f"{path}: {exc}") from None
         except (KeyError, TypeError, ValueError):

@@ -4,6 +4,12 @@ edit of the neighbours moves a token's colour. Generation adds ``delta`` to the 
 logits; detection counts the green tokens among the text's *distinct* tokens (the paper's
 choice: repeating a token adds no evidence).
 
+A key that carries a reference integer key (``samark keygen --scheme unigram --hash-key
+N``, :attr:`~samark.keys.WatermarkKey.hash_key`) takes the reference's green list instead:
+the authors' and MarkLLM's ``[True] * gamma V + [False] * (V - gamma V)`` shuffled by numpy's
+PCG64 seeded with the first 4 bytes of SHA-256 of ``N`` as a little-endian int64. Keys
+without one keep their list (a permutation's first ``gamma V`` ids).
+
 The p-value is exact. The green list is a uniformly random subset of ``gamma * V`` of the
 ``V`` token ids (a permutation drawn from the secret), so for a text that does not depend
 on the key, the number of green tokens among its ``n`` distinct tokens is hypergeometric
@@ -12,6 +18,7 @@ on the key, the number of green tokens among its ``n`` distinct tokens is hyperg
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +50,17 @@ class GreenBias(LogitsProcessor):
         return scores + self.bias[: scores.shape[-1]].to(scores.dtype)  # type: ignore[return-value]
 
 
+def reference_green_mask(hash_key: int, size: int, n_green: int) -> np.ndarray:
+    """The Unigram authors' (and MarkLLM's) green list for integer key ``hash_key``: a
+    mask of ``n_green`` leading True values shuffled in place by PCG64 seeded with
+    ``sha256(int64 hash_key)[:4]`` read little-endian."""
+    digest = hashlib.sha256(hash_key.to_bytes(8, "little", signed=True)).digest()
+    mask = np.zeros(size, dtype=bool)
+    mask[:n_green] = True
+    np.random.default_rng(int.from_bytes(digest[:4], "little")).shuffle(mask)
+    return mask
+
+
 @dataclass(frozen=True)
 class UnigramConfig(TokenWatermarkConfig):
     """The green list's share ``gamma`` and the logit bias ``delta`` (Zhao et al. 2023)."""
@@ -70,11 +88,16 @@ class Unigram(TokenWatermark):
 
     def green_mask(self, size: int) -> torch.Tensor:
         """The green list as a boolean mask over ``size`` token ids (numpy's PCG64 from the
-        derived key: the same list on every platform)."""
+        derived key, or the reference's from the key's ``hash_key``: the same list on every
+        platform)."""
         if self._green is None or len(self._green) != size:
-            order = np.random.default_rng(self._seed).permutation(size)
-            mask = np.zeros(size, dtype=bool)
-            mask[order[: int(self.config.gamma * size)]] = True
+            n_green = int(self.config.gamma * size)
+            if self.key.hash_key is not None:
+                mask = reference_green_mask(self.key.hash_key, size, n_green)
+            else:
+                order = np.random.default_rng(self._seed).permutation(size)
+                mask = np.zeros(size, dtype=bool)
+                mask[order[:n_green]] = True
             self._green = torch.from_numpy(mask)
         return self._green
 

@@ -12,6 +12,8 @@ CATALOG: dict[str, str] = {
     "doc-p-local": _A + "local_paraphrase",
     "doc-t": _A + "translation",
     "human-mix": _A + "human_mix",
+    "markllm-synonym": _A + "markllm_synonym",
+    "markllm-word-delete": _A + "markllm_word_deletion",
     "piggyback": _A + "piggyback",
     "semantic-stealing": _A + "semantic_stealing",
     "shuffle": _A + "shuffle",
