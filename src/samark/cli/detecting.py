@@ -33,7 +33,6 @@ from samark.cli.common import (
     require_sentences,
 )
 from samark.cli.loading import (
-    COMMAND_STATISTIC,
     AnySchemeOption,
     CentringOption,
     KeyringOption,
@@ -229,7 +228,7 @@ class DetectRequest:
             self.field,
             self.ray,
             self.scheme,
-            self.statistic or COMMAND_STATISTIC,
+            self.statistic,
             self.alpha,
             key=None if self.keyring is not None else self.key,
             keyring=self.keyring,

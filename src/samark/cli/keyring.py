@@ -83,12 +83,11 @@ def _key_maker(
 
     if not corpora:
         return lambda: (make(), 0)
-    from samark.cli.loading import COMMAND_STATISTIC
     from samark.detection.key_check import check_key, screen_key
     from samark.schemes import create_scheme
 
     def audit(key: Any) -> list[Any]:
-        scheme = create_scheme("samark", key=key, embedder=embedder, statistic=COMMAND_STATISTIC)
+        scheme = create_scheme("samark", key=key, embedder=embedder)
         return [check_key(scheme, human) for human in corpora]
 
     err.print(f"screening each new key on {sum(map(len, corpora))} human texts ...")

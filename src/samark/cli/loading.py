@@ -74,7 +74,7 @@ def load_scheme(
 ) -> Watermark:
     """A scheme that chooses among candidates (``can(name, "candidates")``: SAMark's
     family) with its config ``fields`` (those left out keep the scheme's own defaults),
-    the commands' detection ``statistic`` (``COMMAND_STATISTIC`` unless given) and an
+    the detection ``statistic`` (the scheme's own default unless given) and an
     optional candidate ``engine`` spec (``ENGINE[:MODEL]``; None: the local generator)."""
     from samark.sampling import load_engine
     from samark.schemes import create_scheme
@@ -84,24 +84,14 @@ def load_scheme(
         sampler = None
         if engine:
             sampler = load_engine(engine_for(name, engine), generator=generator)
-        params: dict[str, Any] = {
-            "generator": generator,
-            "statistic": statistic or COMMAND_STATISTIC,
-            **fields,
-        }
+        params: dict[str, Any] = {"generator": generator, **fields}
+        if statistic is not None:
+            params["statistic"] = statistic
         if sampler is not None:
             params["sampler"] = sampler
         return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
-
-
-#: the statistic every command detects SAMark's family with unless --statistic says: the
-#: scan keeps its power when human sentences are mixed in and loses little elsewhere, at
-#: the same exact FPR (measured: docs/statistics.md, "Which statistic each command uses").
-#: SAMarkConfig itself keeps the paper's z (Alg. 2), on which the committed experiments'
-#: records rest.
-COMMAND_STATISTIC = "scan"
 
 
 def can(name: str, capability: str) -> bool:
@@ -260,10 +250,10 @@ def load_ring_detector(
     from samark.keys.keyring import Keyring
 
     params: dict[str, Any] = {"generator": generator, **fields}
-    if can(name, "statistics"):
-        params["statistic"] = statistic or COMMAND_STATISTIC
-    elif statistic is not None:
-        raise fail("--statistic is SAMark's; leave it out for " + name)
+    if statistic is not None:
+        if not can(name, "statistics"):
+            raise fail("--statistic is SAMark's; leave it out for " + name)
+        params["statistic"] = statistic
     try:
         _require_detector(name)
         return RingDetector.from_ring(Keyring.load(ring), name, alpha=alpha, at=at, **params)

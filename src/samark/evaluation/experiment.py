@@ -76,6 +76,11 @@ class SchemeSpec:
     #: a research row (a lever study): the report shows it in its own section and plots,
     #: apart from the paper's rows (not part of the fingerprint: it changes no record)
     research: bool = False
+    #: the scheme's named preset the row's ``params`` apply over (``Watermark.presets``):
+    #: "paper" (the default: SAMark's rows detect with the paper's z, as they were
+    #: recorded) or "product" (the defaults every door of the product uses). Part of the
+    #: fingerprint only where it is not "paper", so the paper's rows keep their records
+    preset: str = "paper"
 
     @property
     def fingerprint(self) -> str:
@@ -93,6 +98,8 @@ class SchemeSpec:
             parts.append({"revision": revision})
         if self.pivot_space is not None:
             parts.append({"pivot_space": self.pivot_space})
+        if self.preset != "paper":
+            parts.append({"preset": self.preset})
         blob = json.dumps(parts, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -463,6 +470,10 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
     fields.setdefault("label", fields["name"])
     if not isinstance(fields.get("research", False), bool):
         raise ExperimentError(f"{where}: research must be true or false")
+    if fields.get("preset", "paper") not in ("paper", "product"):
+        raise ExperimentError(
+            f'{where}: preset must be "paper" or "product", not {fields["preset"]!r}'
+        )
     for f in ("prompts", "human_negatives"):
         value = fields.get(f)
         if value is not None and (

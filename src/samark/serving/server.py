@@ -39,9 +39,6 @@ if TYPE_CHECKING:
     from samark.serving.worker import Keys
 
 log = logging.getLogger("samark.serve")
-#: the detection statistic SAMark's family serves unless the config names one (the
-#: commands' own: samark.cli.loading.COMMAND_STATISTIC)
-SERVED_STATISTIC = "scan"
 
 
 @dataclass(frozen=True)
@@ -241,11 +238,10 @@ def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
     detector share, so that a ring detects as the served scheme would: SAMark's
     statistic, centring reference and keyed cells (left out where the config leaves
     them), then ``scheme_params`` (which win)."""
-    from samark.schemes.base import scheme_info
 
     fields: dict[str, Any] = {}
-    if scheme_info(config.scheme).statistics:
-        fields["statistic"] = config.statistic or SERVED_STATISTIC
+    if config.statistic is not None:
+        fields["statistic"] = config.statistic
     if config.centring is not None:
         fields["centring"] = str(config.centring)
     if config.cells is not None:

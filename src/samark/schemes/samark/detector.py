@@ -27,6 +27,7 @@ from samark.schemes.samark.cells import (
     null_cells,
     text_signs,
 )
+from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.null_projection import ProjectedNullCells
 from samark.schemes.samark.statistics import (
     STATISTICS,
@@ -53,7 +54,8 @@ def _cached_null_pivots(
 class SAMarkDetector:
     """Detects SAMark watermarks made with ``key`` and ``embedder``.
 
-    Parameters mirror :class:`samark.schemes.samark.config.SAMarkConfig`'s detection fields.
+    Parameters mirror :class:`samark.schemes.samark.config.SAMarkConfig`'s detection fields,
+    and take their defaults from it (one default for each setting).
     """
 
     def __init__(
@@ -61,13 +63,13 @@ class SAMarkDetector:
         key: WatermarkKey,
         embedder: Embedder,
         *,
-        channels: int = 2,
-        kappa: float = 30.0,
-        tanh_detection: bool = True,
-        statistic: Statistic = "z",
-        n_null: int = 999,
-        null_seed: int = 0,
-        alpha: float = 0.01,
+        channels: int = SAMarkConfig.channels,
+        kappa: float = SAMarkConfig.kappa,
+        tanh_detection: bool = SAMarkConfig.tanh_detection,
+        statistic: Statistic = SAMarkConfig.statistic,
+        n_null: int = SAMarkConfig.n_null,
+        null_seed: int = SAMarkConfig.null_seed,
+        alpha: float = SAMarkConfig.alpha,
         centring: NeighbourCentring | None = None,
         cells: int = 0,
         null_draws: str = "full",

@@ -34,8 +34,8 @@ a few thousand outputs) and ``combine="both"`` where a forgery is the threat
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Literal, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 from scipy.stats import norm
@@ -130,6 +130,9 @@ class SAMarkLayered(SAMark):
     """
 
     name = "samark-layered"
+    #: not the paper's scheme: its experiment rows were always scored with scan, the
+    #: product's default, so its "paper" preset changes nothing
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {"paper": {}}
 
     def __init__(
         self,
@@ -167,15 +170,11 @@ class SAMarkLayered(SAMark):
         cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
     ) -> SAMarkLayered:
         """SAMark's parameters, the token layer's (``gamma``, ``delta``, ``context``) and
-        ``combine``/``contradiction``; the semantic layer's statistic is ``scan`` unless
-        named (it must survive dilution)."""
+        ``combine``/``contradiction``."""
         params = dict(params)
         config = params.pop("config", None)
         token, params = split_params(TokenLayerConfig, params)
-        explicit = "statistic" in params or config is not None
         built, rest = samark_config_from_params(shared, config, params)
-        if not explicit:
-            built = built.replace(statistic="scan")
         return cls(key, config=built, token=token, **rest)
 
     @classmethod

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from scipy.special import ndtr
@@ -35,6 +35,8 @@ class SAMark(SentenceLevelWatermark):
     """
 
     name = "samark"
+    #: the paper's experiments detect with its z (Alg. 2); the product's default is scan
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {"paper": {"statistic": "z"}}
 
     def __init__(
         self,
