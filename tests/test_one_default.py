@@ -70,5 +70,5 @@ def test_the_papers_z_is_a_preset(mpnet_key) -> None:
     assert create_scheme("samark-dagger", key=mpnet_key, preset="paper").config.statistic == "z"
     layered = create_scheme("samark-layered", key=mpnet_key, preset="paper")
     assert layered.config.statistic == "scan"
-    with pytest.raises(ValueError, match="no preset 'draft'.*paper.*product"):
+    with pytest.raises(ValueError, match=r"no preset 'draft'.*paper.*product"):
         create_scheme("samark", key=mpnet_key, preset="draft")

@@ -13,9 +13,12 @@ from samark.cli.common import (
     err,
     fail,
     load_key,
+    refuse_scheme_options,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
+from samark.schemes.base import OLDER_KEYS_SCHEME
+from samark.schemes.catalog import option_help
 
 if TYPE_CHECKING:
     from samark.detection.ring_detector import RingDetector
@@ -66,7 +69,7 @@ def scheme_engine(scheme_name: str, engine: str | None) -> EngineSpec | None:
 
 def load_scheme(
     key: Path,
-    name: str = "samark",
+    name: str = OLDER_KEYS_SCHEME,
     generator: str = DEFAULT_GENERATOR,
     engine: str | None = None,
     statistic: str | None = None,
@@ -209,8 +212,7 @@ CentringOption = Annotated[
     Path | None,
     typer.Option(
         "--centring",
-        help="A centring reference built from your own human text (`samark centring build`): "
-        "each key then holds its false-positive rate on that domain (docs/operators.md).",
+        help=option_help("centring"),
     ),
 ]
 
@@ -250,9 +252,8 @@ def load_ring_detector(
     from samark.keys.keyring import Keyring
 
     params: dict[str, Any] = {"generator": generator, **fields}
+    refuse_scheme_options(name, statistic=statistic)
     if statistic is not None:
-        if not can(name, "statistics"):
-            raise fail("--statistic is SAMark's; leave it out for " + name)
         params["statistic"] = statistic
     try:
         _require_detector(name)

@@ -47,6 +47,7 @@ from samark.keys.samark_material import DEFAULT_CELLS
 if TYPE_CHECKING:
     from samark.sampling.engines import EngineSpec
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.schemes.catalog import DEFAULT_SCHEME
 
 
 @app.command()
@@ -72,7 +73,7 @@ def keygen(
             help="The scheme the key is made for (written in the key file): generate, detect, "
             "serve and page use it unless told otherwise.",
         ),
-    ] = "samark-layered",
+    ] = DEFAULT_SCHEME,
 ) -> None:
     """Write a new secret key (owner-only permissions) bound to an embedder."""
     check_new_file(output, "key file", force=force)
@@ -81,7 +82,7 @@ def keygen(
     if scheme_name not in scheme_names():
         raise fail(f"unknown scheme {scheme_name!r}; choose one of: {', '.join(scheme_names())}")
     check_embedder_name(embedder)
-    check_cells(cells, "samark-layered", True)
+    check_cells(cells, DEFAULT_SCHEME)
     from samark.embed import load_embedder, new_key
 
     try:
@@ -177,7 +178,7 @@ class GenerateRequest:
         engine = chosen_engine(self.engine, sampler=self.sampler)
         written_by = scheme_engine(scheme_name, engine)
         check_record_options(self.record_url, self.store_text, self.keyring)
-        check_cells(self.cells, scheme_name, can(scheme_name, "candidates"))
+        check_cells(self.cells, scheme_name)
         from samark.schemes.base import scheme_info
 
         ablation = scheme_info(scheme_name).ablation

@@ -234,6 +234,13 @@ class Watermark(abc.ABC):
                 out.append(None)
         return out
 
+    def evidence(self, detection: Detection) -> dict[str, Any]:
+        """What this scheme shows of ``detection`` beyond its p-value, for the page and
+        ``/v1/detect`` with ``details`` (fields of the answer, JSON-safe; MarkLLM's
+        ``get_data_for_visualization``): none by default. The server asks every scheme
+        this, never its class."""
+        return {}
+
     @classmethod
     def from_params(
         cls, key: Any, shared: SharedResources | None, params: dict[str, Any]

@@ -208,6 +208,13 @@ class SAMarkLayered(SAMark):
         ids = tokenize(text.strip(), add_special_tokens=False)["input_ids"]
         return [int(i) for i in ids]
 
+    def evidence(self, detection: Detection) -> dict[str, Any]:
+        """``sentence_layers``: each sentence's part in each layer
+        (:func:`~samark.schemes.samark.layered_evidence.sentence_layers`)."""
+        from samark.schemes.samark.layered_evidence import sentence_layers
+
+        return {"sentence_layers": sentence_layers(self, detection)}
+
     def detect(self, text: str) -> Detection:
         return self.combine_layers(self.detector.detect(text), text)
 
