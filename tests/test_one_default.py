@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 pytest.importorskip("fastapi", reason="serving needs samark[server]")
 
 from samark.cli import app
+from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring
 from samark.schemes import create_scheme
@@ -72,3 +73,6 @@ def test_the_papers_z_is_a_preset(mpnet_key) -> None:
     assert layered.config.statistic == "scan"
     with pytest.raises(ValueError, match=r"no preset 'draft'.*paper.*product"):
         create_scheme("samark", key=mpnet_key, preset="draft")
+    for name in ("samark", "samark-layered", "semstamp"):
+        with pytest.raises(SamarkError, match=f"{name} marks and detects with a key"):
+            create_scheme(name)

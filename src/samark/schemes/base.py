@@ -243,7 +243,7 @@ class Watermark(abc.ABC):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> Watermark:
         """This scheme from flat parameters (a caller's keywords, an experiment's TOML):
         its config's fields (over ``config=``, if given) and the rest, with the models in
@@ -312,6 +312,13 @@ class SchemeConfig:
         """(this config from ``base`` or the defaults and the fields ``params`` names, the
         other params: models and engines)."""
         return split_params(cls, params, base)
+
+
+def require_key(name: str, key: WatermarkKey | None) -> WatermarkKey:
+    """``key``, or a clear error where scheme ``name`` was given none."""
+    if key is None:
+        raise SamarkError(f"{name} marks and detects with a key: pass key=WatermarkKey(...)")
+    return key
 
 
 def check(ok: bool, message: str) -> None:

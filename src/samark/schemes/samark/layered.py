@@ -58,6 +58,7 @@ from samark.schemes.base import (
     SharedResources,
     Watermark,
     register_scheme,
+    require_key,
     split_params,
 )
 from samark.schemes.samark.config import SAMarkConfig
@@ -167,7 +168,7 @@ class SAMarkLayered(SAMark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> SAMarkLayered:
         """SAMark's parameters, the token layer's (``gamma``, ``delta``, ``context``) and
         ``combine``/``contradiction``."""
@@ -175,7 +176,7 @@ class SAMarkLayered(SAMark):
         config = params.pop("config", None)
         token, params = split_params(TokenLayerConfig, params)
         built, rest = samark_config_from_params(shared, config, params)
-        return cls(key, config=built, token=token, **rest)
+        return cls(require_key(cls.name, key), config=built, token=token, **rest)
 
     @classmethod
     def default_cells(cls, key: WatermarkKey) -> int:

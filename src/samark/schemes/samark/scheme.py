@@ -17,7 +17,13 @@ from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, RowOptions, engine_abilities
-from samark.schemes.base import RingScoring, SharedResources, Watermark, register_scheme
+from samark.schemes.base import (
+    RingScoring,
+    SharedResources,
+    Watermark,
+    register_scheme,
+    require_key,
+)
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, pool_reference, select
@@ -90,11 +96,11 @@ class SAMark(SentenceLevelWatermark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> SAMark:
         params = dict(params)
         built, rest = samark_config_from_params(shared, params.pop("config", None), params)
-        return cls(key, config=built, **rest)
+        return cls(require_key(cls.name, key), config=built, **rest)
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
