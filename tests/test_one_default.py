@@ -5,6 +5,7 @@ scheme; the paper's z is a named preset, not a default (issue 64)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -17,6 +18,7 @@ from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring
 from samark.schemes import create_scheme
+from samark.schemes.base import scheme_revision
 from samark.serving import ServerConfig, ServeSettings, create_app
 
 TOKEN = "one-default-token-0123456789abcdef"
@@ -76,3 +78,33 @@ def test_the_papers_z_is_a_preset(mpnet_key) -> None:
     for name in ("samark", "samark-layered", "semstamp"):
         with pytest.raises(SamarkError, match=f"{name} marks and detects with a key"):
             create_scheme(name)
+
+
+def test_an_experiment_row_starts_from_the_paper_preset() -> None:
+    """A row that names no preset is the paper's: its fingerprint is the one its records
+    were written under; "product" is another row (another fingerprint); an unknown preset
+    is named when the experiment is read."""
+    from samark.evaluation.experiment import Experiment, ExperimentError, SchemeSpec
+
+    paper = SchemeSpec("samark", "SAMark", {"channels": 2})
+    named = SchemeSpec("samark", "SAMark", {"channels": 2}, preset="paper")
+    assert paper.preset == "paper" and paper.fingerprint == named.fingerprint
+    # the fingerprint as it was computed before presets existed (the stored records' keys)
+    revision = scheme_revision("samark")
+    before = ["samark", {"channels": 2}, *([{"revision": revision}] if revision else [])]
+    digest = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:12]
+    assert paper.fingerprint == digest
+    product = SchemeSpec("samark", "SAMark", {"channels": 2}, preset="product")
+    assert product.fingerprint != paper.fingerprint
+    text = """
+name = "tiny"
+[dataset]
+name = "cnn_dailymail"
+[[schemes]]
+name = "samark"
+preset = "draft"
+"""
+    with pytest.raises(ExperimentError, match='preset must be "paper" or "product"'):
+        Experiment.parse(text)
+    read = Experiment.parse(text.replace("draft", "product"))
+    assert [s.preset for s in read.schemes] == ["product"]
