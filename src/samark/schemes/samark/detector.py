@@ -128,6 +128,35 @@ class SAMarkDetector:
                 self._law, n_null, embedder.dim, cells, channels, null_seed
             )
 
+    @classmethod
+    def of_config(
+        cls,
+        key: WatermarkKey,
+        embedder: Embedder,
+        config: SAMarkConfig,
+        *,
+        cells: int,
+        centring: NeighbourCentring | None = None,
+    ) -> SAMarkDetector:
+        """The detector of ``config``'s detection fields, with its keyed ``cells``
+        resolved (the scheme's default where the config leaves them out) and its null
+        draws the key's where the config names none."""
+        return cls(
+            key,
+            embedder,
+            channels=config.channels,
+            kappa=config.kappa,
+            tanh_detection=config.tanh_detection,
+            statistic=config.statistic,
+            n_null=config.n_null,
+            null_seed=config.null_seed,
+            alpha=config.alpha,
+            cells=cells,
+            null_draws=key.samark.null_draws if config.null_draws is None else config.null_draws,
+            null_stop=config.null_stop,
+            centring=centring,
+        )
+
     def __repr__(self) -> str:
         return (
             f"SAMarkDetector(embedder={self.embedder.name!r}, channels={self.channels}, "

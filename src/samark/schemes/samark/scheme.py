@@ -62,22 +62,12 @@ class SAMark(SentenceLevelWatermark):
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
         if sampler is not None:
             _check_engine(sampler, c)
-        self.detector = SAMarkDetector(
-            key,
-            self.embedder,
-            channels=c.channels,
-            kappa=c.kappa,
-            tanh_detection=c.tanh_detection,
-            statistic=c.statistic,
-            n_null=c.n_null,
-            null_seed=c.null_seed,
-            alpha=c.alpha,
-            cells=cells,
-            null_draws=key.samark.null_draws if c.null_draws is None else c.null_draws,
-            null_stop=c.null_stop,
-            centring=None
-            if c.centring is None
-            else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
+        centring = None
+        if c.centring is not None:
+            fingerprint = self.embedder.identity.fingerprint
+            centring = NeighbourCentring.load(c.centring, fingerprint=fingerprint)
+        self.detector = SAMarkDetector.of_config(
+            key, self.embedder, c, cells=cells, centring=centring
         )
 
     @classmethod
