@@ -136,10 +136,10 @@ class Watermark(abc.ABC):
     #: differs from the product's defaults (SAMark: the z statistic). Every scheme has the
     #: ``"paper"`` preset, empty unless it says otherwise, and ``"product"``: the config's
     #: defaults themselves
-    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {"paper": {}}
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
 
     @classmethod
-    def preset(cls, name: str) -> dict[str, Any]:
+    def preset(cls, name: str) -> dict[str, object]:
         """The parameters of preset ``name`` (a clear error for an unknown one)."""
         if name == PRODUCT_PRESET:
             return {}
@@ -234,7 +234,7 @@ class Watermark(abc.ABC):
                 out.append(None)
         return out
 
-    def evidence(self, detection: Detection) -> dict[str, Any]:
+    def evidence(self, detection: Detection) -> dict[str, object]:
         """What this scheme shows of ``detection`` beyond its p-value, for the page and
         ``/v1/detect`` with ``details`` (fields of the answer, JSON-safe; MarkLLM's
         ``get_data_for_visualization``): none by default. The server asks every scheme

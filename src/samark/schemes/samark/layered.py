@@ -133,7 +133,7 @@ class SAMarkLayered(SAMark):
     name = "samark-layered"
     #: not the paper's scheme: its experiment rows were always scored with scan, the
     #: product's default, so its "paper" preset changes nothing
-    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {"paper": {}}
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
 
     def __init__(
         self,
@@ -209,7 +209,7 @@ class SAMarkLayered(SAMark):
         ids = tokenize(text.strip(), add_special_tokens=False)["input_ids"]
         return [int(i) for i in ids]
 
-    def evidence(self, detection: Detection) -> dict[str, Any]:
+    def evidence(self, detection: Detection) -> dict[str, object]:
         """``sentence_layers``: each sentence's part in each layer
         (:func:`~samark.schemes.samark.layered_evidence.sentence_layers`)."""
         from samark.schemes.samark.layered_evidence import sentence_layers

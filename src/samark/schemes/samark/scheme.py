@@ -42,7 +42,7 @@ class SAMark(SentenceLevelWatermark):
 
     name = "samark"
     #: the paper's experiments detect with its z (Alg. 2); the product's default is scan
-    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {"paper": {"statistic": "z"}}
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {"statistic": "z"}}
 
     def __init__(
         self,
