@@ -121,7 +121,7 @@ def test_detect_statistic_and_localisation(key_file, runner) -> None:
     assert len(record["sentence_p_values"]) == record["n_units"] == 4
     assert all(0 < p <= 1 for p in record["sentence_p_values"])
     bad = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file), "--statistic", "t"])
-    assert bad.exit_code == 2 and "statistic must be one of" in bad.output
+    assert bad.exit_code == 2 and "--statistic is one of z, alignment, scan" in bad.output
     # every command detects with the scan unless told; the paper's z on request
     default = runner.invoke(app, ["detect", HUMAN, "--key", str(key_file)])
     assert json.loads(default.stdout.splitlines()[0])["statistic"] == "scan"
