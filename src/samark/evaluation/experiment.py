@@ -76,10 +76,8 @@ class SchemeSpec:
     #: a research row (a lever study): the report shows it in its own section and plots,
     #: apart from the paper's rows (not part of the fingerprint: it changes no record)
     research: bool = False
-    #: the scheme's named preset the row's ``params`` apply over (``Watermark.presets``):
-    #: "paper" (the default: SAMark's rows detect with the paper's z, as they were
-    #: recorded) or "product" (the defaults every door of the product uses). Part of the
-    #: fingerprint only where it is not "paper", so the paper's rows keep their records
+    #: the scheme's preset ``params`` apply over (``Watermark.presets``): "paper" (SAMark's
+    #: z, as recorded; outside the fingerprint) or "product" (every door's defaults)
     preset: str = "paper"
 
     @property
@@ -98,8 +96,7 @@ class SchemeSpec:
             parts.append({"revision": revision})
         if self.pivot_space is not None:
             parts.append({"pivot_space": self.pivot_space})
-        if self.preset != "paper":
-            parts.append({"preset": self.preset})
+        parts += [] if self.preset == "paper" else [{"preset": self.preset}]
         blob = json.dumps(parts, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -470,10 +467,8 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
     fields.setdefault("label", fields["name"])
     if not isinstance(fields.get("research", False), bool):
         raise ExperimentError(f"{where}: research must be true or false")
-    if fields.get("preset", "paper") not in ("paper", "product"):
-        raise ExperimentError(
-            f'{where}: preset must be "paper" or "product", not {fields["preset"]!r}'
-        )
+    if (preset := fields.get("preset", "paper")) not in ("paper", "product"):
+        raise ExperimentError(f'{where}: preset must be "paper" or "product", not {preset!r}')
     for f in ("prompts", "human_negatives"):
         value = fields.get(f)
         if value is not None and (
