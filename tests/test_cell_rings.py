@@ -285,5 +285,5 @@ def test_a_served_ring_with_cells_marks_and_detects(
     )
     assert found["p_value"] == pytest.approx(expected.p_value)
     assert found["is_watermarked"] and found["key_label"] == "k1" == made["samark"]["key_label"]
-    with pytest.raises(SamarkError, match="keyed semantic cells are SAMark's"):
+    with pytest.raises(SamarkError, match="--cells is not an option of kgw"):
         ServerConfig(key="k", scheme="kgw", cells=CELLS, access=access)

@@ -25,12 +25,19 @@ def _block(first_line: str) -> str:
     return found[0]
 
 
-def _catalog_entry(first_line: str) -> tuple[str, str]:
-    """The name and the module's last part of the page's one-entry catalog block."""
+def _catalog_entry(first_line: str, module_block: str) -> tuple[str, str]:
+    """The name and the module's last part of the page's one-entry catalog block, whose
+    module (the attacks' ``_A`` prefix resolved) must be the whole dotted name of the file
+    ``module_block`` names (``# src/samark/datasets/proverbs.py``: samark.datasets.proverbs)."""
+    from samark.evaluation.attacks.catalog import _A
+
     entry = _block(first_line).splitlines()[1]
-    match = re.fullmatch(r'\s*"([^"]+)": (?:_A \+ )?"([^"]+)",', entry)
+    match = re.fullmatch(r'\s*"([^"]+)": (_A \+ )?"([^"]+)",', entry)
     assert match, entry
-    return match[1], match[2].rsplit(".", 1)[-1]
+    module = (_A if match[2] else "") + match[3]
+    file = module_block.removeprefix("# src/").removesuffix(".py").replace("/", ".")
+    assert module == file, f"CONTRIBUTING.md's entry names {module}, its file is {file}"
+    return match[1], module.rsplit(".", 1)[-1]
 
 
 def _as_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, stem: str) -> str:
@@ -81,8 +88,9 @@ def test_the_attack_walk_through(tmp_path, monkeypatch) -> None:
     from samark.evaluation.attacks import ATTACKS, create_attack
     from samark.evaluation.attacks.catalog import CATALOG
 
-    code = _block("# src/samark/evaluation/attacks/sentence_drop.py")
-    name, stem = _catalog_entry("# src/samark/evaluation/attacks/catalog.py: one entry")
+    first = "# src/samark/evaluation/attacks/sentence_drop.py"
+    code = _block(first)
+    name, stem = _catalog_entry("# src/samark/evaluation/attacks/catalog.py: one entry", first)
     assert (name, stem) == ("sentence-drop", "sentence_drop")
     module = _as_module(tmp_path, monkeypatch, code, stem)
     monkeypatch.setitem(CATALOG, name, module)  # the one entry, naming the temp module
@@ -106,8 +114,9 @@ def test_the_dataset_walk_through(tmp_path, monkeypatch) -> None:
     from samark.datasets import dataset_names, load_dataset
     from samark.datasets.registry import CATALOG
 
-    code = _block("# src/samark/datasets/proverbs.py")
-    name, stem = _catalog_entry("# src/samark/datasets/registry.py, CATALOG: one entry")
+    first = "# src/samark/datasets/proverbs.py"
+    code = _block(first)
+    name, stem = _catalog_entry("# src/samark/datasets/registry.py, CATALOG: one entry", first)
     assert (name, stem) == ("proverbs", "proverbs")
     module = _as_module(tmp_path, monkeypatch, code, stem)
     monkeypatch.setitem(CATALOG, name, module)

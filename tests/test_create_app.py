@@ -93,7 +93,7 @@ def test_a_keyring_served_from_python_writes_and_names_payloads(
         ({"key": "k", "scheme": "unwatermarked"}, "no key and no detector"),
         ({"key": "k", "scheme": "kgw", "engine": "vllm"}, "kgw writes through transformers"),
         ({"key": "k", "candidates": 0}, "candidates must be at least 1"),
-        ({"key": "k", "scheme": "kgw", "statistic": "scan"}, "kgw's detection statistic is"),
+        ({"key": "k", "scheme": "kgw", "statistic": "scan"}, "--statistic is not an option of kgw"),
         ({"key": "k", "label": "a"}, "label chooses a key of a keyring"),
     ],
 )

@@ -107,7 +107,7 @@ def test_ray_detection_matches_in_process(key_file, detector, tmp_path) -> None:
             # one actor (each loads the embedder); the file is still cut into 4 blocks, so
             # the rows come back from several blocks and must be put together by id
             *("detect", str(source), "--key", str(key_file), "--ray", "1", "--out", str(out)),
-            *("--statistic", "z"),  # the in-process detector's (commands default to scan)
+            # no --statistic: the command's default is the in-process detector's (the config's)
             *("--chunk", "2"),  # Ray batches of 2 records: more batches, put together by id
         ],
     )

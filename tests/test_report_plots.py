@@ -8,7 +8,8 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib", reason="plots need samark[eval]")
 matplotlib.use("Agg")
 
-from samark.evaluation.report.plots import _grid, _name_points  # noqa: E402
+from samark.evaluation.report.plot_style import _grid  # noqa: E402
+from samark.evaluation.report.plots import _name_points  # noqa: E402
 
 
 def test_the_legend_fills_the_free_cells_of_the_last_row() -> None:

@@ -25,6 +25,7 @@ from rich.progress import (
 )
 
 from samark.errors import SamarkError
+from samark.schemes.catalog import option_help
 from samark.text import counted
 
 if TYPE_CHECKING:
@@ -199,32 +200,24 @@ def sentence_progress(
     return on_sentence
 
 
-#: ``--cells``: SAMark's keyed semantic cells (0: the paper's static pivots; left out: the
-#: scheme's default, the key's own for samark-layered); detection needs the value the text
-#: was written with
-CellsOption = Annotated[
-    int | None,
-    typer.Option(
-        "--cells",
-        help="Keyed semantic cells of SAMark's family (0: static pivots; left out: 0 for "
-        "samark, the key's own for samark-layered: 64 for a key from `samark keygen`); "
-        "detect with the value you generated with (docs/parameters.md, 'Keyed semantic "
-        "cells').",
-    ),
-]
+#: ``--cells``, ``--null-stop`` and ``--statistic``: options some schemes declare
+#: (:mod:`samark.schemes.options`), with their declared help; a scheme that does not
+#: declare one refuses it (:func:`refuse_scheme_options`)
+CellsOption = Annotated[int | None, typer.Option("--cells", help=option_help("cells"))]
+NullStopOption = Annotated[int | None, typer.Option(help=option_help("null_stop"), min=1)]
+StatisticOption = Annotated[str | None, typer.Option(help=option_help("statistic"))]
 
 
-NullStopOption = Annotated[
-    int | None,
-    typer.Option(
-        help="Sequential null draws (Besag-Clifford): stop a text's null draws once every "
-        "key's statistic has been reached this many times (10 is usual). Valid p-values, "
-        "equal to the fixed ones below h/draws; text no key marked is checked in a "
-        "fraction of the time, most of all against a large keyring. Keys written since "
-        "2026-11-28 (projected null draws).",
-        min=1,
-    ),
-]
+def refuse_scheme_options(scheme_name: str, **given: object) -> None:
+    """Fail (exit 2) on a given option (not None) that scheme ``scheme_name`` does not
+    declare, or a value outside its choices: the declaration's one wording."""
+    from samark.schemes.base import scheme_info
+    from samark.schemes.options import refuse_undeclared
+
+    try:
+        refuse_undeclared(scheme_name, scheme_info(scheme_name).options, given)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
 
 
 def cells_field(cells: int | None) -> dict[str, Any]:
@@ -233,12 +226,11 @@ def cells_field(cells: int | None) -> dict[str, Any]:
     return {} if cells is None else {"cells": cells}
 
 
-def check_cells(cells: int | None, scheme_name: str, samark_family: bool) -> None:
-    """Fail (exit 2) on a --cells value no scheme can use."""
+def check_cells(cells: int | None, scheme_name: str) -> None:
+    """Fail (exit 2) on a --cells value that scheme ``scheme_name`` cannot use."""
     if cells is None:
         return
-    if not samark_family:
-        raise fail(f"--cells is SAMark's; leave it out for {scheme_name}")
+    refuse_scheme_options(scheme_name, cells=cells)
     from samark.keys.samark_material import check_cells as valid
 
     try:

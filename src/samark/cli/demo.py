@@ -32,6 +32,7 @@ from samark.cli.common import (
 from samark.errors import SamarkError
 from samark.keys.samark_material import DEFAULT_CELLS
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
+from samark.schemes.catalog import DEFAULT_SCHEME
 from samark.text import counted
 
 if TYPE_CHECKING:
@@ -92,7 +93,7 @@ class DemoRequest:
 
     def run(self) -> None:
         require_positive(sentences=self.sentences, candidates=self.candidates)
-        check_cells(self.cells, "samark-layered", True)
+        check_cells(self.cells, DEFAULT_SCHEME)
         if self.threads is not None:
             require_positive(threads=self.threads)
         import torch
@@ -155,7 +156,7 @@ class DemoRequest:
         try:
             embedder = load_embedder(DEFAULT_EMBEDDER)
             scheme: Any = create_scheme(
-                "samark-layered",
+                DEFAULT_SCHEME,
                 key=demo_key(embedder, self.seed, self.cells),
                 embedder=embedder,
                 candidates=self.candidates,
@@ -224,7 +225,7 @@ def demo_threads() -> int:
 
 def demo_data() -> dict[str, str]:
     """The demo's prompt and its human continuation (``prompt``, ``human``)."""
-    return dict(json.loads(resources.files("samark").joinpath("resources/demo.json").read_text()))
+    return dict(json.loads(resources.files("samark.resources").joinpath("demo.json").read_text()))
 
 
 def demo_texts(

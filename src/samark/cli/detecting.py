@@ -20,6 +20,7 @@ from samark.cli.common import (
     CellsOption,
     KeyOption,
     NullStopOption,
+    StatisticOption,
     TextFlag,
     TextInput,
     cells_field,
@@ -30,10 +31,10 @@ from samark.cli.common import (
     looks_like_path,
     progress,
     read_text,
+    refuse_scheme_options,
     require_sentences,
 )
 from samark.cli.loading import (
-    COMMAND_STATISTIC,
     AnySchemeOption,
     CentringOption,
     KeyringOption,
@@ -79,14 +80,6 @@ DetailsOption = Annotated[
     typer.Option(
         help="Per-sentence and per-channel evidence, and per-sentence p-values "
         "(which sentences carry the mark)."
-    ),
-]
-StatisticOption = Annotated[
-    str | None,
-    typer.Option(
-        help="SAMark's test statistic: scan (default: keeps its power on text mixed with "
-        "human writing), z (the paper's) or alignment (docs/statistics.md). Every one "
-        "has an exact p-value."
     ),
 ]
 ChunkOption = Annotated[
@@ -162,21 +155,20 @@ class DetectRequest:
             raise fail(f"--alpha must be between 0 and 1, got {self.alpha}")
         if self.at is not None and self.keyring is None:
             raise fail("--at chooses the keys of a --keyring in use at a date")
-        if not self.samark_family and (
-            self.ray is not None
-            or self.statistic is not None
-            or self.centring
-            or self.null_stop is not None
-        ):
-            raise fail(
-                "--ray, --statistic, --centring and --null-stop are SAMark's; leave them out "
-                "for " + self.scheme
-            )
+        refuse_scheme_options(
+            self.scheme,
+            statistic=self.statistic,
+            centring=self.centring,
+            null_stop=self.null_stop,
+            cells=self.cells,
+        )
+        if self.ray is not None and not self.samark_family:
+            raise fail(f"--ray scores records with a pivot detector, which {self.scheme} has not")
         if self.null_stop is not None and self.ray is not None:
             raise fail("--null-stop is not available with --ray")
         if self.centring is not None and self.ray is not None:
             raise fail("--centring is not available with --ray")
-        check_cells(self.cells, self.scheme, self.samark_family)
+        check_cells(self.cells, self.scheme)
         if self.record_url is not None and (self.keyring is not None or self.ray is not None):
             raise fail("--record reads a record made with one --key (not with --keyring or --ray)")
         if self.paraphrase_threshold is not None and self.record_url is None:
@@ -248,7 +240,7 @@ class DetectRequest:
             self.field,
             self.ray,
             self.scheme,
-            self.statistic or COMMAND_STATISTIC,
+            self.statistic,
             self.alpha,
             key=None if self.keyring is not None else self.key,
             keyring=self.keyring,

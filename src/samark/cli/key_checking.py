@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import KeyOption, err, fail
+from samark.cli.common import KeyOption, StatisticOption, err, fail, refuse_scheme_options
 from samark.cli.loading import (
     AnySchemeOption,
     CentringOption,
@@ -48,11 +48,6 @@ LimitOption = Annotated[int, typer.Option(help="At most this many texts.")]
 
 AlphaOption = Annotated[float, typer.Option(help="The level the key will be used at.")]
 
-StatisticOption = Annotated[
-    str | None,
-    typer.Option(help="SAMark's test statistic: scan (default), z or alignment."),
-]
-
 
 @dataclass(frozen=True)
 class CheckKeyRequest:
@@ -82,10 +77,7 @@ class CheckKeyRequest:
             raise fail(f"--limit must be at least {MIN_TEXTS}: a key check needs {MIN_TEXTS} texts")
         if not 0 < self.alpha < 1:
             raise fail(f"--alpha must be between 0 and 1, got {self.alpha}")
-        if (self.statistic is not None and not can(scheme_name, "statistics")) or (
-            self.centring is not None and not can(scheme_name, "pivot_detector")
-        ):
-            raise fail("--statistic and --centring are SAMark's; leave them out for " + scheme_name)
+        refuse_scheme_options(scheme_name, statistic=self.statistic, centring=self.centring)
         fields = centring_fields(self.centring)
         targets: list[tuple[str | None, Path]] = [(None, self.key)]
         if self.keyring is not None:

@@ -20,6 +20,7 @@ from samark.cli.common import (
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER
+from samark.schemes.catalog import DEFAULT_SCHEME
 from samark.text import counted
 
 keyring_app = typer.Typer(
@@ -63,7 +64,7 @@ def _screen_texts(screen: list[str] | None, texts: int) -> list[list[str]]:
 
 #: the scheme a new ring's keys are made for (its payload bits and cells are the layered
 #: mark's)
-RING_SCHEME = "samark-layered"
+RING_SCHEME = DEFAULT_SCHEME
 
 
 def _key_maker(
@@ -83,13 +84,11 @@ def _key_maker(
 
     if not corpora:
         return lambda: (make(), 0)
-    from samark.cli.loading import COMMAND_STATISTIC
-    from samark.detection.key_check import check_key, screen_key
-    from samark.schemes import create_scheme
+    from samark.detection.key_check import check_key, screen_key, screening_detector
 
     def audit(key: Any) -> list[Any]:
-        scheme = create_scheme("samark", key=key, embedder=embedder, statistic=COMMAND_STATISTIC)
-        return [check_key(scheme, human) for human in corpora]
+        detector = screening_detector(key, embedder)
+        return [check_key(detector, human) for human in corpora]
 
     err.print(f"screening each new key on {sum(map(len, corpora))} human texts ...")
     return lambda: screen_key(make, audit)
@@ -102,7 +101,7 @@ def _ring_cells(cells: int | None, flag_bits: int) -> int:
 
     if cells is None:
         return 0 if flag_bits else DEFAULT_CELLS
-    check_cells(cells, "samark-layered", True)
+    check_cells(cells, RING_SCHEME)
     if cells and flag_bits:
         raise fail(
             "--flag-bits writes the payload in SAMark's flag pattern, which keyed cells do not "

@@ -13,9 +13,12 @@ from samark.cli.common import (
     err,
     fail,
     load_key,
+    refuse_scheme_options,
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_GENERATOR
+from samark.schemes.base import OLDER_KEYS_SCHEME
+from samark.schemes.catalog import option_help
 
 if TYPE_CHECKING:
     from samark.detection.ring_detector import RingDetector
@@ -66,7 +69,7 @@ def scheme_engine(scheme_name: str, engine: str | None) -> EngineSpec | None:
 
 def load_scheme(
     key: Path,
-    name: str = "samark",
+    name: str = OLDER_KEYS_SCHEME,
     generator: str = DEFAULT_GENERATOR,
     engine: str | None = None,
     statistic: str | None = None,
@@ -74,7 +77,7 @@ def load_scheme(
 ) -> Watermark:
     """A scheme that chooses among candidates (``can(name, "candidates")``: SAMark's
     family) with its config ``fields`` (those left out keep the scheme's own defaults),
-    the commands' detection ``statistic`` (``COMMAND_STATISTIC`` unless given) and an
+    the detection ``statistic`` (the scheme's own default unless given) and an
     optional candidate ``engine`` spec (``ENGINE[:MODEL]``; None: the local generator)."""
     from samark.sampling import load_engine
     from samark.schemes import create_scheme
@@ -84,24 +87,14 @@ def load_scheme(
         sampler = None
         if engine:
             sampler = load_engine(engine_for(name, engine), generator=generator)
-        params: dict[str, Any] = {
-            "generator": generator,
-            "statistic": statistic or COMMAND_STATISTIC,
-            **fields,
-        }
+        params: dict[str, Any] = {"generator": generator, **fields}
+        if statistic is not None:
+            params["statistic"] = statistic
         if sampler is not None:
             params["sampler"] = sampler
         return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None
-
-
-#: the statistic every command detects SAMark's family with unless --statistic says: the
-#: scan keeps its power when human sentences are mixed in and loses little elsewhere, at
-#: the same exact FPR (measured: docs/statistics.md, "Which statistic each command uses").
-#: SAMarkConfig itself keeps the paper's z (Alg. 2), on which the committed experiments'
-#: records rest.
-COMMAND_STATISTIC = "scan"
 
 
 def can(name: str, capability: str) -> bool:
@@ -221,8 +214,7 @@ CentringOption = Annotated[
     Path | None,
     typer.Option(
         "--centring",
-        help="A centring reference built from your own human text (`samark centring build`): "
-        "each key then holds its false-positive rate on that domain (docs/operators.md).",
+        help=option_help("centring"),
     ),
 ]
 
@@ -262,10 +254,9 @@ def load_ring_detector(
     from samark.keys.keyring import Keyring
 
     params: dict[str, Any] = {"generator": generator, **fields}
-    if can(name, "statistics"):
-        params["statistic"] = statistic or COMMAND_STATISTIC
-    elif statistic is not None:
-        raise fail("--statistic is SAMark's; leave it out for " + name)
+    refuse_scheme_options(name, statistic=statistic)
+    if statistic is not None:
+        params["statistic"] = statistic
     try:
         _require_detector(name)
         return RingDetector.from_ring(Keyring.load(ring), name, alpha=alpha, at=at, **params)

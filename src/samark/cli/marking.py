@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from samark.sampling.engines import EngineSpec
 from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR
 from samark.provenance.c2pa_manifest import ManifestSigner
+from samark.schemes.catalog import DEFAULT_SCHEME
 
 
 @app.command()
@@ -74,7 +75,7 @@ def keygen(
             help="The scheme the key is made for (written in the key file): generate, detect, "
             "serve and page use it unless told otherwise.",
         ),
-    ] = "samark-layered",
+    ] = DEFAULT_SCHEME,
     hash_key: Annotated[
         int | None,
         typer.Option(
@@ -96,7 +97,7 @@ def keygen(
     if hash_key is not None and not 0 < hash_key <= MAX_HASH_KEY:
         raise fail(f"--hash-key must be in [1, {MAX_HASH_KEY}]")
     check_embedder_name(embedder)
-    check_cells(cells, "samark-layered", True)
+    check_cells(cells, DEFAULT_SCHEME)
     from samark.embed import load_embedder, new_key
 
     try:
@@ -215,7 +216,7 @@ class GenerateRequest:
         engine = chosen_engine(self.engine, sampler=self.sampler)
         written_by = scheme_engine(scheme_name, engine)
         check_record_options(self.record_url, self.store_text, self.keyring)
-        check_cells(self.cells, scheme_name, can(scheme_name, "candidates"))
+        check_cells(self.cells, scheme_name)
         from samark.schemes.base import scheme_info
 
         ablation = scheme_info(scheme_name).ablation

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from samark.cli.app import app
-from samark.cli.common import KeyOption, err, fail
+from samark.cli.common import KeyOption, err, fail, refuse_scheme_options
 from samark.cli.loading import (
     AnySchemeOption,
     CentringOption,
@@ -57,8 +57,7 @@ def page(
     scheme_name = resolve_scheme(scheme_name, key, None, any_scheme=any_scheme)
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if centring is not None and not can(scheme_name, "pivot_detector"):
-        raise fail("--centring is SAMark's; leave it out for " + scheme_name)
+    refuse_scheme_options(scheme_name, centring=centring)
     check_record_url(record_url)
     try:
         import uvicorn

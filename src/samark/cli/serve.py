@@ -14,10 +14,12 @@ from samark.cli.common import (
     CellsOption,
     KeyOption,
     NullStopOption,
+    StatisticOption,
     check_cells,
     err,
     fail,
     load_key,
+    refuse_scheme_options,
 )
 from samark.cli.loading import (
     AnySchemeOption,
@@ -25,7 +27,6 @@ from samark.cli.loading import (
     DeprecatedEngineOption,
     EngineOption,
     SchemeOption,
-    can,
     centring_fields,
     chosen_engine,
     resolve_scheme,
@@ -93,10 +94,6 @@ ConcurrencyOption = Annotated[
     ),
 ]
 
-StatisticOption = Annotated[
-    str | None,
-    typer.Option(help="Detection statistic: scan (default), z or alignment."),
-]
 
 AlphaOption = Annotated[float, typer.Option(help="Significance level of /v1/detect.")]
 
@@ -195,12 +192,15 @@ class ServeRequest:
         )
         engine = chosen_engine(self.engine, upstream=self.upstream)
         scheme_engine(scheme_name, engine)  # an engine the scheme cannot write through: named now
-        if self.centring is not None and not can(scheme_name, "pivot_detector"):
-            raise fail("--centring is SAMark's; leave it out for " + scheme_name)
+        refuse_scheme_options(
+            scheme_name,
+            statistic=self.statistic,
+            centring=self.centring,
+            null_stop=self.null_stop,
+            cells=self.cells,
+        )
         centring_fields(self.centring)  # checked before any model loads
-        check_cells(self.cells, scheme_name, can(scheme_name, "pivot_detector"))
-        if self.null_stop is not None and not can(scheme_name, "pivot_detector"):
-            raise fail("--null-stop is SAMark's; leave it out for " + scheme_name)
+        check_cells(self.cells, scheme_name)
         _check_options(
             self.candidates,
             self.sentences,
@@ -208,7 +208,6 @@ class ServeRequest:
             self.concurrency,
             self.timeout,
             self.alpha,
-            self.statistic,
         )
         check_record_options(self.record_url, self.store_text, self.keyring)
         try:
@@ -367,11 +366,8 @@ def _check_options(
     concurrency: int,
     timeout: float,
     alpha: float,
-    statistic: str | None,
 ) -> None:
     """The options' errors, named as typed, before any model loads."""
-    from samark.schemes.samark.statistics import STATISTICS
-
     for option, value in (
         ("--candidates", 1 if candidates is None else candidates),
         ("--sentences", sentences),
@@ -386,5 +382,3 @@ def _check_options(
         raise fail(f"--timeout must be more than 0 seconds, got {timeout}")
     if not 0 < alpha < 1:
         raise fail(f"--alpha must be between 0 and 1, got {alpha}")
-    if statistic is not None and statistic not in STATISTICS:
-        raise fail(f"--statistic is one of {', '.join(STATISTICS)}, not {statistic!r}")

@@ -128,3 +128,11 @@ def screen_key(
         f"{max_draws} keys in a row failed the screen: the screening text is probably too "
         "different from human text of one domain, or too short (see `samark check-key`)"
     )
+
+
+def screening_detector(key: WatermarkKey, embedder: Any) -> BatchDetector:
+    """The detector a new key is screened with (``keyring new --screen``): SAMark's on the
+    key's static pivots, with its default statistic, the pivots a leaning key tilts."""
+    from samark.schemes import create_scheme
+
+    return create_scheme("samark", key=key, embedder=embedder)

@@ -79,6 +79,9 @@ class SchemeSpec:
     #: a research row (a lever study): the report shows it in its own section and plots,
     #: apart from the paper's rows (not part of the fingerprint: it changes no record)
     research: bool = False
+    #: the scheme's preset ``params`` apply over (``Watermark.presets``): "paper" (SAMark's
+    #: z, as recorded; outside the fingerprint) or "product" (every door's defaults)
+    preset: str = "paper"
 
     @property
     def fingerprint(self) -> str:
@@ -99,6 +102,7 @@ class SchemeSpec:
             parts.append({"revision": revision})
         if self.pivot_space is not None:
             parts.append({"pivot_space": self.pivot_space})
+        parts += [] if self.preset == "paper" else [{"preset": self.preset}]
         blob = json.dumps(parts, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -484,6 +488,8 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
     fields.setdefault("label", fields["name"])
     if not isinstance(fields.get("research", False), bool):
         raise ExperimentError(f"{where}: research must be true or false")
+    if (preset := fields.get("preset", "paper")) not in ("paper", "product"):
+        raise ExperimentError(f'{where}: preset must be "paper" or "product", not {preset!r}')
     for f in ("prompts", "human_negatives"):
         value = fields.get(f)
         if value is not None and (

@@ -291,7 +291,11 @@ class Run:
                 self.experiment.generator, self.embedder, research_records=True
             )
             self._schemes[spec.label] = create_scheme(
-                spec.name, key=self.key_for(spec), shared=shared, **spec.params
+                spec.name,
+                key=self.key_for(spec),
+                shared=shared,
+                preset=spec.preset,
+                **spec.params,
             )
         return self._schemes[spec.label]
 

@@ -6,7 +6,7 @@ import abc
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
@@ -110,6 +110,12 @@ class RingScoring(Protocol):
         ...
 
 
+#: the preset that is the config's own defaults (what every door uses without a preset)
+PRODUCT_PRESET = "product"
+#: the preset the paper's experiments ran with (``Watermark.presets``)
+PAPER_PRESET = "paper"
+
+
 class Watermark(abc.ABC):
     """A watermarking scheme: generate marked text, detect it with a calibrated p-value."""
 
@@ -125,6 +131,22 @@ class Watermark(abc.ABC):
     embedder: Embedder | None = None
     #: its parameters: a frozen :class:`SchemeConfig` (a family narrows the type)
     config: Any
+    #: named sets of parameters over the config's defaults (``create_scheme(...,
+    #: preset=NAME)``): ``"paper"`` is what the paper's experiments ran with, where it
+    #: differs from the product's defaults (SAMark: the z statistic). Every scheme has the
+    #: ``"paper"`` preset, empty unless it says otherwise, and ``"product"``: the config's
+    #: defaults themselves
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
+
+    @classmethod
+    def preset(cls, name: str) -> dict[str, object]:
+        """The parameters of preset ``name`` (a clear error for an unknown one)."""
+        if name == PRODUCT_PRESET:
+            return {}
+        if name not in cls.presets:
+            known = sorted({*cls.presets, PRODUCT_PRESET})
+            raise ValueError(f"{cls.name} has no preset {name!r}; its presets: {known}")
+        return dict(cls.presets[name])
 
     @property
     def key_id(self) -> str | None:
@@ -212,9 +234,16 @@ class Watermark(abc.ABC):
                 out.append(None)
         return out
 
+    def evidence(self, detection: Detection) -> dict[str, object]:
+        """What this scheme shows of ``detection`` beyond its p-value, for the page and
+        ``/v1/detect`` with ``details`` (fields of the answer, JSON-safe; MarkLLM's
+        ``get_data_for_visualization``): none by default. The server asks every scheme
+        this, never its class."""
+        return {}
+
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> Watermark:
         """This scheme from flat parameters (a caller's keywords, an experiment's TOML):
         its config's fields (over ``config=``, if given) and the rest, with the models in
@@ -283,6 +312,13 @@ class SchemeConfig:
         """(this config from ``base`` or the defaults and the fields ``params`` names, the
         other params: models and engines)."""
         return split_params(cls, params, base)
+
+
+def require_key(name: str, key: WatermarkKey | None) -> WatermarkKey:
+    """``key``, or a clear error where scheme ``name`` was given none."""
+    if key is None:
+        raise SamarkError(f"{name} marks and detects with a key: pass key=WatermarkKey(...)")
+    return key
 
 
 def check(ok: bool, message: str) -> None:
@@ -378,18 +414,28 @@ OLDER_KEYS_SCHEME = "samark"
 
 
 def create_scheme(
-    name: str | None = None, *, shared: SharedResources | None = None, **kwargs: Any
+    name: str | None = None,
+    *,
+    shared: SharedResources | None = None,
+    preset: str | None = None,
+    **kwargs: Any,
 ) -> Watermark:
     """Build scheme ``name`` with ``key=...`` and its parameters; ``shared`` hands over the
     models the caller already holds. Without ``name``, the scheme the key was made for
-    (``WatermarkKey.made_for``; ``samark`` for an older key that names none)."""
+    (``WatermarkKey.made_for``; ``samark`` for an older key that names none). Parameters
+    left out take the scheme's config defaults, the same from every door (Python, the CLI,
+    the server, a keyring); ``preset`` (``"paper"``: the paper's experiments) sets a named
+    group of them first, and the parameters given win over it."""
     if name is None:
         key = kwargs.get("key")
         made_for = key.made_for() if key is not None else None
         name = made_for or OLDER_KEYS_SCHEME
     params = dict(kwargs)
     key = params.pop("key", None)
-    return scheme_class(name).from_params(key, shared, params)
+    cls = scheme_class(name)
+    if preset is not None:
+        params = {**cls.preset(preset), **params}
+    return cls.from_params(key, shared, params)
 
 
 def scheme_class(name: str) -> type[Watermark]:

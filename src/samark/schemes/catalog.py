@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from samark.schemes.options import SAMARK_OPTIONS, SchemeOption
+
 
 @dataclass(frozen=True)
 class SchemeInfo:
@@ -47,11 +49,19 @@ class SchemeInfo:
     payload_flags: bool = False
     #: the registered name of its ablation (``samark generate --dagger``), if it has one
     ablation: str | None = None
+    #: its public options (:mod:`samark.schemes.options`): what every surface offers and
+    #: refuses, with their help
+    options: tuple[SchemeOption, ...] = ()
+
     #: defaults changed since experiments began, as (field, old, new): an experiment row
     #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
     #: that names the old one keeps the records it had when it left it out
     #: (``samark.evaluation.experiment.fingerprint_params``)
     changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
+
+    def option(self, name: str) -> SchemeOption | None:
+        """Its declared option ``name`` (None: it takes none of that name)."""
+        return next((o for o in self.options if o.name == name), None)
 
     def available(self) -> bool:
         """Whether the modules it needs are installed (found without importing them)."""
@@ -60,6 +70,10 @@ class SchemeInfo:
         return all(importlib.util.find_spec(m) is not None for m in self.requires)
 
 
+#: the scheme a new key is made for (``samark keygen``, a new keyring, the demo): the
+#: product's mark
+DEFAULT_SCHEME = "samark-layered"
+
 _S = "samark.schemes."
 #: what SAMark's family can do (samark, samark-dagger, samark-layered)
 _SAMARK_CAPABILITIES: dict[str, Any] = {
@@ -67,6 +81,7 @@ _SAMARK_CAPABILITIES: dict[str, Any] = {
     "statistics": ("z", "alignment", "scan"),
     "pivot_detector": True,
     "payload_flags": True,
+    "options": SAMARK_OPTIONS,
 }
 #: name -> (module, what it is)
 CATALOG: dict[str, tuple[str, SchemeInfo]] = {
@@ -228,3 +243,14 @@ CATALOG: dict[str, tuple[str, SchemeInfo]] = {
         ),
     ]
 }
+
+
+def option_help(name: str) -> str:
+    """The help of option ``name`` as its schemes declare it, naming which catalogued
+    schemes take it (what a command line shows, built from the declarations)."""
+    takers = [info.name for _, info in CATALOG.values() if info.option(name) is not None]
+    if not takers:
+        raise KeyError(f"no catalogued scheme declares the option {name!r}")
+    option = CATALOG[takers[0]][1].option(name)
+    assert option is not None
+    return f"{option.help} Schemes: {', '.join(takers)}."

@@ -108,7 +108,7 @@ class LMGenerateScheme(Watermark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> LMGenerateScheme:
         """Every token row: its config's fields and the generator (the shared one unless
         named)."""

@@ -35,7 +35,7 @@ from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR, cache_dir
 from samark.sampling.base import CandidateSampler
-from samark.schemes.base import SharedResources, check, register_scheme
+from samark.schemes.base import SharedResources, check, register_scheme, require_key
 from samark.schemes.sentence_loop import (
     Draw,
     Pick,
@@ -165,7 +165,7 @@ class SemStamp(SentenceLevelWatermark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> SemStamp:
         params = {"partition": cls.partition_kind, **params}
         config, rest = split_sentence_params(SemStampConfig, shared, params)
@@ -174,7 +174,7 @@ class SemStamp(SentenceLevelWatermark):
                 "semstamp partitions by LSH, k-semstamp by k-means: "
                 f"{cls.name} takes partition = {cls.partition_kind!r}"
             )
-        return cls(key, config, **rest)
+        return cls(require_key(cls.name, key), config, **rest)
 
     def __init__(
         self,

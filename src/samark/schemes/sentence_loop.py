@@ -31,6 +31,7 @@ from samark.schemes.base import (
     SharedResources,
     Watermark,
     check,
+    require_key,
 )
 
 
@@ -81,12 +82,12 @@ class SentenceLevelWatermark(Watermark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> SentenceLevelWatermark:
         """The scheme's config from flat ``params`` (over ``config=``), the other
         parameters with the shared embedder and generator."""
         config, rest = split_sentence_params(cls.config_class, shared, dict(params))
-        return cls(key, config, **rest)
+        return cls(require_key(cls.name, key), config, **rest)
 
     key: WatermarkKey
     embedder: Embedder

@@ -7,12 +7,9 @@ cumulative-evidence view and its per-sentence layers).
   detector (a keyring's: its family-wise p-value), so each is exact in its own right; its
   last point is the text's p-value. A layered mark's points carry its two layers' own
   p-values too (``p_semantic``, ``p_token``).
-- ``sentence_layers`` (a layered mark only): each sentence's part in each layer. The
-  semantic layer's is its ``sentence_p_values`` entry; the token layer's is the sentence
-  scored on its own (its distinct (context, token) pairs, the green ones among them, their
-  exact binomial tail); ``p_combined`` joins the two as the scheme joins the text's (Fisher
-  by default). The two sub-keys are independent, so on a sentence that does not depend on
-  the key the combination is as valid as the text's.
+- what the scheme itself shows of its detection (``Watermark.evidence``; a layered
+  mark's ``sentence_layers``: each sentence's part in each layer,
+  ``samark.schemes.samark.layered_evidence``). The server never asks a scheme's class.
 
 The prefixes' sentences are the text's, so within the worker's ``remembering`` block
 nothing is embedded again: a point costs one scoring against the null draws.
@@ -26,8 +23,6 @@ import numpy as np
 
 from samark.detection.ring_detector import RingDetection, RingDetector
 from samark.detection_result import Detection
-from samark.schemes.base import Watermark
-from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
 #: the most prefixes scored for one text's trail
 MAX_TRAIL_POINTS = 40
@@ -43,24 +38,13 @@ class TrailPoint(TypedDict, total=False):
     p_token: float
 
 
-class SentenceLayers(TypedDict):
-    """One sentence's part in each layer of a layered mark."""
-
-    p_semantic: float
-    tokens_scored: int
-    tokens_green: int
-    p_token: float
-    p_combined: float
-
-
 def sentence_evidence(detector: RingDetector, text: str, found: RingDetection) -> dict[str, Any]:
-    """The fields added to a detailed answer: ``evidence_trail`` and, for a layered mark,
-    ``sentence_layers``. ``detector`` (a key as a ring of one, or a keyring) scored
-    ``text``, giving ``found`` (a keyring's: its best key's detection and scheme)."""
+    """The fields added to a detailed answer: ``evidence_trail`` and what the scheme
+    shows of its detection (``Watermark.evidence``: a layered mark's ``sentence_layers``).
+    ``detector`` (a key as a ring of one, or a keyring) scored ``text``, giving ``found``
+    (a keyring's: its best key's detection and scheme)."""
     out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, found.detection)}
-    layers = sentence_layers(detector.scheme_of(found), found.detection)
-    if layers is not None:
-        out["sentence_layers"] = layers
+    out.update(detector.scheme_of(found).evidence(found.detection))
     return out
 
 
@@ -116,27 +100,3 @@ def evidence_trail(detector: RingDetector, text: str, detection: Detection) -> l
                 point["p_token"] = float(layers["p_token"])
         points.append(point)
     return points
-
-
-def sentence_layers(scheme: Watermark, detection: Detection) -> list[SentenceLayers] | None:
-    """Each sentence's part in each layer (module docstring), or None for a scheme
-    without a token layer."""
-    if not isinstance(scheme, SAMarkLayered):
-        return None
-    parts: list[SentenceLayers] = []
-    for sentence, p_semantic in zip(detection.sentences, detection.sentence_p_values, strict=True):
-        score = scheme.token_layer.score(scheme.token_ids(sentence))
-        p_token = float(score.p_value)
-        combined = combine_p_values(
-            p_semantic, p_token, method=scheme.combine, contradiction=scheme.contradiction
-        )
-        parts.append(
-            {
-                "p_semantic": float(p_semantic),
-                "tokens_scored": int(score.n_scored),
-                "tokens_green": int(score.n_green),
-                "p_token": p_token,
-                "p_combined": float(combined),
-            }
-        )
-    return parts

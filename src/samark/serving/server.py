@@ -24,6 +24,7 @@ from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import check_cells
 from samark.models import DEFAULT_GENERATOR
+from samark.schemes.base import OLDER_KEYS_SCHEME
 from samark.serving.settings import ServeSettings
 
 if TYPE_CHECKING:
@@ -39,9 +40,6 @@ if TYPE_CHECKING:
     from samark.serving.worker import Keys
 
 log = logging.getLogger("samark.serve")
-#: the detection statistic SAMark's family serves unless the config names one (the
-#: commands' own: samark.cli.loading.COMMAND_STATISTIC)
-SERVED_STATISTIC = "scan"
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ class ServerConfig:
     key: Path | str | WatermarkKey | None = None
     keyring: Path | str | None = None
     label: str | None = None
-    scheme: str = "samark"
+    scheme: str = OLDER_KEYS_SCHEME
     engine: str | None = None
     generator: str = DEFAULT_GENERATOR
     candidates: int | None = None
@@ -84,6 +82,7 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         from samark.schemes.base import engine_for, scheme_info
+        from samark.schemes.options import refuse_undeclared
 
         if (self.key is None) == (self.keyring is None):
             raise SamarkError("serve a key or a keyring (one of them)")
@@ -106,22 +105,19 @@ class ServerConfig:
             raise SamarkError(f"candidates must be at least 1, got {self.candidates}")
         if not 0 < self.alpha < 1:
             raise SamarkError(f"alpha must be between 0 and 1, got {self.alpha}")
-        if self.statistic is not None and self.statistic not in info.statistics:
-            able = f"one of {', '.join(info.statistics)}" if info.statistics else "not chosen"
-            raise SamarkError(f"{self.scheme}'s detection statistic is {able}")
+        refuse_undeclared(
+            self.scheme,
+            info.options,
+            {"statistic": self.statistic, "cells": self.cells, "centring": self.centring},
+        )
         engine_for(self.scheme, self.engine)  # an engine it cannot write through is named
         if self.cells is not None:
-            if not info.pivot_detector:
-                raise SamarkError(f"keyed semantic cells are SAMark's; {self.scheme} takes none")
             try:
                 check_cells(self.cells)
             except ValueError as exc:
                 raise SamarkError(str(exc)) from None
-        if self.centring is not None:
-            if not info.pivot_detector:
-                raise SamarkError(f"a centring reference is SAMark's; {self.scheme} takes none")
-            if not Path(self.centring).is_file():
-                raise SamarkError(f"centring reference {self.centring} does not exist")
+        if self.centring is not None and not Path(self.centring).is_file():
+            raise SamarkError(f"centring reference {self.centring} does not exist")
 
     @property
     def engine_spec(self) -> EngineSpec:
@@ -242,11 +238,10 @@ def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
     detector share, so that a ring detects as the served scheme would: SAMark's
     statistic, centring reference and keyed cells (left out where the config leaves
     them), then ``scheme_params`` (which win)."""
-    from samark.schemes.base import scheme_info
 
     fields: dict[str, Any] = {}
-    if scheme_info(config.scheme).statistics:
-        fields["statistic"] = config.statistic or SERVED_STATISTIC
+    if config.statistic is not None:
+        fields["statistic"] = config.statistic
     if config.centring is not None:
         fields["centring"] = str(config.centring)
     if config.cells is not None:

@@ -12,7 +12,6 @@ files (``roc.png`` and ``roc-research.png``, ...).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,86 +21,21 @@ import pandas as pd
 from samark.evaluation.attacks.base import ATTACKS
 from samark.evaluation.detection_metrics import evidence
 from samark.evaluation.experiment import MAX_PLOT_ATTACKS, NO_ATTACK, SchemeSpec
+from samark.evaluation.report.plot_style import (
+    DPI,
+    FONT,
+    LEADER,
+    MAX_SERIES,
+    PANEL,
+    _decorate,
+    _grid,
+    _groups,
+    _legend,
+    _save,
+    _style,
+)
 from samark.evaluation.report.tables import fpr_tag, human_records, unfaithful_attacks
 from samark.evaluation.runner import Run
-
-COLUMNS = 4
-MAX_SERIES = 8
-PANEL = (3.4, 2.9)  # inches per panel; 120 dpi
-DPI = 120
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-#: points: panel titles, axis labels, tick labels, legends
-FONT = {"title": 12, "label": 11, "tick": 10, "legend": 11}
-#: a thin line from a point's name to the point, for names set apart from it
-LEADER = {"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 1, "shrinkB": 4}
-
-
-def _style(i: int) -> dict[str, Any]:
-    """Series ``i`` of a panel: its own colour (tab10, skipping grey) and marker."""
-    import matplotlib
-
-    tab10 = matplotlib.colormaps["tab10"]
-    colours = [tab10(k) for k in (0, 1, 2, 3, 4, 5, 6, 8)]
-    return {"color": colours[i % MAX_SERIES], "marker": MARKERS[i % MAX_SERIES]}
-
-
-def _grid(panels: int, legend_rows: int) -> tuple[Any, list[Any], Any]:
-    """A figure of ``panels`` axes, ``COLUMNS`` across, and where its legend goes: an
-    axes spanning the last row's free cells, or, where that row is full, a strip below
-    the panels sized for ``legend_rows`` rows of entries."""
-    import matplotlib.pyplot as plt
-
-    cols = min(COLUMNS, panels)
-    rows = math.ceil(panels / cols)
-    free = rows * cols - panels
-    strip = 0.0 if free else 0.32 * legend_rows + 0.2
-    fig = plt.figure(figsize=(PANEL[0] * cols + 0.4, PANEL[1] * rows + strip))
-    heights = [PANEL[1]] * rows + ([strip] if strip else [])
-    grid = fig.add_gridspec(len(heights), cols, height_ratios=heights)
-    axes = [fig.add_subplot(grid[i // cols, i % cols]) for i in range(panels)]
-    legend_ax = fig.add_subplot(grid[rows - 1, cols - free :] if free else grid[rows, :])
-    legend_ax.axis("off")
-    return fig, axes, legend_ax
-
-
-def _legend(legend_ax: Any, handles: Sequence[Any], labels: Sequence[str], **kw: Any) -> None:
-    """The figure's legend in its own cell(s), in columns that fit them."""
-    width = legend_ax.get_position().width * legend_ax.figure.get_figwidth()
-    longest = max((len(label) for label in labels), default=1)
-    # an entry is about its label's width in characters of the legend font, plus its marker
-    per_entry = (longest * 0.6 + 3.5) * FONT["legend"] / 72
-    ncol = max(1, min(len(labels), int(width // per_entry)))
-    legend_ax.legend(
-        handles,
-        labels,
-        loc="center",
-        ncol=ncol,
-        fontsize=FONT["legend"],
-        frameon=False,
-        **kw,
-    )
-
-
-def _save(fig: Any, path: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
-
-
-def _decorate(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
-    ax.set_title(title, fontsize=FONT["title"])
-    ax.set_xlabel(xlabel, fontsize=FONT["label"])
-    ax.set_ylabel(ylabel, fontsize=FONT["label"])
-    ax.tick_params(labelsize=FONT["tick"])
-
-
-def _groups(schemes: list[SchemeSpec]) -> list[tuple[str, list[SchemeSpec]]]:
-    """(file suffix, rows): the paper's rows, then the research rows."""
-    main = [s for s in schemes if not s.research]
-    research = [s for s in schemes if s.research]
-    return [(suffix, rows) for suffix, rows in (("", main), ("-research", research)) if rows]
 
 
 def plot_attacks(run: Run) -> list[str]:

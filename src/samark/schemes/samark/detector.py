@@ -27,6 +27,7 @@ from samark.schemes.samark.cells import (
     null_cells,
     text_signs,
 )
+from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.null_projection import ProjectedNullCells
 from samark.schemes.samark.statistics import (
     STATISTICS,
@@ -53,7 +54,8 @@ def _cached_null_pivots(
 class SAMarkDetector:
     """Detects SAMark watermarks made with ``key`` and ``embedder``.
 
-    Parameters mirror :class:`samark.schemes.samark.config.SAMarkConfig`'s detection fields.
+    Parameters mirror :class:`samark.schemes.samark.config.SAMarkConfig`'s detection fields,
+    and take their defaults from it (one default for each setting).
     """
 
     def __init__(
@@ -61,13 +63,13 @@ class SAMarkDetector:
         key: WatermarkKey,
         embedder: Embedder,
         *,
-        channels: int = 2,
-        kappa: float = 30.0,
-        tanh_detection: bool = True,
-        statistic: Statistic = "z",
-        n_null: int = 999,
-        null_seed: int = 0,
-        alpha: float = 0.01,
+        channels: int = SAMarkConfig.channels,
+        kappa: float = SAMarkConfig.kappa,
+        tanh_detection: bool = SAMarkConfig.tanh_detection,
+        statistic: Statistic = SAMarkConfig.statistic,
+        n_null: int = SAMarkConfig.n_null,
+        null_seed: int = SAMarkConfig.null_seed,
+        alpha: float = SAMarkConfig.alpha,
         centring: NeighbourCentring | None = None,
         cells: int = 0,
         null_draws: str = "full",
@@ -125,6 +127,35 @@ class SAMarkDetector:
             self.null_cell_draws = NullCellDraws(
                 self._law, n_null, embedder.dim, cells, channels, null_seed
             )
+
+    @classmethod
+    def of_config(
+        cls,
+        key: WatermarkKey,
+        embedder: Embedder,
+        config: SAMarkConfig,
+        *,
+        cells: int,
+        centring: NeighbourCentring | None = None,
+    ) -> SAMarkDetector:
+        """The detector of ``config``'s detection fields, with its keyed ``cells``
+        resolved (the scheme's default where the config leaves them out) and its null
+        draws the key's where the config names none."""
+        return cls(
+            key,
+            embedder,
+            channels=config.channels,
+            kappa=config.kappa,
+            tanh_detection=config.tanh_detection,
+            statistic=config.statistic,
+            n_null=config.n_null,
+            null_seed=config.null_seed,
+            alpha=config.alpha,
+            cells=cells,
+            null_draws=key.samark.null_draws if config.null_draws is None else config.null_draws,
+            null_stop=config.null_stop,
+            centring=centring,
+        )
 
     def __repr__(self) -> str:
         return (

@@ -34,8 +34,8 @@ a few thousand outputs) and ``combine="both"`` where a forgery is the threat
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Literal, cast
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
 from scipy.stats import norm
@@ -58,6 +58,7 @@ from samark.schemes.base import (
     SharedResources,
     Watermark,
     register_scheme,
+    require_key,
     split_params,
 )
 from samark.schemes.samark.config import SAMarkConfig
@@ -135,6 +136,9 @@ class SAMarkLayered(SAMark):
     """
 
     name = "samark-layered"
+    #: not the paper's scheme: its experiment rows were always scored with scan, the
+    #: product's default, so its "paper" preset changes nothing
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
 
     def __init__(
         self,
@@ -171,21 +175,17 @@ class SAMarkLayered(SAMark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> SAMarkLayered:
         """SAMark's parameters, the token layer's (``gamma``, ``delta``, ``context``) and
-        ``combine``/``contradiction``; the semantic layer's statistic is ``scan`` unless
-        named (it must survive dilution), and its candidates ``DEFAULT_CANDIDATES``."""
+        ``combine``/``contradiction``; its candidates ``DEFAULT_CANDIDATES`` unless named."""
         params = dict(params)
         config = params.pop("config", None)
         if config is None:
             params.setdefault("candidates", DEFAULT_CANDIDATES)
         token, params = split_params(TokenLayerConfig, params)
-        explicit = "statistic" in params or config is not None
         built, rest = samark_config_from_params(shared, config, params)
-        if not explicit:
-            built = built.replace(statistic="scan")
-        return cls(key, config=built, token=token, **rest)
+        return cls(require_key(cls.name, key), config=built, token=token, **rest)
 
     @classmethod
     def default_cells(cls, key: WatermarkKey) -> int:
@@ -217,6 +217,13 @@ class SAMarkLayered(SAMark):
         tokenize = generator_tokenizer(self._generator_path)
         ids = tokenize(text.strip(), add_special_tokens=False)["input_ids"]
         return [int(i) for i in ids]
+
+    def evidence(self, detection: Detection) -> dict[str, object]:
+        """``sentence_layers``: each sentence's part in each layer
+        (:func:`~samark.schemes.samark.layered_evidence.sentence_layers`)."""
+        from samark.schemes.samark.layered_evidence import sentence_layers
+
+        return {"sentence_layers": sentence_layers(self, detection)}
 
     def detect(self, text: str) -> Detection:
         return self.combine_layers(self.detector.detect(text), text)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from scipy.special import ndtr
@@ -17,7 +17,13 @@ from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, RowOptions, engine_abilities
-from samark.schemes.base import RingScoring, SharedResources, Watermark, register_scheme
+from samark.schemes.base import (
+    RingScoring,
+    SharedResources,
+    Watermark,
+    register_scheme,
+    require_key,
+)
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, pool_reference, select
@@ -35,6 +41,8 @@ class SAMark(SentenceLevelWatermark):
     """
 
     name = "samark"
+    #: the paper's experiments detect with its z (Alg. 2); the product's default is scan
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {"statistic": "z"}}
 
     def __init__(
         self,
@@ -54,22 +62,12 @@ class SAMark(SentenceLevelWatermark):
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
         if sampler is not None:
             _check_engine(sampler, c)
-        self.detector = SAMarkDetector(
-            key,
-            self.embedder,
-            channels=c.channels,
-            kappa=c.kappa,
-            tanh_detection=c.tanh_detection,
-            statistic=c.statistic,
-            n_null=c.n_null,
-            null_seed=c.null_seed,
-            alpha=c.alpha,
-            cells=cells,
-            null_draws=key.samark.null_draws if c.null_draws is None else c.null_draws,
-            null_stop=c.null_stop,
-            centring=None
-            if c.centring is None
-            else NeighbourCentring.load(c.centring, fingerprint=self.embedder.identity.fingerprint),
+        centring = None
+        if c.centring is not None:
+            fingerprint = self.embedder.identity.fingerprint
+            centring = NeighbourCentring.load(c.centring, fingerprint=fingerprint)
+        self.detector = SAMarkDetector.of_config(
+            key, self.embedder, c, cells=cells, centring=centring
         )
 
     @classmethod
@@ -88,11 +86,11 @@ class SAMark(SentenceLevelWatermark):
 
     @classmethod
     def from_params(
-        cls, key: Any, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
     ) -> SAMark:
         params = dict(params)
         built, rest = samark_config_from_params(shared, params.pop("config", None), params)
-        return cls(key, config=built, **rest)
+        return cls(require_key(cls.name, key), config=built, **rest)
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
