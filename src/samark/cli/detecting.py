@@ -48,11 +48,11 @@ from samark.cli.loading import (
 )
 from samark.cli.long_text import check_intake, embedded_with_progress
 from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
+from samark.cli.one_text import detect_one_text
 from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
-from samark.provenance.c2pa_manifest import read_manifest, strip_manifest
 from samark.text import counted
 from samark.verdict import MarkEvidence, RecordEvidence, verdict
 
@@ -230,7 +230,7 @@ class DetectRequest:
         assert given is not None
         verifier = manifest_verifier(list(self.c2pa_trust))
         with embedded_with_progress(embedder if self.long else None, sentences):
-            _detect_text(detector, given.text, self.details, provenance, verifier)
+            detect_one_text(detector, given.text, self.details, provenance, verifier)
 
     def _on_ray(self) -> int:
         assert self.source is not None and self.out_dir is not None and self.ray is not None
@@ -332,46 +332,6 @@ def _check_ray_source(source: Path) -> None:
         raise fail("--ray reads a .jsonl or .parquet file, or a folder of Parquet files")
     if not source.exists():
         raise fail(f"{source}: no such file or folder")
-
-
-def _detect_text(
-    scheme: RingDetector, text: str, details: bool, provenance: Any = None, verifier: Any = None
-) -> NoReturn:
-    """Detect with ``scheme`` (a key or keyring) in one text; exits 0 if watermarked, 1 if
-    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field).
-    A C2PA manifest is checked (``manifest``), then removed: the mark and the record never
-    see it."""
-    manifest = read_manifest(text, verifier)
-    text = strip_manifest(text)
-    try:
-        result = scheme.detect(text)
-        report = None if provenance is None else provenance.check(text)
-    except SamarkError as exc:
-        raise fail(str(exc)) from None
-    out = result.to_dict(details=details)
-    if report is not None:
-        out["provenance"] = report.to_dict()
-    out["manifest"] = manifest.to_dict()
-    found = verdict(
-        result.mark_evidence(),
-        None if report is None else RecordEvidence.of_report(out["provenance"]),
-        manifest.state,
-    )
-    told = report is not None or manifest.state != "none"
-    if told:  # with a record or a manifest, every layer as one conclusion
-        out["verdict"] = found.to_dict()
-    typer.echo(json.dumps(out, ensure_ascii=False))
-    words = result.describe()
-    if result.is_watermarked:  # the mark's decision in bold green
-        words = "[bold green]watermarked[/]" + words.removeprefix("watermarked")
-    err.print(words, soft_wrap=True)
-    if report is not None:
-        err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
-    if manifest.state != "none":
-        err.print(manifest.describe(), highlight=False, soft_wrap=True)
-    if told:
-        err.print(f"[bold]{found.headline}[/]: {found.conclusion}", highlight=False, soft_wrap=True)
-    raise typer.Exit(0 if result.is_watermarked else 1)
 
 
 def _detect_file(

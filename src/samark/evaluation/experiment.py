@@ -11,15 +11,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import tomllib
 
 from samark.embed import LEGACY_AVOIDED_DOMAINS
 from samark.errors import SamarkError
-
-if TYPE_CHECKING:
-    from samark.schemes.catalog import SchemeInfo
 
 KEY_KINDS = ("secret", "public")
 
@@ -95,16 +92,9 @@ class SchemeSpec:
     def fingerprint_at(self, revision: int) -> str:
         """The fingerprint this row had (or has) with its scheme at ``revision``: where a
         revised row's earlier records are found."""
-        from samark.schemes.base import scheme_info
+        from samark.evaluation.fingerprints import row_fingerprint
 
-        parts: list[Any] = [self.name, fingerprint_params(self.params, scheme_info(self.name))]
-        if revision:
-            parts.append({"revision": revision})
-        if self.pivot_space is not None:
-            parts.append({"pivot_space": self.pivot_space})
-        parts += [] if self.preset == "paper" else [{"preset": self.preset}]
-        blob = json.dumps(parts, sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return row_fingerprint(self.name, self.params, revision, self.pivot_space, self.preset)
 
     @property
     def writes(self) -> bool:
@@ -116,21 +106,6 @@ class SchemeSpec:
     def texts_owner(self) -> tuple[str, str]:
         """(label, fingerprint) of the row whose generations and attacks this row scores."""
         return self.owner or (self.label, self.fingerprint)
-
-
-def fingerprint_params(params: dict[str, Any], info: SchemeInfo) -> dict[str, Any]:
-    """A row's parameters as its fingerprint sees them, across the scheme's changed
-    defaults (``SchemeInfo.changed_defaults``): a row that names a field's old default is
-    the row that once left it out (its records stay found), and a row that leaves it out
-    now takes the new default, so it names it (its old records, written under the old
-    default, are not its own)."""
-    out = dict(params)
-    for name, old, new in info.changed_defaults:
-        if name not in out:
-            out[name] = new
-        elif out[name] == old:
-            del out[name]
-    return out
 
 
 @dataclass(frozen=True)

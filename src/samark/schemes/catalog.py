@@ -56,7 +56,7 @@ class SchemeInfo:
     #: defaults changed since experiments began, as (field, old, new): an experiment row
     #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
     #: that names the old one keeps the records it had when it left it out
-    #: (``samark.evaluation.experiment.fingerprint_params``)
+    #: (``samark.evaluation.fingerprints.fingerprint_params``)
     changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
 
     def option(self, name: str) -> SchemeOption | None:

@@ -1,0 +1,55 @@
+"""``samark detect`` on one text: the mark, the record and the C2PA manifest, told as JSON
+on stdout and in words on stderr, with one verdict where more than the mark was read."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, NoReturn
+
+import typer
+
+from samark.cli.common import err, fail
+from samark.detection.ring_detector import RingDetector
+from samark.errors import SamarkError
+from samark.provenance.c2pa_manifest import read_manifest, strip_manifest
+from samark.verdict import RecordEvidence, verdict
+
+
+def detect_one_text(
+    scheme: RingDetector, text: str, details: bool, provenance: Any = None, verifier: Any = None
+) -> NoReturn:
+    """Detect with ``scheme`` (a key or keyring) in one text; exits 0 if watermarked, 1 if
+    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field).
+    A C2PA manifest is checked (``manifest``), then removed: the mark and the record never
+    see it."""
+    manifest = read_manifest(text, verifier)
+    text = strip_manifest(text)
+    try:
+        result = scheme.detect(text)
+        report = None if provenance is None else provenance.check(text)
+    except SamarkError as exc:
+        raise fail(str(exc)) from None
+    out = result.to_dict(details=details)
+    if report is not None:
+        out["provenance"] = report.to_dict()
+    out["manifest"] = manifest.to_dict()
+    found = verdict(
+        result.mark_evidence(),
+        None if report is None else RecordEvidence.of_report(out["provenance"]),
+        manifest.state,
+    )
+    told = report is not None or manifest.state != "none"
+    if told:  # with a record or a manifest, every layer as one conclusion
+        out["verdict"] = found.to_dict()
+    typer.echo(json.dumps(out, ensure_ascii=False))
+    words = result.describe()
+    if result.is_watermarked:  # the mark's decision in bold green
+        words = "[bold green]watermarked[/]" + words.removeprefix("watermarked")
+    err.print(words, soft_wrap=True)
+    if report is not None:
+        err.print(f"record: {report.summary()}", highlight=False, soft_wrap=True)
+    if manifest.state != "none":
+        err.print(manifest.describe(), highlight=False, soft_wrap=True)
+    if told:
+        err.print(f"[bold]{found.headline}[/]: {found.conclusion}", highlight=False, soft_wrap=True)
+    raise typer.Exit(0 if result.is_watermarked else 1)
