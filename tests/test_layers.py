@@ -13,12 +13,13 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "samark"
 #: docs/architecture.md's floors: room (a module or package of ``samark``) -> floor
 FLOORS: dict[str, int] = {
     **dict.fromkeys(["errors", "text", "segment", "detection_result", "token_layer"], 1),
-    **dict.fromkeys(["keys", "models", "registry", "openai_client"], 2),
+    **dict.fromkeys(["keys", "models", "registry", "openai_client", "intake", "verdict"], 2),
     **dict.fromkeys(["embed", "datasets", "sampling", "provenance"], 3),
     "schemes": 4,
     **dict.fromkeys(["detection", "testing"], 5),
     **dict.fromkeys(["serving", "evaluation"], 6),
-    "cli": 7,
+    # the command line, and the adapters for other toolkits (MarkLLM)
+    **dict.fromkeys(["cli", "integrations"], 7),
     # the package's front door and ``python -m samark``: above every room
     **dict.fromkeys(["__init__", "__main__"], 8),
 }
