@@ -159,10 +159,11 @@ def eval_adopt(
     row: Annotated[str, typer.Option(help="The row's label in --from.")],
     as_row: Annotated[str, typer.Option("--as", help="The row's label in RUN_DIR's experiment.")],
 ) -> None:
-    """Hand a row's records to another row that is the same configuration under another
-    name or fingerprint (a default changed: the row that now takes it holds what a row
-    that named it wrote). Refused unless both rows build the same scheme with the run's
-    key; nothing is overwritten."""
+    """Hand a row's records to another row of the same configuration.
+
+    For a changed default: the row that now takes it holds what a row that named it
+    wrote. Refused unless both rows build the same scheme with the run's key; nothing is
+    overwritten."""
     _need_eval_extra()
     from samark.evaluation.experiment import Experiment
     from samark.evaluation.runner import Run

@@ -36,7 +36,7 @@ def detect_one_text(
     found = verdict(
         result.mark_evidence(),
         None if report is None else RecordEvidence.of_report(out["provenance"]),
-        manifest.state,
+        None if manifest.state == "none" else manifest.state,
     )
     told = report is not None or manifest.state != "none"
     if told:  # with a record or a manifest, every layer as one conclusion
