@@ -27,16 +27,20 @@ def test_subset_sum_distribution_matches_enumeration() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "params"),
-    [("semstamp", {}), ("k-semstamp", {"clusters": 4, "fit_sentences": 300})],
+    ("name", "params", "seed"),
+    # k-semstamp's seed: 3 accepted no sentence after the first once punkt kept initials
+    # together (its 300 fitting sentences split differently); 4-8 each accept 1-2
+    [("semstamp", {}, 3), ("k-semstamp", {"clusters": 4, "fit_sentences": 300}, 4)],
 )
 @pytest.mark.slow
-def test_every_accepted_sentence_lands_in_a_valid_region(name, params, mpnet, mpnet_key) -> None:
+def test_every_accepted_sentence_lands_in_a_valid_region(
+    name, params, seed, mpnet, mpnet_key
+) -> None:
     scheme = create_scheme(
         name, key=mpnet_key, embedder=mpnet, max_trials=32, max_sentence_tokens=40, **params
     )
     assert isinstance(scheme, SemStamp)
-    g = scheme.generate(PROMPT, max_new_sentences=3, seed=3)  # two sentences to accept
+    g = scheme.generate(PROMPT, max_new_sentences=3, seed=seed)  # two sentences to accept
     assert len(g.sentences) == 3 and g.tokens_sampled > g.output_tokens
     matched_after_first = sum(st["kind"] == "matched" for st in g.steps[1:])
     assert matched_after_first >= 1  # the check below is not vacuous
