@@ -41,8 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.studies import prefix_pruning as pp
-from benchmarks.studies.cell_aware_replay import contexts, hard_filters
-from benchmarks.studies.stop_replay import Draw
+from benchmarks.studies.stop_replay import Draw, prepared
 from samark.schemes.samark.config import SAMarkConfig
 
 PLAIN = (4, 8, 16, 32)
@@ -93,23 +92,12 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from samark.embed import load_embedder, new_key
+    from samark.embed import new_key
     from samark.schemes.samark.cells import key_cells
 
     c = SAMarkConfig()
     t0 = time.perf_counter()
-    steps = pp.load_steps(args.prompts)
-    pp.tokenize(steps)
-    texts = [t for s in steps for t in s.texts]
-    lengths = np.array([len(ids) for s in steps for ids in s.tokens], dtype=float)
-    embedder = load_embedder("all-mpnet-base-v2")
-    full = pp.embed_all(embedder, texts, "full candidates")
-    bounds = pp.add_diversity(steps, full)
-    ctx = contexts(steps, full, bounds, c.ngram_n)
-    hard = hard_filters(steps, full, bounds, ctx, c)
-    context_terms = np.concatenate(
-        [c.lambda_div * s.diversity + c.lambda_nov * s.novelty for s in steps]
-    )
+    steps, texts, lengths, embedder, full, bounds, hard, context_terms = prepared(args.prompts, c)
     by_prompt: dict[int, list[int]] = {}
     for i, s in enumerate(steps):
         by_prompt.setdefault(s.prompt, []).append(i)

@@ -127,6 +127,27 @@ class Draw:
         return stop_prefix(d, np.array(n_matched), np.array(n_saturated))
 
 
+def prepared(prompts: int, c: SAMarkConfig) -> tuple[Any, ...]:
+    """The recorded steps of ``prompts`` prompts made ready for a replay: (steps, their
+    complete candidates' texts, token lengths, the embedder, unit embeddings, the steps'
+    bounds, the hard filters' verdicts, the context terms of the selection score)."""
+    from samark.embed import load_embedder
+
+    steps = pp.load_steps(prompts)
+    pp.tokenize(steps)
+    texts = [t for s in steps for t in s.texts]
+    lengths = np.array([len(ids) for s in steps for ids in s.tokens], dtype=float)
+    embedder = load_embedder("all-mpnet-base-v2")
+    full = pp.embed_all(embedder, texts, "full candidates")
+    bounds = pp.add_diversity(steps, full)
+    ctx = contexts(steps, full, bounds, c.ngram_n)
+    hard = hard_filters(steps, full, bounds, ctx, c)
+    context_terms = np.concatenate(
+        [c.lambda_div * s.diversity + c.lambda_nov * s.novelty for s in steps]
+    )
+    return steps, texts, lengths, embedder, full, bounds, hard, context_terms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prompts", type=int, default=20, help="of the 40 recorded")
@@ -139,23 +160,12 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from samark.embed import load_embedder, new_key
+    from samark.embed import new_key
     from samark.schemes.samark.cells import key_cells
 
     c = SAMarkConfig()
     t0 = time.perf_counter()
-    steps = pp.load_steps(args.prompts)
-    pp.tokenize(steps)
-    texts = [t for s in steps for t in s.texts]
-    lengths = np.array([len(ids) for s in steps for ids in s.tokens], dtype=float)
-    embedder = load_embedder("all-mpnet-base-v2")
-    full = pp.embed_all(embedder, texts, "full candidates")
-    bounds = pp.add_diversity(steps, full)
-    ctx = contexts(steps, full, bounds, c.ngram_n)
-    hard = hard_filters(steps, full, bounds, ctx, c)
-    context_terms = np.concatenate(
-        [c.lambda_div * s.diversity + c.lambda_nov * s.novelty for s in steps]
-    )
+    steps, texts, lengths, embedder, full, bounds, hard, context_terms = prepared(args.prompts, c)
     print(
         f"{len(steps)} steps, {len(texts)} complete candidates; ready in "
         f"{time.perf_counter() - t0:.0f} s",
