@@ -337,3 +337,37 @@ def test_served_completions_carry_a_manifest_and_the_mark_survives_an_edit(
         assert status == 200, said
         content = said["choices"][0]["message"]["content"]
         assert strip_manifest(content) and verifier.check(content).state == "intact"
+
+
+def test_record_files_score_the_text_without_its_manifest(signer, mpnet_key, tmp_path) -> None:
+    """``samark detect FILE.jsonl``: a record whose text carries a manifest gets the p-value
+    of its text without it (the records path removes it as ``detect`` on one text does)."""
+    mpnet_key.save(tmp_path / "k.key")
+    signed = signer.sign(TEXT, model="m", key_id=mpnet_key.key_id)
+    source = tmp_path / "texts.jsonl"
+    source.write_text(
+        "\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate([TEXT, signed])) + "\n"
+    )
+    given = ["detect", str(source), "--key", str(tmp_path / "k.key"), "--scheme", "kgw"]
+    result = CliRunner().invoke(app, given)
+    assert result.exit_code == 1, result.output  # 1: no record is marked at p < 0.01
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [r["id"] for r in rows] == [0, 1]
+    assert rows[0]["p_value"] is not None and "error" not in rows[0]
+    assert rows[1]["p_value"] == rows[0]["p_value"]
+    assert rows[1]["n_units"] == rows[0]["n_units"]
+    assert rows[1]["text"] == signed  # the record itself is left as it was
+
+
+def test_ray_batches_score_the_text_without_its_manifest(signer, mpnet_key, tmp_path) -> None:
+    """The ``--ray`` path's per-batch detector (called here on a pandas batch, as Ray Data
+    calls it, without starting Ray) removes a manifest before scoring too."""
+    pd = pytest.importorskip("pandas")
+    from samark.detection.ray import _ActorDetector
+
+    mpnet_key.save(tmp_path / "k.key")
+    detector = _ActorDetector(str(tmp_path / "k.key"), None, "kgw", "text", {}, 1)
+    signed = signer.sign(TEXT, model="m", key_id=mpnet_key.key_id)
+    batch = detector(pd.DataFrame({"text": [TEXT, signed]}))
+    assert batch["p_value"][0] == batch["p_value"][1]
+    assert batch["n_units"][0] == batch["n_units"][1]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from samark.errors import SamarkError
+from samark.provenance.c2pa_manifest import strip_manifest
 
 Record = dict[str, Any]
 Advance = Callable[[int], None]
@@ -125,7 +126,9 @@ def detect_records(
     chunk: int = DEFAULT_CHUNK,
 ) -> Iterator[Record]:
     """Each record with its detection fields added (``p_value``, ``is_watermarked``, ...),
-    or an ``error`` field; in input order, ``chunk`` records embedded at a time."""
+    or an ``error`` field; in input order, ``chunk`` records embedded at a time. A C2PA
+    manifest in a text is removed before scoring, as ``samark detect`` and ``/v1/detect``
+    remove it: the mark never sees it."""
     if chunk < 1:
         raise ValueError("chunk must be >= 1")
     it = iter(records)
@@ -136,7 +139,7 @@ def detect_records(
                 continue
             text = record.get(field)
             if isinstance(text, str):
-                todo.append((record, text))
+                todo.append((record, strip_manifest(text)))
             else:
                 record["error"] = no_text_field(field)
         results = scheme.detect_many([text for _, text in todo])
