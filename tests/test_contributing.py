@@ -174,3 +174,62 @@ def test_a_catalog_entry_whose_module_registers_nothing_says_so(monkeypatch) -> 
     monkeypatch.setitem(CATALOG, "misfiled", "samark.evaluation.attacks.shuffle")
     with pytest.raises(SamarkError, match=r"misfiled.*shuffle, which registers no attack"):
         create_attack("misfiled")
+
+
+@pytest.mark.slow
+def test_the_layered_scheme_walk_through(
+    tmp_path, monkeypatch, mpnet, smollm2, served_app, post_json
+) -> None:
+    """``layered-both`` from the page: one file in ``schemes/`` and one catalog entry, and
+    every door (Python, ``samark detect``, a keyring of one, ``/v1/detect``) gives its
+    p-value, which is the larger of its two layers' (not the layered mark's Fisher)."""
+    import json
+
+    pytest.importorskip("fastapi", reason="serving needs samark[server]")
+    from samark.cli import app
+    from samark.keys import WatermarkKey
+    from samark.keys.keyring import Keyring
+    from samark.schemes import create_scheme
+    from samark.schemes.catalog import _SAMARK_CAPABILITIES, CATALOG, SchemeInfo
+    from samark.serving import ServerConfig, ServeSettings, create_app
+
+    first = "# src/samark/schemes/layered_both.py"
+    code = _block(first)
+    entry = _block("# src/samark/schemes/catalog.py: one layered entry").splitlines()[1]
+    names = {"_S": "samark.schemes.", "SchemeInfo": SchemeInfo}
+    ((path, info),) = eval(entry, {**names, "_SAMARK_CAPABILITIES": _SAMARK_CAPABILITIES})
+    assert path == first.removeprefix("# src/").removesuffix(".py").replace("/", ".")
+    assert path.startswith("samark.schemes.")  # the scheme's file lives in schemes/
+    module = _as_module(tmp_path, monkeypatch, code, "layered_both")
+    monkeypatch.setitem(CATALOG, info.name, (module, info))
+
+    text = (
+        "The council approved the budget on Tuesday after a long debate. Residents had "
+        "asked for more money for parks and libraries. The mayor said the plan balances "
+        "those needs."
+    )
+    key = WatermarkKey(b"contributing-layered-walk-key-01", mpnet.identity)
+    key.save(tmp_path / "k.key")
+    ring = Keyring.create(tmp_path / "ring", mpnet.identity)
+    ring.add(key, "only")
+    in_python = create_scheme("layered-both", key=key).detect(text)
+    details = in_python.details or {}
+    assert in_python.p_value == max(details["p_semantic"], details["p_token"])
+    fisher = create_scheme("samark-layered", key=key).detect(text)
+    assert fisher.p_value != in_python.p_value  # a variant, not the layered mark again
+
+    runner = CliRunner()
+    given = ["--scheme", "layered-both"]
+    by_key = runner.invoke(app, ["detect", text, "--key", str(tmp_path / "k.key"), *given])
+    by_ring = runner.invoke(app, ["detect", text, "--keyring", str(tmp_path / "ring"), *given])
+    assert by_key.exit_code in (0, 1) and by_ring.exit_code in (0, 1), by_key.output
+    access = ServeSettings(tokens=frozenset({"walk-token-0123456789abcdef0"}))
+    config = ServerConfig(key=tmp_path / "k.key", scheme="layered-both", access=access)
+    with served_app(create_app(config)) as base:
+        status, served = post_json(base, "/v1/detect", {"text": text}, next(iter(access.tokens)))
+    assert status == 200, served
+    answers = [
+        json.loads(by_key.stdout.splitlines()[0]),
+        json.loads(by_ring.stdout.splitlines()[0]),
+    ]
+    assert [a["p_value"] for a in [*answers, served]] == [in_python.p_value] * 3
