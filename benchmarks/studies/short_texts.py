@@ -12,7 +12,7 @@ sentence is embedded once for all variants (``Embedder.remembering``).
     python -m benchmarks.studies.short_texts experiments/runs/default \\
         -o docs/results/2026-12-05-short-texts/short_texts.jsonl
     python -m benchmarks.studies.short_texts \\
-        --table docs/results/2026-12-05-short-texts/short_texts.jsonl
+        --table docs/results/2026-12-05-short-texts/short_texts.jsonl.gz
 """
 
 from __future__ import annotations
@@ -99,7 +99,10 @@ def run(run_dir: Path, sentences: int, out: Path) -> None:
 
 
 def table(path: Path) -> str:
-    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    import gzip
+
+    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    recs = [json.loads(line) for line in raw.decode().splitlines()]
     variants = list(dict.fromkeys(r["variant"] for r in recs))
     cols = [(row, attack) for row in ROWS for attack in ("none", *ATTACKS)]
     head = ["detector", *[f"{r} {a}" for r, a in cols], "human FPR (95% CI)"]
