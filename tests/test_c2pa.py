@@ -261,6 +261,36 @@ def test_detect_reports_the_manifest_and_scores_the_text_without_it(
     assert found[0]["n_units"] == found[1]["n_units"]
 
 
+def test_record_files_and_ray_batches_score_the_text_without_its_manifest(
+    signer, mpnet, mpnet_key, tmp_path
+) -> None:
+    """A file of records (JSONL, with --record) and a Ray actor's batch: a signed text
+    scores as the same text unsigned, to the last digit, and every sentence of it is found
+    served verbatim in the record; the record's own field is written back as it came."""
+    pd = pytest.importorskip("pandas")
+    from samark.detection.ray import _ActorDetector
+    from samark.provenance import ProvenanceRecord
+
+    key_file = mpnet_key.save(tmp_path / "k.key")
+    url = f"sqlite:///{tmp_path}/record.db"
+    with ProvenanceRecord.open(url, mpnet_key, mpnet) as record:
+        record.record_text(TEXT)
+    signed = signer.sign(TEXT, model="m", key_id=mpnet_key.key_id)
+    source = tmp_path / "texts.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in (TEXT, signed)))
+    given = ["detect", str(source), "--key", str(key_file), "--scheme", "kgw", "--record", url]
+    result = CliRunner().invoke(app, given)
+    assert result.exit_code in (0, 1), result.output
+    plain, sealed = (json.loads(line) for line in result.stdout.splitlines())
+    assert sealed["text"] == signed  # the field as it came, the manifest kept
+    assert sealed["p_value"] == plain["p_value"] and sealed["n_units"] == plain["n_units"]
+    assert plain["provenance"]["served"] == sealed["provenance"]["served"] == 3
+    actor = _ActorDetector(str(key_file), None, "kgw", "text", {}, 1)
+    batch = actor(pd.DataFrame({"text": [TEXT, signed]}))
+    assert batch["p_value"][0] == batch["p_value"][1] == plain["p_value"]
+    assert batch["text"][1] == signed
+
+
 @pytest.mark.slow
 def test_generate_signs_its_text(signer, verifier, pki, mpnet_key, tmp_path) -> None:
     """``samark generate --c2pa-cert --c2pa-key``: the text printed (and the JSON's) ends

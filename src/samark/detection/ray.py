@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from samark.detection.record_files import no_text_field, result_columns
+from samark.provenance.c2pa_manifest import strip_manifest
 
 _DTYPES = {
     "p_value": "Float64",
@@ -63,7 +64,8 @@ class _ActorDetector:
         import pandas as pd
 
         values = list(batch[self.field])
-        texts = [v if isinstance(v, str) else "" for v in values]
+        # a C2PA manifest is never scored (the column itself is left as it was)
+        texts = [strip_manifest(v) if isinstance(v, str) else "" for v in values]
         columns = result_columns(self.detector.detect_many(texts), ring=self.ring)
         for i, v in enumerate(values):
             if not isinstance(v, str):
