@@ -217,6 +217,17 @@ def test_a_forged_or_damaged_manifest_is_unverifiable(signer, verifier, pki) -> 
     assert verifier.check(strip_manifest(signed) + forged[len(TEXT) :]).state == "unverifiable"
 
 
+def test_the_cai_library_still_cannot_read_text() -> None:
+    """Why the manifest declares no exclusion range (docs/compliance.md): the CAI library
+    checks a declared range against the wrapper's place, which it can find only with a
+    text/plain handler. The day a c2pa-python release has one, this fails: sign with the
+    range declared (docs/results/2026-12-05-c2pa-exclusion, form B) and update the docs."""
+    import c2pa
+
+    assert "text/plain" not in c2pa.Reader.get_supported_mime_types()
+    assert "text/plain" not in c2pa.Builder.get_supported_mime_types()
+
+
 def test_a_bad_certificate_or_key_is_a_clear_error(signer, pki, tmp_path, mpnet_key) -> None:
     with pytest.raises(ManifestError, match="does not belong"):
         ManifestSigner.from_files(pki["operator"]["chain"], pki["forger"]["key"])
