@@ -311,7 +311,17 @@
     if (result.payload !== undefined && result.payload !== null) add("Payload", String(result.payload));
     add("Length", `${result.n_units} ${result.unit}${result.n_units === 1 ? "" : "s"}`);
     add("Scheme", String(result.scheme));
+    if (result.manifest) add("C2PA manifest", manifestWords(result.manifest));
     return dl;
+  }
+
+  // the text's C2PA manifest (samark.provenance.c2pa_manifest's four states), who signed it
+  function manifestWords(m) {
+    const by = m.signer ? ` by ${m.signer}${m.issuer ? ` (${m.issuer})` : ""}` : "";
+    if (m.state === "intact") return `intact, signed${by}: the text is exactly what was signed`;
+    if (m.state === "altered") return `signed${by}, but the text was edited after signing`;
+    if (m.state === "unverifiable") return `present${m.signer ? `, signed${by},` : ""} but unverifiable: ${m.detail}`;
+    return "none (never attached, or stripped)";
   }
 
   function when(time) {
