@@ -312,6 +312,16 @@ def test_an_edited_served_text_shows_which_sentences_were_served_edited_or_inser
     assert page.inner_text("details.requests li").endswith(
         f"sentences 1, 3, 5–{len(checked)} verbatim; sentence 2 as a close paraphrase"
     )
+    # how far the record sees through a light edit: the measured shares, in words
+    from samark.provenance.threshold import EDITED_FOUND
+
+    band = page.inner_text(".edited-band")
+    assert band.startswith("A light edit can hide a served sentence.")
+    assert "(cosine 0.905)" in band and band.endswith('the others read "not served".')
+    shares = EDITED_FOUND["all-mpnet-base-v2"]
+    assert f"finds {round(shares['word-s-5'] * 100)}% of the served sentences changed" in band
+    for kind in ("word-s-15", "word-d-5", "word-d-15"):
+        assert f"{round(shares[kind] * 100)}%" in band, kind
     if os.environ.get("SAMARK_PAGE_SCREENSHOT"):
         _save_screenshot(page, Path(os.environ["SAMARK_PAGE_SCREENSHOT"]))
 
