@@ -203,10 +203,7 @@ def measure(args: argparse.Namespace) -> None:
     from samark.provenance.sqlite_store import SqliteStore
 
     size = args.size
-    hay = Haystack(args.out, size, args.seed)
-    rows = hay.rows_file(args.out)
     db = args.out / f"record-index-{size}.db"
-    result: dict[str, Any] = {"stage": "record-index", **hay.describe(size)}
     if args.reuse:  # re-measure a built record: never fill or build, and say if it is whole
         index_file = db.with_name(db.name + ".index")
         if not db.exists() or not index_file.exists():
@@ -214,6 +211,10 @@ def measure(args: argparse.Namespace) -> None:
         with SqliteStore(str(db), None) as store:
             if store.count() != size:
                 raise SystemExit(f"--reuse: {db} holds {store.count():,} rows, not {size:,}")
+    hay = Haystack(args.out, size, args.seed)
+    rows = hay.rows_file(args.out)
+    result: dict[str, Any] = {"stage": "record-index", **hay.describe(size)}
+    if args.reuse:
         result["reused"] = True
     if not db.exists():
         result["fill_s"] = round(fill(db, hay, size), 1)
