@@ -28,6 +28,9 @@ Needs ``pip install 'samark[record-index]'`` and the study's ``prepare`` output
     OMP_NUM_THREADS=1 python -m benchmarks.record_index --out record-at-scale --size 200000 --edited
     OMP_NUM_THREADS=1 python -m benchmarks.record_index --out record-at-scale --size 10000000 \\
         --edited --exact-queries 0
+    # again on the built record, to re-take latency in a quiet window (no fill, no build)
+    OMP_NUM_THREADS=1 python -m benchmarks.record_index --out record-at-scale --size 10000000 \\
+        --edited --exact-queries 0 --reuse
 """
 
 from __future__ import annotations
@@ -200,10 +203,19 @@ def measure(args: argparse.Namespace) -> None:
     from samark.provenance.sqlite_store import SqliteStore
 
     size = args.size
+    db = args.out / f"record-index-{size}.db"
+    if args.reuse:  # re-measure a built record: never fill or build, and say if it is whole
+        index_file = db.with_name(db.name + ".index")
+        if not db.exists() or not index_file.exists():
+            raise SystemExit(f"--reuse: {db} or its index is missing; run without --reuse")
+        with SqliteStore(str(db), None) as store:
+            if store.count() != size:
+                raise SystemExit(f"--reuse: {db} holds {store.count():,} rows, not {size:,}")
     hay = Haystack(args.out, size, args.seed)
     rows = hay.rows_file(args.out)
-    db = args.out / f"record-index-{size}.db"
     result: dict[str, Any] = {"stage": "record-index", **hay.describe(size)}
+    if args.reuse:
+        result["reused"] = True
     if not db.exists():
         result["fill_s"] = round(fill(db, hay, size), 1)
     index_file = db.with_name(db.name + ".index")
@@ -286,7 +298,15 @@ def main() -> None:
     )
     p.add_argument("--edited", action="store_true", help="also Word-S 15%% and Word-D 5%%")
     p.add_argument("--rebuild", action="store_true", help="build the index again")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="re-measure latency, recall and memory on the record and index already built "
+        "(refuses where either is missing or the record is not whole; nothing is filled)",
+    )
     args = p.parse_args()
+    if args.reuse and args.rebuild:
+        p.error("--reuse measures the index already built; --rebuild builds another")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     measure(args)
 

@@ -312,6 +312,16 @@ def test_an_edited_served_text_shows_which_sentences_were_served_edited_or_inser
     assert page.inner_text("details.requests li").endswith(
         f"sentences 1, 3, 5–{len(checked)} verbatim; sentence 2 as a close paraphrase"
     )
+    # how far the record sees through a light edit: the measured shares, in words
+    from samark.provenance.threshold import EDITED_FOUND
+
+    band = page.inner_text(".edited-band")
+    assert band.startswith("A light edit can hide a served sentence.")
+    assert "(cosine 0.905)" in band and band.endswith('the others read "not served".')
+    shares = EDITED_FOUND["all-mpnet-base-v2"]
+    assert f"finds {round(shares['word-s-5'] * 100)}% of the served sentences changed" in band
+    for kind in ("word-s-15", "word-d-5", "word-d-15"):
+        assert f"{round(shares[kind] * 100)}%" in band, kind
     if os.environ.get("SAMARK_PAGE_SCREENSHOT"):
         _save_screenshot(page, Path(os.environ["SAMARK_PAGE_SCREENSHOT"]))
 
@@ -900,3 +910,79 @@ def test_one_verdict_for_every_pair_of_mark_and_record_fits_a_phone(page, server
                 page.set_viewport_size({"width": 390, "height": 900})
                 page.wait_for_timeout(300)
                 _save_screenshot(page, Path(VERDICT_SHOTS) / f"{mark}.{record}-390.png", 390)
+
+
+@pytest.fixture(scope="module")
+def sealed(scheme, record, served_app, tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """A server that trusts the operator's C2PA root (a throwaway CA, as in test_c2pa),
+    with the record that served the marked text; the operator's signer and a forger's,
+    whose root the server does not trust."""
+    pytest.importorskip("c2pa", reason="C2PA manifests need samark[c2pa]")
+    pytest.importorskip("c2pa_text", reason="C2PA manifests need samark[c2pa]")
+    from samark.provenance.c2pa_manifest import ManifestSigner, ManifestVerifier
+    from test_c2pa import _pki
+
+    folder = tmp_path_factory.mktemp("page-pki")
+    pki = {who: _pki(folder, who) for who in ("operator", "forger")}
+    settings = ServeSettings(
+        tokens=frozenset({USER}),
+        admin_tokens=frozenset({ADMIN}),
+        c2pa_verifier=ManifestVerifier.from_files([pki["operator"]["root"]]),
+    )
+    with served_app(scheme_app(scheme, settings, record=record, count_tokens=_words)) as base:
+        yield {
+            "base": base,
+            **{who: ManifestSigner.from_files(p["chain"], p["key"]) for who, p in pki.items()},
+        }
+
+
+@pytest.mark.slow
+def test_each_manifest_case_reads_as_one_verdict_with_its_signer(
+    page, sealed, marked, mpnet_key
+) -> None:
+    """Issue 67's four cases, pasted as a person would, against a real server's C2PA
+    check: the manifest intact and the mark found; stripped, but the mark and the record
+    agree; present but one word edited; signed by a signer the server does not trust. The
+    conclusion opens with the manifest's part, the facts name the state and the signer,
+    and the page fits a phone in each case."""
+    signed = sealed["operator"].sign(marked, model="samark", key_id=mpnet_key.key_id)
+    word = next(w for w in marked.split()[len(marked.split()) // 2 :] if w.isalpha() and len(w) > 4)
+    cases = {
+        "intact": (signed, "Manifest intact and mark found.", "intact, signed by operator signer"),
+        "stripped": (
+            marked,
+            "Manifest stripped or never attached, but the mark and record agree.",
+            "none (never attached, or stripped)",
+        ),
+        "edited": (
+            signed.replace(word, "banana", 1),
+            "Manifest present, but the text was edited after signing.",
+            "signed by operator signer (operator signer Org), but the text was edited",
+        ),
+        "untrusted": (
+            sealed["forger"].sign(marked, model="samark", key_id=mpnet_key.key_id),
+            "Manifest unverifiable: its signer is not trusted.",
+            "signed by forger signer (forger signer Org), but unverifiable: the signer is not",
+        ),
+    }
+    page.goto(sealed["base"])
+    for name, (text, opening, fact) in cases.items():
+        page.set_viewport_size({"width": 900, "height": 1000})
+        _check(page, text, token=ADMIN)
+        box = page.locator(".one-verdict")
+        assert box.count() == 1 and box.get_attribute("data-mark") == "marked", name
+        assert box.locator(".verdict-conclusion").inner_text().startswith(opening), name
+        assert fact in _facts(page)["C2PA manifest"], name
+        if name == "stripped":
+            assert box.get_attribute("data-record") == "served"
+        # the manifest is not scored: the sentences shown are the text's, no wrapper in them
+        assert "\ufeff" not in page.inner_text(".report"), name
+        if VERDICT_SHOTS:
+            folder = Path(VERDICT_SHOTS)
+            folder.mkdir(parents=True, exist_ok=True)
+            _save_screenshot(page, folder / f"manifest-{name}-desktop.png")
+        _fits(page)
+        if VERDICT_SHOTS:
+            page.set_viewport_size({"width": 390, "height": 900})
+            page.wait_for_timeout(300)
+            _save_screenshot(page, Path(VERDICT_SHOTS) / f"manifest-{name}-390.png", 390)

@@ -501,6 +501,18 @@ def minilm_key(minilm) -> WatermarkKey:
     return WatermarkKey(b"samark-provenance-test-key-00000", minilm.identity)
 
 
+def test_the_edited_band_is_given_only_at_the_threshold_it_was_measured_at() -> None:
+    from samark.provenance.threshold import EDITED_FOUND, edited_found
+
+    band = edited_found("all-mpnet-base-v2", default_threshold("all-mpnet-base-v2"))
+    assert band == EDITED_FOUND["all-mpnet-base-v2"] and band
+    assert all(0.0 <= share <= 1.0 for share in band.values())
+    # a lighter edit is found at least as often as a heavier one of the same kind
+    assert band["word-s-5"] >= band["word-s-15"] and band["word-d-5"] >= band["word-d-15"]
+    assert edited_found("all-mpnet-base-v2", 0.95) is None  # another threshold: unmeasured
+    assert edited_found("all-minilm-l6-v2", default_threshold("all-minilm-l6-v2")) is None
+
+
 def test_paraphrases_match_and_unrelated_sentences_do_not(
     tmp_path, store_url, minilm, minilm_key
 ) -> None:
@@ -539,6 +551,7 @@ def test_paraphrases_match_and_unrelated_sentences_do_not(
     assert (out["served"], out["paraphrase"], out["not_served"]) == (1, 2, 3)
     assert out["sentences"][1]["match"]["request_id"] == request
     assert "1 of 6 sentences served verbatim, 2 edited" in report.summary()
+    assert "edited_found" not in out  # no share measured for MiniLM
     # no sentence text in the file: only keyed hashes and embeddings
     if url.startswith("sqlite"):
         raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())

@@ -53,6 +53,7 @@ from samark.cli.record import RecordOption, check_record_url, open_record
 from samark.detection.record_files import DEFAULT_CHUNK
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
+from samark.provenance.c2pa_manifest import strip_manifest
 from samark.text import counted
 from samark.verdict import MarkEvidence, RecordEvidence, verdict
 
@@ -371,7 +372,8 @@ def _detect_file(
                 if isinstance(record, UnreadableRecord) or record.get("error") in errors:
                     failed.append(number)
                 elif provenance is not None:
-                    report = record["provenance"] = provenance.check(record[field]).to_dict()
+                    body = strip_manifest(record[field])  # the record never sees a manifest
+                    report = record["provenance"] = provenance.check(body).to_dict()
                     said = verdict(MarkEvidence.of_answer(record), RecordEvidence.of_report(report))
                     record["verdict"] = said.to_dict()
                 typer.echo(json.dumps(record, ensure_ascii=False, default=str))

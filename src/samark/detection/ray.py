@@ -64,7 +64,7 @@ class _ActorDetector:
         import pandas as pd
 
         values = list(batch[self.field])
-        # a C2PA manifest is removed before scoring, as every other path removes it
+        # a C2PA manifest is never scored (the column itself is left as it was)
         texts = [strip_manifest(v) if isinstance(v, str) else "" for v in values]
         columns = result_columns(self.detector.detect_many(texts), ring=self.ring)
         for i, v in enumerate(values):

@@ -4,6 +4,10 @@ sentences of a chunk embedded in one batched call, one result per record, in ord
 Memory stays bounded by the chunk, never the file. A record that cannot be read (invalid
 UTF-8 or JSON, not an object, no string text field, no sentence) keeps its place with an
 ``error`` field instead of stopping the run.
+
+A C2PA manifest carried in a text (an invisible wrapper, see
+:mod:`samark.provenance.c2pa_manifest`) is stripped before scoring, as for one text: the
+mark and the record see the same words with or without it.
 """
 
 from __future__ import annotations
@@ -126,9 +130,8 @@ def detect_records(
     chunk: int = DEFAULT_CHUNK,
 ) -> Iterator[Record]:
     """Each record with its detection fields added (``p_value``, ``is_watermarked``, ...),
-    or an ``error`` field; in input order, ``chunk`` records embedded at a time. A C2PA
-    manifest in a text is removed before scoring, as ``samark detect`` and ``/v1/detect``
-    remove it: the mark never sees it."""
+    or an ``error`` field; in input order, ``chunk`` records embedded at a time. A text's
+    C2PA manifest is not scored (the record's field is left as it was)."""
     if chunk < 1:
         raise ValueError("chunk must be >= 1")
     it = iter(records)

@@ -218,11 +218,13 @@ class ManifestSigner:
         try:
             placeholder_size(builder, signer, _SIGN_FORMAT)
             # The hash covers the text without its wrapper. No exclusion range is
-            # declared: the CAI library (c2pa-rs 0.91.3) has no text handler to locate a
-            # wrapper, and rejects a declared exclusion on a manifest read beside its
-            # asset ("data hash exclusion does not match the manifest location in the
-            # asset", on the untouched text), so the check removes the wrapper and hands
-            # the reader the rest (docs/compliance.md, "Limits we know of").
+            # declared: since c2pa-rs 0.91 a declared exclusion must match the manifest's
+            # location as the library finds it, and the wheel's library (c2pa-rs 0.91.3)
+            # has no text/plain handler to find one ("data hash exclusion does not match
+            # the manifest location in the asset", on the untouched text). So the check
+            # removes the wrapper and hands the reader the rest; a strict C2PA 2.4 A.8
+            # reader says assertion.dataHash.malformed (docs/compliance.md, "Limits we
+            # know of"; docs/results/2026-12-05-c2pa-exclusion).
             data_hash = {
                 "name": "jumbf manifest",
                 "alg": "sha256",

@@ -26,7 +26,7 @@ from samark.provenance.normalise import normalise
 from samark.provenance.record_key import RecordKey
 from samark.provenance.report import ProvenanceReport, ProvenanceState, SentenceProvenance
 from samark.provenance.store import ProvenanceStore, StoreBinding, open_store
-from samark.provenance.threshold import MIN_WORDS, default_threshold
+from samark.provenance.threshold import MIN_WORDS, default_threshold, edited_found
 from samark.segment import split_sentences
 
 
@@ -185,7 +185,8 @@ class ProvenanceRecord:
                 out.append(
                     SentenceProvenance(i, sentence, ProvenanceState.NOT_SERVED, cosine=top.cosine)
                 )
-        return ProvenanceReport(tuple(out), self.threshold, self.store.count())
+        band = edited_found(self.embedder.identity.name, self.threshold)
+        return ProvenanceReport(tuple(out), self.threshold, self.store.count(), band)
 
     def close(self) -> None:
         self.store.close()

@@ -55,6 +55,10 @@ class ProvenanceReport:
     sentences: tuple[SentenceProvenance, ...]
     threshold: float
     stored: int
+    #: edit kind -> the share of served sentences so edited that the record still finds
+    #: at ``threshold`` (measured: :data:`samark.provenance.threshold.EDITED_FOUND`); None
+    #: where no share is measured for this embedder and threshold
+    edited_found: dict[str, float] | None = None
 
     def _of(self, state: ProvenanceState) -> tuple[int, ...]:
         return tuple(s.index for s in self.sentences if s.state is state)
@@ -86,6 +90,7 @@ class ProvenanceReport:
             "threshold": self.threshold,
             "stored_sentences": self.stored,
             "sentences": [s.to_dict() for s in self.sentences],
+            **({"edited_found": dict(self.edited_found)} if self.edited_found else {}),
         }
 
     def summary(self) -> str:

@@ -42,6 +42,32 @@ DEFAULT_THRESHOLDS: dict[str, float] = {
 }
 
 
+#: embedder -> edit kind -> the share of served sentences changed by that edit that the
+#: record still finds (a paraphrase at the default threshold), measured on the paper
+#: run's real word substitutions (Word-S) and deletions (Word-D: 5% or 15% of a text's
+#: words, so a changed sentence has a word or a few changed) of 70 texts by
+#: ``benchmarks/studies/edited_recall.py`` (docs/results/2026-12-05-edited-recall). The
+#: rest read "not served": a light edit can hide a served sentence.
+EDITED_FOUND: dict[str, dict[str, float]] = {
+    # of 455 / 721 changed sentences (Word-S 5% / 15%) and 447 / 615 (Word-D 5% / 15%)
+    "all-mpnet-base-v2": {
+        "word-s-5": 0.681,
+        "word-s-15": 0.394,
+        "word-d-5": 0.839,
+        "word-d-15": 0.572,
+    },
+}
+
+
+def edited_found(embedder: str, threshold: float) -> dict[str, float] | None:
+    """The measured shares of :data:`EDITED_FOUND` for ``embedder``, where ``threshold``
+    is the one they were measured at (its default); else None."""
+    found = EDITED_FOUND.get(embedder)
+    if not found or DEFAULT_THRESHOLDS.get(embedder) != threshold:
+        return None
+    return dict(found)
+
+
 def default_threshold(embedder: str) -> float:
     """The calibrated paraphrase threshold of ``embedder`` (a preset name); an embedder
     without one is a :class:`ProvenanceError` that says how to calibrate it."""

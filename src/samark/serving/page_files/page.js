@@ -311,7 +311,31 @@
     if (result.payload !== undefined && result.payload !== null) add("Payload", String(result.payload));
     add("Length", `${result.n_units} ${result.unit}${result.n_units === 1 ? "" : "s"}`);
     add("Scheme", String(result.scheme));
+    if (result.manifest) add("C2PA manifest", manifestWords(result.manifest));
     return dl;
+  }
+
+  // how far the record sees a served sentence through a light edit (measured shares,
+  // samark.provenance.threshold.EDITED_FOUND): "not served" does not rule one out
+  function editedBand(prov) {
+    const f = prov.edited_found;
+    const kinds = ["word-s-5", "word-s-15", "word-d-5", "word-d-15"];
+    if (!f || !kinds.every((k) => typeof f[k] === "number")) return null;
+    const pct = (k) => `${Math.round(f[k] * 100)}%`;
+    return el("p", { class: "note edited-band" },
+      `A light edit can hide a served sentence. At this record's threshold (cosine ${prov.threshold}) ` +
+      `it still finds ${pct("word-s-5")} of the served sentences changed when 5% of a text's words ` +
+      `are replaced (${pct("word-s-15")} at 15%), and ${pct("word-d-5")} when 5% are dropped ` +
+      `(${pct("word-d-15")} at 15%), as measured on real edits; the others read "not served".`);
+  }
+
+  // the text's C2PA manifest (samark.provenance.c2pa_manifest's four states), who signed it
+  function manifestWords(m) {
+    const by = m.signer ? ` by ${m.signer}${m.issuer ? ` (${m.issuer})` : ""}` : "";
+    if (m.state === "intact") return `intact, signed${by}: the text is exactly what was signed`;
+    if (m.state === "altered") return `signed${by}, but the text was edited after signing`;
+    if (m.state === "unverifiable") return `present${m.signer ? `, signed${by},` : ""} but unverifiable: ${m.detail}`;
+    return "none (never attached, or stripped)";
   }
 
   function when(time) {
@@ -609,6 +633,8 @@
       if (result.provenance) {
         const requests = requestList(result.provenance);
         if (requests) listing.append(requests);
+        const band = editedBand(result.provenance);
+        if (band) listing.append(band);
       }
       card.append(listing);
     }
