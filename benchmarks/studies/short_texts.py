@@ -93,7 +93,9 @@ def main() -> None:
             texts.append({"row": label, "item": item, "attack": attack, "text": prefix(text, m)})
     for doc in run.row_negatives(run.spec(args.rows[0])):
         if not doc.id.endswith(":continuation"):
-            texts.append({"row": "human", "item": doc.id, "attack": "none", "text": prefix(doc.text, m)})
+            texts.append(
+                {"row": "human", "item": doc.id, "attack": "none", "text": prefix(doc.text, m)}
+            )
     # the token layer's p-value: the run's own length record of the same text
     tokens: dict[tuple[str, str, str], float] = {}
     for line in (args.run / "lengths.jsonl").open():

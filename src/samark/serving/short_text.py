@@ -2,9 +2,9 @@
 fewer than :data:`SHORT_SENTENCES` sentences.
 
 A layered mark's semantic layer decides on what the sentences say, so a text of a few
-sentences gives it little to decide on: at 3 sentences it found 25-32% of marked texts
-after a local paraphrase (Doc-P) and 28-50% after back-translation (Doc-T), against 83-98%
-at 12 (``docs/results/2026-12-05-short-texts``; the default run's 80 texts). Its p-value is
+sentences gives it little to decide on. At 3 sentences it found 29% of marked texts after
+a local paraphrase (Doc-P) and 39% after back-translation (Doc-T), 75% untouched, at p < 0.01
+(the default run's 80 texts, ``docs/results/2026-12-05-short-texts``). Its p-value is
 also a rank among the detector's null draws, so it cannot go below ``1 / (n_null + 1)``
 (0.001 with 999 draws). A "not marked" answer on a short text is then no evidence that the
 text was not marked.
@@ -32,7 +32,7 @@ def short_text_note(detection: Detection) -> str | None:
             f"{n_null + 1:,} ranks of the key among {n_null:,} null draws"
         )
     return (
-        f"{said} little evidence of meaning{floor}. At 3 sentences the semantic layer finds about a third "
-        "of marked texts after a paraphrase, so a text not found here may still be marked; "
+        f"{said} little evidence of meaning{floor}. At 3 sentences the semantic layer "
+        "finds about a third of marked texts after a paraphrase, so a text not found here may still be marked; "
         f"{SHORT_SENTENCES} sentences or more make a far stronger test."
     )
