@@ -610,6 +610,7 @@ def test_the_evidence_adds_up_as_the_detector_scores_each_first_k_sentences(
         alone = scheme.detect(" ".join(sentences[:k])).p_value
         assert point["p_value"] == pytest.approx(alone, rel=0.05, abs=2e-3), k
     assert trail[-1]["p_value"] == answer["p_value"]
+    assert ("short_text" in answer) == (n < 6)  # a short text's line, in the JSON too
     # drawn: one point a prefix, each titled with its p-value
     view = page.locator("section.trail")
     assert view.get_attribute("data-points") == str(n)
@@ -642,6 +643,10 @@ def test_the_evidence_adds_up_as_the_detector_scores_each_first_k_sentences(
     assert verdict.get_attribute("data-record") == "not_served"
     assert "The record: 0 of 5 sentences served verbatim" in verdict.inner_text()
     assert page.locator("details.requests").count() == 0
+    # 5 sentences: the facts say why that is weak evidence, with the semantic p's floor
+    short = page.locator("dd.short-text").inner_text()
+    assert short.startswith("5 sentences carry little evidence of meaning")
+    assert "cannot go below 0.001" in short
 
 
 @pytest.fixture(scope="module")

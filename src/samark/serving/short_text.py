@@ -28,11 +28,12 @@ def short_text_note(detection: Detection) -> str | None:
     floor = ""
     if isinstance(n_null, int) and n_null > 0:
         floor = (
-            f"; the semantic p-value cannot go below {1 / (n_null + 1):.3g}, one in the "
-            f"{n_null + 1:,} ranks of the key among {n_null:,} null draws"
+            f"; the semantic p-value cannot go below {1 / (n_null + 1):.3g}, the key ranked "
+            f"first among {n_null:,} null draws"
         )
     return (
         f"{said} little evidence of meaning{floor}. At 3 sentences the semantic layer "
-        "finds about a third of marked texts after a paraphrase, so a text not found here may still be marked; "
+        "finds about a third of marked texts after a paraphrase, so a text not found here "
+        "may still be marked; "
         f"{SHORT_SENTENCES} sentences or more make a far stronger test."
     )
