@@ -78,6 +78,7 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=3)
     ap.add_argument("--cache", type=Path, default=Path("/tmp/short_texts_embeddings.npz"))
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--no-human", action="store_true", help="marked texts only (a held-out check)")
     args = ap.parse_args()
     import torch
 
@@ -91,7 +92,7 @@ def main() -> None:
         attacks = [a for a in exp.attacks if a.label in exp.metrics.length_attacks]
         for item, attack, text in run.row_texts(spec, attacks):
             texts.append({"row": label, "item": item, "attack": attack, "text": prefix(text, m)})
-    for doc in run.row_negatives(run.spec(args.rows[0])):
+    for doc in [] if args.no_human else run.row_negatives(run.spec(args.rows[0])):
         if not doc.id.endswith(":continuation"):
             texts.append(
                 {"row": "human", "item": doc.id, "attack": "none", "text": prefix(doc.text, m)}

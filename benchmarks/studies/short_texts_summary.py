@@ -6,12 +6,16 @@ run's own prompt articles left out); and each candidate's paired discordant coun
 the shipped scan (found only by it / only by scan, exact McNemar p). Writes
 ``summary.jsonl`` beside the scores.
 
-    python -m benchmarks.studies.short_texts_summary
+    python -m benchmarks.studies.short_texts_summary [scores.jsonl]
+
+(``heldout-scores.jsonl``: other rows' texts, no human side; its summary is
+``heldout-summary.jsonl``.)
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,8 @@ def interval(k: int, n: int) -> str:
 
 
 def main() -> None:
-    with (FOLDER / "scores.jsonl").open() as f:
+    scores = Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER / "scores.jsonl"
+    with scores.open() as f:
         rows = [json.loads(line) for line in f]
     prompts = {r["item"] for r in rows if r["row"] != "human"}
 
@@ -65,9 +70,9 @@ def main() -> None:
             )
         print(f"| {key[0]} | {key[1]} | {len(rs)} | " + " | ".join(cells) + " |")
     print("\n| statistic | human FPR, semantic alone | human FPR, combined |\n|---|---|---|")
-    human = groups[("human", "none")]
+    human = groups.get(("human", "none"), [])
     with_token = [r for r in human if r.get("p_token") is not None]
-    for c in STATISTICS:
+    for c in STATISTICS if human else ():
         s = sum(found(r, f"p_sem_{c}") for r in human)
         k = sum(found(r, f"p_{c}") for r in with_token)
         print(f"| {c} | {interval(s, len(human))} | {interval(k, len(with_token))} |")
@@ -86,7 +91,8 @@ def main() -> None:
                 p = binomtest(a, a + b).pvalue if a + b else 1.0
                 line.append(f"{a} / {b} (p {p:.2f})")
             print(f"| {c} | {attack} | " + " | ".join(line) + " |")
-    with (FOLDER / "summary.jsonl").open("w") as f:
+    summary = scores.with_name(scores.name.replace("scores", "summary"))
+    with summary.open("w") as f:
         for o in out:
             f.write(json.dumps(o) + "\n")
 
