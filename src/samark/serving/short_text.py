@@ -1,5 +1,5 @@
-"""Why a short text is weak evidence: the line a detailed answer and the page give a text of
-fewer than :data:`SHORT_SENTENCES` sentences.
+"""Why a short text is weak evidence: the line a detailed answer and the page give a text the
+verdict calls short (fewer than :data:`~samark.verdict.SHORT_TEXT_SENTENCES` sentences).
 
 A layered mark's semantic layer decides on what the sentences say, so a text of a few
 sentences gives it little to decide on. At 3 sentences it found 29% of marked texts after
@@ -13,15 +13,13 @@ text was not marked.
 from __future__ import annotations
 
 from samark.detection_result import Detection
-
-#: texts of fewer sentences than this get the line
-SHORT_SENTENCES = 6
+from samark.verdict import SHORT_TEXT_SENTENCES
 
 
 def short_text_note(detection: Detection) -> str | None:
     """The line for ``detection``'s text if it is short (module docstring), else None."""
     n = detection.n_units
-    if detection.unit != "sentence" or n >= SHORT_SENTENCES:
+    if detection.unit != "sentence" or n >= SHORT_TEXT_SENTENCES:
         return None
     said = "1 sentence carries" if n == 1 else f"{n} sentences carry"
     n_null = detection.details.get("n_null")
@@ -34,6 +32,6 @@ def short_text_note(detection: Detection) -> str | None:
     return (
         f"{said} little evidence of meaning{floor}. At 3 sentences the semantic layer "
         "finds about a third of marked texts after a paraphrase, so a text not found here "
-        "may still be marked; "
-        f"{SHORT_SENTENCES} sentences or more make a far stronger test."
+        "may still be marked; each sentence more adds evidence (at 12 sentences, at least "
+        "three in four are found after the same paraphrases)."
     )
