@@ -378,4 +378,3 @@ def test_served_completions_carry_a_manifest_and_the_mark_survives_an_edit(
         assert status == 200, said
         content = said["choices"][0]["message"]["content"]
         assert strip_manifest(content) and verifier.check(content).state == "intact"
-

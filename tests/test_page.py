@@ -35,6 +35,7 @@ from samark.provenance import ProvenanceRecord
 from samark.segment import split_sentences
 from samark.serving import ServeSettings
 from samark.serving.app import scheme_app
+from samark.verdict import SHORT_TEXT_SENTENCES
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -620,6 +621,7 @@ def test_the_evidence_adds_up_as_the_detector_scores_each_first_k_sentences(
         alone = scheme.detect(" ".join(sentences[:k])).p_value
         assert point["p_value"] == pytest.approx(alone, rel=0.05, abs=2e-3), k
     assert trail[-1]["p_value"] == answer["p_value"]
+    assert ("short_text" in answer) == (n < SHORT_TEXT_SENTENCES)  # its line, in the JSON
     # drawn: one point a prefix, each titled with its p-value
     view = page.locator("section.trail")
     assert view.get_attribute("data-points") == str(n)
@@ -652,6 +654,13 @@ def test_the_evidence_adds_up_as_the_detector_scores_each_first_k_sentences(
     assert verdict.get_attribute("data-record") == "not_served"
     assert "The record: 0 of 5 sentences served verbatim" in verdict.inner_text()
     assert page.locator("details.requests").count() == 0
+    # 5 sentences are not short: no line; 3 are, and the facts say why that is weak
+    # evidence, with the semantic p's floor
+    assert page.locator("dd.short-text").count() == 0
+    _check(page, " ".join(split_sentences(HUMAN)[:3]))
+    short = page.locator("dd.short-text").inner_text()
+    assert short.startswith("3 sentences carry little evidence of meaning")
+    assert "cannot go below 0.001" in short
 
 
 @pytest.fixture(scope="module")

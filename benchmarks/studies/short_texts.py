@@ -1,139 +1,146 @@
-"""Short texts (issue 65 item 2): does another semantic statistic or layer combination find
-more 3-sentence texts at p < 0.01 under Doc-P and Doc-T, at the same human false-positive
-rate? A replay on the default run's stored texts: no text is generated or attacked here.
+"""Short texts (issue 65, item 2): the semantic statistic and the null floor at 3 sentences.
 
-Texts: the default run's rows ``samark-layered (default)`` (N = 32) and ``N = 64`` (same key
-and detector; detection does not depend on N), as written and as Doc-P and Doc-T left them,
-cut to their first ``--sentences`` sentences as the length stage cuts them; and the run's
-human negatives cut the same way (1,000 windows of three corpora). Each variant is the
-shipped detector (the run's key and parameters) with one detection setting changed; every
-sentence is embedded once for all variants (``Embedder.remembering``).
+Reads a run's texts (every row given, as written and as each attack left them) and its
+human negatives (the run's own continuations left out: they are the prompts' articles),
+cuts each to its first ``--sentences`` sentences as the lengths stage does, embeds every
+sentence once (cached in ``--cache``, an npz), and scores each text under the run's key and
+its detector's null draws with several semantic statistics, all on the same draws: the exact
+exchangeable p-value is valid for any statistic of the evidence. The token layer's p-value
+is the run's own length record's (``details.p_token``), so the combined p-value is the
+scheme's Fisher combination with its contradiction rule. Writes one JSONL row a text.
 
     python -m benchmarks.studies.short_texts experiments/runs/default \\
-        -o docs/results/2026-12-05-short-texts/short_texts.jsonl
-    python -m benchmarks.studies.short_texts \\
-        --table docs/results/2026-12-05-short-texts/short_texts.jsonl.gz
+        --rows "samark-layered (default)" "N = 64" --out docs/results/.../scores.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-ROWS = ("samark-layered (default)", "N = 64")
-ATTACKS = ("Doc-P (local)", "Doc-T (pt, sentence-wise)")
-#: one detection setting changed from the shipped detector, by name
-VARIANTS: dict[str, dict[str, object]] = {
-    "shipped (scan, fisher)": {},
-    "paper z, fisher": {"statistic": "z"},
-    "mean alignment, fisher": {"statistic": "alignment"},
-    "scan, cauchy": {"combine": "cauchy"},
+from samark.schemes.samark.cells import NullCellDraws, cell_evidence
+from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
+from samark.schemes.samark.statistics import exchangeable_p_value, scan, sentence_scores
+
+
+def _full_sum(evidence: np.ndarray) -> np.ndarray:
+    """Every sentence's weakest channel, summed over the sentences, / sqrt(n): the scan
+    with no search (k = n)."""
+    s = sentence_scores(evidence)
+    return s.sum(axis=1) / np.sqrt(s.shape[1])
+
+
+def _mean_all(evidence: np.ndarray) -> np.ndarray:
+    """Mean evidence over sentences and channels (the ``alignment`` statistic)."""
+    return evidence.reshape(evidence.shape[0], -1).mean(axis=1)
+
+
+def _scan_channel_mean(evidence: np.ndarray) -> np.ndarray:
+    """The scan over sentences scored by their channels' mean instead of their minimum."""
+    scores = -np.sort(-evidence.mean(axis=2), axis=1)
+    n = scores.shape[1]
+    lo = max(1, int(np.ceil(0.25 * n)))
+    curve = np.cumsum(scores, axis=1) / np.sqrt(np.arange(1, n + 1))
+    return curve[:, lo - 1 :].max(axis=1)
+
+
+CANDIDATES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "scan": scan,
+    "full_sum": _full_sum,
+    "mean_all": _mean_all,
+    "scan_channel_mean": _scan_channel_mean,
 }
-ALPHA = 0.01
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
-def run(run_dir: Path, sentences: int, out: Path) -> None:
-    import torch
-
-    from samark.errors import EmptyTextError
-    from samark.evaluation.runner import Run
-    from samark.evaluation.stages.length import prefix
-    from samark.schemes import create_scheme
-    from samark.schemes.base import SharedResources
-
-    torch.set_num_threads(1)
-    stored = Run.open(run_dir)
-    specs = {s.label: s for s in stored.experiment.schemes}
-    attacks = [a for a in stored.experiment.attacks if a.label in ATTACKS]
-    texts: list[tuple[str, str, str, str]] = []  # (row, item, attack, text)
-    for row in ROWS:
-        for item, attack, text in stored.row_texts(specs[row], attacks):
-            texts.append((row, item, attack, prefix(text, sentences)))
-    for doc in stored.row_negatives(specs[ROWS[0]]):
-        texts.append(("human", doc.id, "none", prefix(doc.text, sentences)))
-    print(f"{len(texts)} texts of {sentences} sentences", flush=True)
-    spec = specs[ROWS[0]]
-    shared = SharedResources(stored.experiment.generator, stored.embedder)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with stored.embedder.remembering(), out.open("w") as f:
-        for name, change in VARIANTS.items():
-            scheme = create_scheme(
-                spec.name,
-                key=stored.key_for(spec),
-                shared=shared,
-                preset=spec.preset,
-                **{**spec.params, **change},
-            )
-            for i, (row, item, attack, text) in enumerate(texts):
-                try:
-                    d = scheme.detect(text)
-                    p, det = float(d.p_value), d.details or {}
-                except EmptyTextError:
-                    p, det = 1.0, {}
-                rec = {
-                    "variant": name,
-                    "row": row,
-                    "item": item,
-                    "attack": attack,
-                    "sentences": sentences,
-                    "p_value": p,
-                    "p_semantic": det.get("p_semantic"),
-                    "p_token": det.get("p_token"),
-                }
-                f.write(json.dumps(rec) + "\n")
-                if i % 200 == 0:
-                    print(f"{name}: {i}/{len(texts)}", flush=True)
-            f.flush()
-
-
-def table(path: Path) -> str:
-    import gzip
-
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    recs = [json.loads(line) for line in raw.decode().splitlines()]
-    variants = list(dict.fromkeys(r["variant"] for r in recs))
-    cols = [(row, attack) for row in ROWS for attack in ("none", *ATTACKS)]
-    head = ["detector", *[f"{r} {a}" for r, a in cols], "human FPR (95% CI)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for v in variants:
-        mine = [r for r in recs if r["variant"] == v]
-        cells = []
-        for row, attack in cols:
-            ps = [r["p_value"] for r in mine if r["row"] == row and r["attack"] == attack]
-            cells.append(f"{sum(p < ALPHA for p in ps)} / {len(ps)}")
-        hp = [r["p_value"] for r in mine if r["row"] == "human"]
-        k = sum(p < ALPHA for p in hp)
-        lo, hi = wilson(k, len(hp))
-        cells.append(f"{k} / {len(hp)} ({lo:.3f}-{hi:.3f})")
-        lines.append(f"| {v} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def null_signed(scheme: SAMarkLayered, emb: np.ndarray) -> np.ndarray:
+    """Every null draw's signed cosines for one text's embeddings, (M, n, c)."""
+    draws = scheme.detector.null_cell_draws
+    assert draws is not None
+    if isinstance(draws, NullCellDraws):
+        return np.concatenate([block.signed(emb) for block in draws.blocks()])
+    return np.concatenate(list(draws.signed(emb)))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run", type=Path, nargs="?", default=Path("experiments/runs/default"))
-    parser.add_argument("--sentences", type=int, default=3)
-    parser.add_argument("-o", "--out", type=Path)
-    parser.add_argument("--table", type=Path)
-    args = parser.parse_args()
-    if args.table:
-        print(table(args.table))
-        return
-    assert args.out is not None, "-o OUT.jsonl"
-    run(args.run, args.sentences, args.out)
-    print(table(args.out))
+    from samark.evaluation.runner import Run
+    from samark.evaluation.stages.length import prefix
+    from samark.segment import split_sentences
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--rows", nargs="+", required=True)
+    ap.add_argument("--sentences", type=int, default=3)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/short_texts_embeddings.npz"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--no-human", action="store_true", help="marked texts only (a held-out check)")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    run = Run.open(args.run)
+    m = args.sentences
+    texts: list[dict[str, Any]] = []
+    for label in args.rows:
+        spec = run.spec(label)
+        exp = run.experiment
+        attacks = [a for a in exp.attacks if a.label in exp.metrics.length_attacks]
+        for item, attack, text in run.row_texts(spec, attacks):
+            texts.append({"row": label, "item": item, "attack": attack, "text": prefix(text, m)})
+    for doc in [] if args.no_human else run.row_negatives(run.spec(args.rows[0])):
+        if not doc.id.endswith(":continuation"):
+            texts.append(
+                {"row": "human", "item": doc.id, "attack": "none", "text": prefix(doc.text, m)}
+            )
+    # the token layer's p-value: the run's own length record of the same text
+    tokens: dict[tuple[str, str, str], float] = {}
+    for line in (args.run / "lengths.jsonl").open():
+        r = json.loads(line)
+        if r["key"][0] == "length" and int(r["key"][-1]) == m:
+            tokens[(r["scheme"], r["item"], r["attack"])] = float(r["details"]["p_token"])
+            tokens[(r["scheme"], r["item"], r["attack"], "sem")] = float(  # type: ignore[index]
+                r["details"]["p_semantic"]
+            )
+    scheme = run.scheme(run.spec(args.rows[0]))
+    assert isinstance(scheme, SAMarkLayered)
+    det = scheme.detector
+    split = [split_sentences(t["text"]) for t in texts]
+    flat = [s for ss in split for s in ss]
+    if args.cache.exists() and int(np.load(args.cache)["count"]) == len(flat):
+        embeddings = np.load(args.cache)["embeddings"]
+    else:
+        t0 = time.time()
+        embeddings = det.embedder.encode(flat)
+        np.savez(args.cache, embeddings=embeddings, count=len(flat))
+        print(f"embedded {len(flat)} sentences in {time.time() - t0:.0f} s", flush=True)
+    bounds = np.cumsum([0, *map(len, split)])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("w") as out:
+        for i, t in enumerate(texts):
+            emb = embeddings[bounds[i] : bounds[i + 1]]
+            if det.centring is not None:
+                emb = det.centring(emb)
+            assert det.key_cells is not None
+            own = cell_evidence(det.key_cells.signed(emb), det.kappa, det.tanh_detection)
+            null = cell_evidence(null_signed(scheme, emb), det.kappa, det.tanh_detection)
+            p_tok = tokens.get((t["row"], t["item"], t["attack"]))
+            row: dict[str, Any] = {k: t[k] for k in ("row", "item", "attack")}
+            row["n"] = int(emb.shape[0])
+            row["p_token"] = p_tok
+            row["p_semantic_recorded"] = tokens.get((t["row"], t["item"], t["attack"], "sem"))  # type: ignore[arg-type]
+            for name, stat in CANDIDATES.items():
+                p = exchangeable_p_value(float(stat(own)[0]), stat(null))
+                row[f"p_sem_{name}"] = p
+                if p_tok is not None:
+                    row[f"p_{name}"] = combine_p_values(p, p_tok)
+            out.write(json.dumps(row) + "\n")
+            if i % 100 == 0:
+                print(f"{i}/{len(texts)} texts", flush=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ cumulative-evidence view and its per-sentence layers).
 - what the scheme itself shows of its detection (``Watermark.evidence``; a layered
   mark's ``sentence_layers``: each sentence's part in each layer,
   ``samark.schemes.samark.layered_evidence``). The server never asks a scheme's class.
+- ``short_text``: for a text of few sentences, why it is weak evidence
+  (:mod:`samark.serving.short_text`).
 
 The prefixes' sentences are the text's, so within the worker's ``remembering`` block
 nothing is embedded again: a point costs one scoring against the null draws.
@@ -23,6 +25,7 @@ import numpy as np
 
 from samark.detection.ring_detector import RingDetection, RingDetector
 from samark.detection_result import Detection
+from samark.serving.short_text import short_text_note
 
 #: the most prefixes scored for one text's trail
 MAX_TRAIL_POINTS = 40
@@ -45,6 +48,9 @@ def sentence_evidence(detector: RingDetector, text: str, found: RingDetection) -
     (a keyring's: its best key's detection and scheme)."""
     out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, found.detection)}
     out.update(detector.scheme_of(found).evidence(found.detection))
+    note = short_text_note(found.detection)
+    if note is not None:
+        out["short_text"] = note
     return out
 
 

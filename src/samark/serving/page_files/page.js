@@ -310,6 +310,7 @@
     }
     if (result.payload !== undefined && result.payload !== null) add("Payload", String(result.payload));
     add("Length", `${result.n_units} ${result.unit}${result.n_units === 1 ? "" : "s"}`);
+    if (result.short_text) dl.append(el("dt", {}, "Short text"), el("dd", { class: "short-text" }, result.short_text));
     add("Scheme", String(result.scheme));
     if (result.manifest) add("C2PA manifest", manifestWords(result.manifest));
     return dl;
