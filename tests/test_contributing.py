@@ -202,6 +202,10 @@ def test_the_layered_scheme_walk_through(
     assert path.startswith("samark.schemes.")  # the scheme's file lives in schemes/
     module = _as_module(tmp_path, monkeypatch, code, "layered_both")
     monkeypatch.setitem(CATALOG, info.name, (module, info))
+    from samark.schemes.base import SCHEMES
+
+    # its registration is undone after the test, as its catalog entry is
+    monkeypatch.setattr(SCHEMES, "_items", dict(SCHEMES._items))
 
     text = (
         "The council approved the budget on Tuesday after a long debate. Residents had "
