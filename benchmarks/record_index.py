@@ -50,12 +50,12 @@ import numpy as np
 
 from benchmarks.studies.record_at_scale import (
     ATTACKS,
-    RUN,
     Haystack,
     latency,
     latency_queries,
     log,
     machine,
+    stored_texts,
 )
 
 THRESHOLD = 0.905  # the record's default paraphrase threshold
@@ -111,15 +111,7 @@ def edited_queries(out: Path) -> dict[str, np.ndarray]:
     from samark.segment import split_sentences
 
     torch.set_num_threads(1)
-    gens: dict[tuple[str, str], str] = {}
-    for line in (RUN / "generations.jsonl").open():
-        r = json.loads(line)
-        gens[(r["scheme"], r["item"])] = r["text"]
-    attacked: dict[tuple[str, str], dict[str, str]] = {}
-    for line in (RUN / "attacks.jsonl").open():
-        r = json.loads(line)
-        if r["attack"] in ATTACKS or r["attack"] in EDITED:
-            attacked.setdefault((r["scheme"], r["item"]), {})[r["attack"]] = r["text"]
+    gens, attacked = stored_texts([*ATTACKS, *EDITED])
     # the study's texts: both of its attacks present, sorted, the first 70
     chosen = [k for k in sorted(attacked) if set(ATTACKS) <= set(attacked[k]) and k in gens][:70]
     with np.load(out / "real.npz") as data:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.studies.record_at_scale import RUN
+from benchmarks.studies.record_at_scale import stored_texts
 
 ATTACKS = ("Word-S 5%", "Word-S 15%", "Word-S 30%", "Word-D 5%", "Word-D 15%", "Word-D 30%")
 THRESHOLDS = (0.85, 0.875, 0.89, 0.905, 0.92, 0.935)
@@ -48,15 +48,7 @@ def main() -> None:
     from samark.segment import split_sentences
 
     torch.set_num_threads(1)
-    gens = {}
-    for line in (RUN / "generations.jsonl").open():
-        r = json.loads(line)
-        gens[(r["scheme"], r["item"])] = r["text"]
-    edits: dict[tuple[str, str], dict[str, str]] = {}
-    for line in (RUN / "attacks.jsonl").open():
-        r = json.loads(line)
-        if r["attack"] in ATTACKS:
-            edits.setdefault((r["scheme"], r["item"]), {})[r["attack"]] = r["text"]
+    gens, edits = stored_texts(ATTACKS)
     chosen = [k for k in sorted(edits) if set(ATTACKS) <= set(edits[k]) and k in gens]
     chosen = chosen[: args.texts]
     embedder = load_embedder("all-mpnet-base-v2")

@@ -68,7 +68,7 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,25 @@ def machine() -> dict[str, Any]:
     }
 
 
+TextKey = tuple[str, str]  # (scheme, item)
+
+
+def stored_texts(labels: Iterable[str]) -> tuple[dict[TextKey, str], dict[TextKey, dict[str, str]]]:
+    """The paper run's written texts by (scheme, item), and its texts as the attacks
+    ``labels`` left them, by (scheme, item) and attack label."""
+    wanted = set(labels)
+    gens: dict[TextKey, str] = {}
+    for line in (RUN / "generations.jsonl").open():
+        r = json.loads(line)
+        gens[(r["scheme"], r["item"])] = r["text"]
+    attacked: dict[TextKey, dict[str, str]] = {}
+    for line in (RUN / "attacks.jsonl").open():
+        r = json.loads(line)
+        if r["attack"] in wanted:
+            attacked.setdefault((r["scheme"], r["item"]), {})[r["attack"]] = r["text"]
+    return gens, attacked
+
+
 # ---------------------------------------------------------------- prepare: the real part
 
 
@@ -107,15 +126,8 @@ def prepare(args: argparse.Namespace) -> None:
     from samark.segment import split_sentences
 
     torch.set_num_threads(1)
-    gens: dict[tuple[str, str], str] = {}
-    for line in (RUN / "generations.jsonl").open():
-        r = json.loads(line)
-        gens[(r["scheme"], r["item"])] = r["text"]
-    attacked: dict[tuple[str, str], dict[str, str]] = {}
-    for line in (RUN / "attacks.jsonl").open():
-        r = json.loads(line)
-        if r["attack"] in ATTACKS:
-            attacked.setdefault((r["scheme"], r["item"]), {})[ATTACKS[r["attack"]]] = r["text"]
+    gens, by_label = stored_texts(ATTACKS)
+    attacked = {k: {ATTACKS[a]: t for a, t in v.items()} for k, v in by_label.items()}
     # texts with both attacks (several schemes answer the same prompts: near neighbours)
     chosen = [k for k in sorted(attacked) if len(attacked[k]) == 2 and k in gens]
     chosen = chosen[: args.items]
