@@ -910,15 +910,22 @@ def test_one_verdict_for_every_pair_of_mark_and_record_fits_a_phone(page, server
                     "no_record",
                 )
                 assert any(r.startswith("A short text is weak evidence") for r in v["reasons"])
-            if VERDICT_SHOTS:
-                folder = Path(VERDICT_SHOTS)
-                folder.mkdir(parents=True, exist_ok=True)
-                _save_screenshot(page, folder / f"{mark}.{record}-desktop.png")
-            _fits(page)
-            if VERDICT_SHOTS:
-                page.set_viewport_size({"width": 390, "height": 900})
-                page.wait_for_timeout(300)
-                _save_screenshot(page, Path(VERDICT_SHOTS) / f"{mark}.{record}-390.png", 390)
+            _fits_and_shoot(page, f"{mark}.{record}")
+
+
+def _fits_and_shoot(page: Any, stem: str) -> None:
+    """The page fits a phone; with ``VERDICT_SHOTS`` set, its screenshots at desktop width
+    (before the check) and at 390 px are saved there as ``STEM-desktop.png`` and
+    ``STEM-390.png``."""
+    if VERDICT_SHOTS:
+        folder = Path(VERDICT_SHOTS)
+        folder.mkdir(parents=True, exist_ok=True)
+        _save_screenshot(page, folder / f"{stem}-desktop.png")
+    _fits(page)
+    if VERDICT_SHOTS:
+        page.set_viewport_size({"width": 390, "height": 900})
+        page.wait_for_timeout(300)
+        _save_screenshot(page, Path(VERDICT_SHOTS) / f"{stem}-390.png", 390)
 
 
 @pytest.fixture(scope="module")
@@ -986,12 +993,4 @@ def test_each_manifest_case_reads_as_one_verdict_with_its_signer(
             assert box.get_attribute("data-record") == "served"
         # the manifest is not scored: the sentences shown are the text's, no wrapper in them
         assert "\ufeff" not in page.inner_text(".report"), name
-        if VERDICT_SHOTS:
-            folder = Path(VERDICT_SHOTS)
-            folder.mkdir(parents=True, exist_ok=True)
-            _save_screenshot(page, folder / f"manifest-{name}-desktop.png")
-        _fits(page)
-        if VERDICT_SHOTS:
-            page.set_viewport_size({"width": 390, "height": 900})
-            page.wait_for_timeout(300)
-            _save_screenshot(page, Path(VERDICT_SHOTS) / f"manifest-{name}-390.png", 390)
+        _fits_and_shoot(page, f"manifest-{name}")

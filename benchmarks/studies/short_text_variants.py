@@ -21,7 +21,7 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
+from benchmarks.studies.unigram_fpr_markllm import wilson
 
 ROWS = ("samark-layered (default)", "N = 64")
 ATTACKS = ("Doc-P (local)", "Doc-T (pt, sentence-wise)")
@@ -33,15 +33,6 @@ VARIANTS: dict[str, dict[str, object]] = {
     "scan, cauchy": {"combine": "cauchy"},
 }
 ALPHA = 0.01
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return (0.0, 1.0)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 def run(run_dir: Path, sentences: int, out: Path) -> None:
