@@ -31,6 +31,7 @@ the ring does not flag is "unmarked": no key and no payload are attributed to it
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -135,6 +136,26 @@ class RingDetection:
     @property
     def statistic(self) -> str:
         return self.detection.statistic
+
+    def as_detection(self) -> Detection:
+        """This answer as one :class:`Detection` (what the evaluation harness records):
+        one key's own detection, or a keyring's with the ring's family-wise p-value and
+        alpha (``z``, ``score`` and the sentences stay the attributed key's)."""
+        if self.single_key:
+            return self.detection
+        return dataclasses.replace(self.detection, p_value=self.p_value, alpha=self.alpha)
+
+    def ring_fields(self) -> dict[str, Any]:
+        """A keyring's answer beyond its p-value: its method and size, and the key it
+        attributes (label, own p-value); empty for one key."""
+        if self.single_key:
+            return {}
+        return {
+            "method": self.method,
+            "keys": self.ring_size,
+            "key_label": self.best.label,
+            "key_p_value": self.key_p_value,
+        }
 
     def mark_evidence(self) -> MarkEvidence:
         """The mark's part of the one verdict (:mod:`samark.verdict`): this answer's
