@@ -10,11 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from samark.cli.common import TextInput, fail, progress
-from samark.detection.pipeline import SERVER_LIMITS, admit
 from samark.detection.ring_detector import RingDetector
-from samark.intake import TextRefused, check_binary, check_chars
+from samark.intake import SERVER_LIMITS, TextRefused, admit, check_binary, check_chars
 from samark.provenance.c2pa_manifest import strip_manifest
-from samark.schemes.features import TextFeatures, text_features
 
 #: sentences embedded at a time under ``--long`` (one step of its progress bar)
 LONG_CHUNK = 256
@@ -54,20 +52,19 @@ def check_intake(given: TextInput, long: bool) -> AdmittedText:
     return AdmittedText(given, text, sentences)
 
 
-def prepared(detector: RingDetector, admitted: AdmittedText, long: bool) -> TextFeatures:
-    """The text's features for ``detector``: its sentences embedded in one call, or with
-    ``long`` :data:`LONG_CHUNK` at a time under a bar counting sentences."""
+def embedded_long(detector: RingDetector, admitted: AdmittedText) -> dict[str, np.ndarray]:
+    """``--long``: the text's distinct sentences embedded by ``detector``'s embedder
+    :data:`LONG_CHUNK` at a time under a bar counting sentences, for the pipeline to
+    reuse (``prepare(known=...)``); nothing for a ring that embeds nothing."""
     embedder = detector.embedder
     known: dict[str, np.ndarray] = {}
-    if long and embedder is not None:
-        unique = list(dict.fromkeys(admitted.sentences))
-        with progress() as bar:
-            task = bar.add_task("embedding the text", total=len(unique), unit="sentences")
-            for start in range(0, len(unique), LONG_CHUNK):
-                chunk = unique[start : start + LONG_CHUNK]
-                known.update(zip(chunk, embedder.encode(chunk), strict=True))
-                bar.update(task, completed=start + len(chunk))
-    (features,) = text_features(
-        [admitted.text], embedder, sentences=[admitted.sentences], known=known
-    )
-    return features
+    if embedder is None:
+        return known
+    unique = list(dict.fromkeys(admitted.sentences))
+    with progress() as bar:
+        task = bar.add_task("embedding the text", total=len(unique), unit="sentences")
+        for start in range(0, len(unique), LONG_CHUNK):
+            chunk = unique[start : start + LONG_CHUNK]
+            known.update(zip(chunk, embedder.encode(chunk), strict=True))
+            bar.update(task, completed=start + len(chunk))
+    return known

@@ -9,8 +9,8 @@ from typing import Any, NoReturn
 import typer
 
 from samark.cli.common import err, fail
-from samark.cli.long_text import AdmittedText, prepared
-from samark.detection.pipeline import score
+from samark.cli.long_text import AdmittedText, embedded_long
+from samark.detection.pipeline import prepare, score
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.provenance.c2pa_manifest import read_manifest
@@ -32,11 +32,13 @@ def detect_one_text(
     without it."""
     manifest = read_manifest(text.given.text, verifier)
     try:
-        features = prepared(scheme, text, long)
-        (result,) = score(scheme, [features])
+        known = embedded_long(scheme, text) if long else None
+        # the pipeline (samark.detection.pipeline): the text as admitted, embedded once
+        ready = prepare(scheme, [text.text], sentences=[text.sentences], known=known)
+        (result,) = score(scheme, ready)
         if isinstance(result, SamarkError):
             raise result
-        report = None if provenance is None else provenance.check_sentences(features.sentences)
+        report = None if provenance is None else provenance.check_sentences(text.sentences)
     except SamarkError as exc:
         raise fail(str(exc)) from None
     out = result.to_dict(details=details)

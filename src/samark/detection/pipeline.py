@@ -1,8 +1,8 @@
 """The one detection pipeline, from text to p-value: ``prepare`` then ``score``.
 
-- :func:`admit`: the intake (:mod:`samark.intake`) and each text's sentences, split once:
-  binary text refused, and text over the limits (``limits``; None: any size, the CLI's
-  ``--long`` and the evaluation harness).
+- :func:`samark.intake.admit`: the intake and each text's sentences, split once: binary
+  text refused, and text over the limits (``limits``; None: any size, the CLI's ``--long``,
+  files of records and the evaluation harness).
 - :func:`prepare`: each admitted text's features (:class:`TextFeatures`): its sentences
   and their embeddings by the detector's embedder, the distinct sentences of all the
   texts embedded in one call.
@@ -24,27 +24,11 @@ import numpy as np
 
 from samark.detection.ring_detector import RingDetection, RingDetector
 from samark.errors import SamarkError
-from samark.intake import Limits, TextRefused, check_binary, check_chars, check_sentences
+from samark.intake import SERVER_LIMITS, Limits, TextRefused, admit
 from samark.schemes.features import TextFeatures, text_features
-from samark.segment import split_sentences
 
-#: the limits of one check: the server's defaults (``samark.intake``)
-SERVER_LIMITS = Limits()
 #: a text's answer: its detection, or why it has none
 Answer = RingDetection | SamarkError
-
-
-def admit(text: str, limits: Limits | None = SERVER_LIMITS, origin: str = "the text") -> list[str]:
-    """``text``'s sentences, or :class:`TextRefused` where it is binary or (with
-    ``limits``) more than one check takes. Characters are counted before the text is
-    split, so that a megabyte is refused without splitting it."""
-    check_binary(text, origin)
-    if limits is not None:
-        check_chars(text, limits)
-    sentences = split_sentences(text)
-    if limits is not None:
-        check_sentences(len(sentences), limits)
-    return sentences
 
 
 def prepare(

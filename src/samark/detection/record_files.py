@@ -14,10 +14,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
-from samark.detection.pipeline import admit
 from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
-from samark.intake import TextRefused
+from samark.intake import TextRefused, admit
 from samark.schemes.features import TextFeatures, text_features
 
 Record = dict[str, Any]

@@ -79,10 +79,7 @@ class SchemeSpec:
     #: the scheme's preset ``params`` apply over (``Watermark.presets``): "paper" (SAMark's
     #: z, as recorded; outside the fingerprint) or "product" (every door's defaults)
     preset: str = "paper"
-    #: detect with a keyring of this many keys (the run's key, which wrote the texts,
-    #: and its siblings, ``WatermarkKey.sibling``): each text's answer is the ring's
-    #: family-wise p-value (the max-statistic or Holm, :mod:`samark.detection.ring_detector`),
-    #: so the row measures what a keyring costs in power; None: the one key
+    #: detect with a keyring of this many keys, the run's key first (``Run.detector``)
     ring_keys: int | None = None
 
     @property
@@ -99,9 +96,8 @@ class SchemeSpec:
         revised row's earlier records are found."""
         from samark.evaluation.fingerprints import row_fingerprint
 
-        return row_fingerprint(
-            self.name, self.params, revision, self.pivot_space, self.preset, self.ring_keys
-        )
+        parts = (self.params, revision, self.pivot_space, self.preset, self.ring_keys)
+        return row_fingerprint(self.name, *parts)
 
     @property
     def writes(self) -> bool:

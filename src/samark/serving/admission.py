@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from samark.detection.pipeline import admit
-from samark.intake import Limits, check_binary, check_chars
+from samark.intake import Limits, admit, check_binary, check_chars
 from samark.serving.manifests import checked
 from samark.serving.settings import ServeSettings
 
