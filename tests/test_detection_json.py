@@ -72,9 +72,10 @@ def test_a_single_key_is_a_ring_of_one_that_answers_as_its_scheme(minilm) -> Non
     assert "ring" not in words and f"{own.n_units} tokens" in words
     assert math.isfinite(own.p_value)
     # the server's answer is the same serialisation, cut to the fields /v1/detect gives
+    from samark.detection.pipeline import prepare
     from samark.serving.answers import SINGLE_KEY_FIELDS, answers
 
-    served = answers(ring, [TEXT, "   "], details=False)
+    served = answers(ring, prepare(ring, [TEXT, "   "]), details=False)
     verdict = served[0].pop("verdict")  # and the one verdict (samark.verdict), in tokens
     assert served[0] == {k: answer.to_dict()[k] for k in SINGLE_KEY_FIELDS}
     assert verdict["record"] == "no_record"

@@ -97,10 +97,9 @@ def test_an_existing_record_file_keeps_its_mode(kgw, mpnet, tmp_path: Path) -> N
 def test_detection_units_group_texts_up_to_a_units_sentences() -> None:
     from samark.serving.scheduling import detection_units
 
-    three = "One. Two. Three."
-    units = detection_units([three, three, three, "A lone long text. " * 20, three], sentences=7)
-    assert [len(u) for u in units] == [2, 1, 1, 1]
-    assert units[2][0].startswith("A lone long text.")
+    # five texts of 3, 3, 3, 20 and 3 sentences, by index
+    units = detection_units([3, 3, 3, 20, 3], sentences=7)
+    assert units == [[0, 1], [2], [3], [4]]
 
 
 def test_a_small_check_is_not_held_up_by_a_large_batch(minilm) -> None:
@@ -110,6 +109,7 @@ def test_a_small_check_is_not_held_up_by_a_large_batch(minilm) -> None:
 
     from samark.embed import new_key
     from samark.schemes import create_scheme
+    from samark.serving.admission import admit_request
 
     scheme = create_scheme("samark", key=new_key(minilm, cells=0), embedder=minilm)
     worker = Worker(scheme, ServeSettings(tokens=frozenset({USER})))
@@ -120,7 +120,7 @@ def test_a_small_check_is_not_held_up_by_a_large_batch(minilm) -> None:
 
     async def both() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         async def tagged(name: str, texts: list[str]) -> list[dict[str, Any]]:
-            result = await worker.detect(texts, False)
+            result = await worker.detect(admit_request(texts, worker.settings), False)
             finished.append(name)
             return result
 
@@ -131,7 +131,7 @@ def test_a_small_check_is_not_held_up_by_a_large_batch(minilm) -> None:
     large, one = asyncio.run(both())
     assert finished == ["small", "large"]
     assert len(large) == 12 and all("p_value" in r for r in large)
-    alone = asyncio.run(worker.detect([small], False))
+    alone = asyncio.run(worker.detect(admit_request([small], worker.settings), False))
     assert one[0]["p_value"] == pytest.approx(alone[0]["p_value"], abs=2e-3)
     worker.close()
 

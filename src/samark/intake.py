@@ -1,6 +1,6 @@
 """What a text must be to be checked, said once for every door (issue 65): ``samark
 detect``, the server's ``/v1/detect`` and its page take the same limits and refuse in
-the same words.
+the same words; :func:`admit` reads a text once: refused, or its sentences.
 
 - **Binary**: a text holding NUL or another control character (not a tab, line break,
   carriage return, form feed or vertical tab) is binary, not text; bytes that are not
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from samark.errors import SamarkError
+from samark.segment import split_sentences
 
 #: characters of one text (about 1,000 sentences)
 MAX_TEXT_CHARS = 100_000
@@ -40,6 +41,10 @@ class Limits:
 
     max_chars: int = MAX_TEXT_CHARS
     max_sentences: int = MAX_TEXT_SENTENCES
+
+
+#: the limits of one check: the server's defaults
+SERVER_LIMITS = Limits()
 
 
 def control_character(text: str) -> str | None:
@@ -86,3 +91,16 @@ def check_sentences(count: int, limits: Limits = Limits()) -> None:
         raise TextRefused(
             f"a text of {count} sentences; at most {limits.max_sentences}", "text_too_long"
         )
+
+
+def admit(text: str, limits: Limits | None = SERVER_LIMITS, origin: str = "the text") -> list[str]:
+    """``text``'s sentences, or :class:`TextRefused` where it is binary or (with
+    ``limits``) more than one check takes. Characters are counted before the text is
+    split, so that a megabyte is refused without splitting it."""
+    check_binary(text, origin)
+    if limits is not None:
+        check_chars(text, limits)
+    sentences = split_sentences(text)
+    if limits is not None:
+        check_sentences(len(sentences), limits)
+    return sentences

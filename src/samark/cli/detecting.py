@@ -22,7 +22,6 @@ from samark.cli.common import (
     NullStopOption,
     StatisticOption,
     TextFlag,
-    TextInput,
     cells_field,
     check_cells,
     err,
@@ -32,7 +31,6 @@ from samark.cli.common import (
     progress,
     read_text,
     refuse_scheme_options,
-    require_sentences,
 )
 from samark.cli.loading import (
     AnySchemeOption,
@@ -46,7 +44,7 @@ from samark.cli.loading import (
     load_scheme,
     resolve_scheme,
 )
-from samark.cli.long_text import check_intake, embedded_with_progress
+from samark.cli.long_text import AdmittedText, check_intake
 from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
 from samark.cli.one_text import detect_one_text
 from samark.cli.record import RecordOption, check_record_url, open_record
@@ -205,11 +203,12 @@ class DetectRequest:
         # what to read is checked before any model loads: a missing file, an empty text
         # or a file without records fails at once
         records = None if self.literal or self.ray is not None else _records_file(self.source)
-        given: TextInput | None = None
+        admitted: AdmittedText | None = None
         if self.ray is None and records is None:
             given = read_text(self.source, literal=self.literal)
-            require_sentences(given, "score")
-            sentences = check_intake(given, self.long)  # the server's limits and words
+            admitted = check_intake(given, self.long)  # the server's limits and words
+            if not admitted.sentences:  # split once, before any model loads
+                raise fail(f"{given.origin} is empty: no sentence to score")
         elif self.long:
             raise fail("--long checks one text over the server's limits, not a file of records")
         detector = self.detector()
@@ -228,10 +227,9 @@ class DetectRequest:
             raise typer.Exit(
                 _detect_file(detector, *records, self.field, self.details, chunk, provenance)
             )
-        assert given is not None
+        assert admitted is not None
         verifier = manifest_verifier(list(self.c2pa_trust))
-        with embedded_with_progress(embedder if self.long else None, sentences):
-            detect_one_text(detector, given.text, self.details, provenance, verifier)
+        detect_one_text(detector, admitted, self.details, provenance, verifier, self.long)
 
     def _on_ray(self) -> int:
         assert self.source is not None and self.out_dir is not None and self.ray is not None
@@ -350,17 +348,14 @@ def _detect_file(
     exit code 2 (as grep's for a file it could not read). Progress counts the records
     whose results are written."""
     from samark.detection.record_files import (
-        NO_SENTENCE,
-        UnreadableRecord,
         detect_records,
-        no_text_field,
+        failed_record,
         read_jsonl,
         read_parquet,
     )
 
     found = False
     failed: list[int] = []
-    errors = (no_text_field(field), NO_SENTENCE)
     with progress() as bar:
         task = bar.add_task(f"detecting {path.name}", total=total, unit="records")
         records = read_parquet(path) if path.suffix == ".parquet" else read_jsonl(path)
@@ -369,7 +364,7 @@ def _detect_file(
                 detect_records(scheme, records, field, details=details, chunk=chunk), 1
             ):
                 found |= bool(record.get("is_watermarked"))
-                if isinstance(record, UnreadableRecord) or record.get("error") in errors:
+                if failed_record(record):
                     failed.append(number)
                 elif provenance is not None:
                     body = strip_manifest(record[field])  # the record never sees a manifest

@@ -9,24 +9,36 @@ from typing import Any, NoReturn
 import typer
 
 from samark.cli.common import err, fail
+from samark.cli.long_text import AdmittedText, embedded_long
+from samark.detection.pipeline import prepare, score
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
-from samark.provenance.c2pa_manifest import read_manifest, strip_manifest
+from samark.provenance.c2pa_manifest import read_manifest
 from samark.verdict import RecordEvidence, verdict
 
 
 def detect_one_text(
-    scheme: RingDetector, text: str, details: bool, provenance: Any = None, verifier: Any = None
+    scheme: RingDetector,
+    text: AdmittedText,
+    details: bool,
+    provenance: Any = None,
+    verifier: Any = None,
+    long: bool = False,
 ) -> NoReturn:
-    """Detect with ``scheme`` (a key or keyring) in one text; exits 0 if watermarked, 1 if
-    not. With a ``provenance`` record, each sentence's provenance too (a ``provenance`` field).
-    A C2PA manifest is checked (``manifest``), then removed: the mark and the record never
-    see it."""
-    manifest = read_manifest(text, verifier)
-    text = strip_manifest(text)
+    """Detect with ``scheme`` (a key or keyring) in one admitted text, prepared once and
+    scored (:mod:`samark.detection.pipeline`); exits 0 if watermarked, 1 if not. With a
+    ``provenance`` record, each sentence's provenance too (a ``provenance`` field). A
+    C2PA manifest is checked (``manifest``); the mark and the record read the text
+    without it."""
+    manifest = read_manifest(text.given.text, verifier)
     try:
-        result = scheme.detect(text)
-        report = None if provenance is None else provenance.check(text)
+        known = embedded_long(scheme, text) if long else None
+        # the pipeline (samark.detection.pipeline): the text as admitted, embedded once
+        ready = prepare(scheme, [text.text], sentences=[text.sentences], known=known)
+        (result,) = score(scheme, ready)
+        if isinstance(result, SamarkError):
+            raise result
+        report = None if provenance is None else provenance.check_sentences(text.sentences)
     except SamarkError as exc:
         raise fail(str(exc)) from None
     out = result.to_dict(details=details)

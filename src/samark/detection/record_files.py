@@ -18,8 +18,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Protocol
 
-from samark.errors import SamarkError
+from samark.embed import Embedder
+from samark.errors import EmptyTextError, SamarkError
+from samark.intake import TextRefused, admit
 from samark.provenance.c2pa_manifest import strip_manifest
+from samark.schemes.features import TextFeatures, text_features
 
 Record = dict[str, Any]
 Advance = Callable[[int], None]
@@ -48,7 +51,16 @@ class Result(Protocol):
 
 
 class BatchDetector(Protocol):
+    """A key or keyring that scores texts together: a scheme or a ``RingDetector``."""
+
+    @property
+    def embedder(self) -> Embedder | None: ...
+
     def detect_many(self, texts: list[str]) -> Sequence[Result | None]: ...
+
+    def detect_prepared(
+        self, features: Sequence[TextFeatures]
+    ) -> Sequence[Result | EmptyTextError]: ...
 
 
 def read_jsonl(path: Path, advance: Advance | None = None) -> Iterator[Record]:
@@ -145,13 +157,38 @@ def detect_records(
                 todo.append((record, strip_manifest(text)))
             else:
                 record["error"] = no_text_field(field)
-        results = scheme.detect_many([text for _, text in todo])
-        for (record, _), result in zip(todo, results, strict=True):
-            if result is None:
-                record.update(p_value=None, is_watermarked=None, error=NO_SENTENCE)
+        for (record, _), result in zip(todo, _scored(scheme, [t for _, t in todo]), strict=True):
+            if isinstance(result, SamarkError):  # binary, or nothing to score: its words
+                record.update(p_value=None, is_watermarked=None, error=str(result))
             else:
                 record.update(result.to_dict(details=details))
         yield from batch
+
+
+def _scored(scheme: BatchDetector, texts: list[str]) -> list[Result | SamarkError]:
+    """Each text's detection, or its own error: refused at intake (binary; any size is
+    taken: a file is checked as ``--long``), or nothing to score. Each text is split and
+    embedded once (:mod:`samark.detection.pipeline`)."""
+    out: dict[int, Result | SamarkError] = {}
+    split: dict[int, list[str]] = {}
+    for i, text in enumerate(texts):
+        try:
+            split[i] = admit(text, limits=None)
+        except TextRefused as exc:
+            out[i] = exc
+    features = text_features(
+        [texts[i] for i in split], scheme.embedder, sentences=[*split.values()]
+    )
+    out.update(zip(split, scheme.detect_prepared(features), strict=True))
+    return [out[i] for i in range(len(texts))]
+
+
+def failed_record(record: Record) -> bool:
+    """Whether ``record`` was not scored: unreadable, or an ``error`` of this detection
+    (a record's own ``error`` field beside a p-value is its own)."""
+    return isinstance(record, UnreadableRecord) or (
+        "error" in record and record.get("p_value") is None
+    )
 
 
 def no_text_field(field: str) -> str:

@@ -15,7 +15,8 @@ probability at most ``alpha``, whatever K. Two ways, chosen per ring:
 - **Holm** (every other scheme, and rings whose keys differ in law). Each key's own p-value
   is valid for that key, so ``min(1, K * min p)`` is valid for the ring, and Holm's
   step-down gives each key an adjusted p-value with family-wise error control. A text is
-  embedded once for the whole ring (the embedder remembers its sentences during a call).
+  split and embedded once for the whole ring (:mod:`samark.detection.pipeline`: every
+  key scores the same features).
   For samark-layered, the semantic layer of every key is scored in one pass as above, and
   each key's layered p-value (its semantic and token layers combined) enters Holm: its
   token layer's p-values are analytic and tiny on marked text, so a large ring of layered
@@ -30,7 +31,7 @@ the ring does not flag is "unmarked": no key and no payload are attributed to it
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from samark.detection_result import Detection, json_safe
+from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring, RingEntry, flag_value
@@ -51,6 +53,7 @@ from samark.schemes.base import (
     holm_adjusted,
     scheme_class,
 )
+from samark.schemes.features import TextFeatures, text_features
 
 # SAMark's ring pass lives with SAMark; these names keep working from here
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count
@@ -133,6 +136,26 @@ class RingDetection:
     @property
     def statistic(self) -> str:
         return self.detection.statistic
+
+    def as_detection(self) -> Detection:
+        """This answer as one :class:`Detection` (what the evaluation harness records):
+        one key's own detection, or a keyring's with the ring's family-wise p-value and
+        alpha (``z``, ``score`` and the sentences stay the attributed key's)."""
+        if self.single_key:
+            return self.detection
+        return dataclasses.replace(self.detection, p_value=self.p_value, alpha=self.alpha)
+
+    def ring_fields(self) -> dict[str, Any]:
+        """A keyring's answer beyond its p-value: its method and size, and the key it
+        attributes (label, own p-value); empty for one key."""
+        if self.single_key:
+            return {}
+        return {
+            "method": self.method,
+            "keys": self.ring_size,
+            "key_label": self.best.label,
+            "key_p_value": self.key_p_value,
+        }
 
     def mark_evidence(self) -> MarkEvidence:
         """The mark's part of the one verdict (:mod:`samark.verdict`): this answer's
@@ -337,21 +360,37 @@ class RingDetector:
             f"RingDetector(scheme={self.name!r}, keys={len(self.entries)}, method={self.method!r})"
         )
 
+    @property
+    def embedder(self) -> Embedder | None:
+        """The embedder a text is prepared with for this ring (its first key's; None: the
+        ring scores no embeddings). Keys of a ring share one (:meth:`from_keys`)."""
+        return next((s.embedder for s in self.schemes if s.embedder is not None), None)
+
     def detect(self, text: str) -> RingDetection:
-        """Test one text against every key. Raises :class:`EmptyTextError` when it has
-        nothing to score."""
-        result = self.detect_many([text])[0]
-        if result is None:
-            self.schemes[0].detect(text)  # raises the scheme's own words for what is missing
-            raise EmptyTextError("the text has nothing to score")
-        return result
+        """Test one text against every key. Raises :class:`EmptyTextError` (in the
+        scheme's own words) when it has nothing to score."""
+        found = self.detect_prepared(text_features([text], self.embedder))[0]
+        if isinstance(found, EmptyTextError):
+            raise found
+        return found
 
     def detect_many(self, texts: Sequence[str]) -> list[RingDetection | None]:
         """``detect`` on each text (None for one with nothing to score); every text is
-        embedded once for the whole ring."""
+        split and embedded once for the whole ring."""
+        found = self.detect_prepared(text_features(texts, self.embedder))
+        return [None if isinstance(r, EmptyTextError) else r for r in found]
+
+    def detect_prepared(
+        self, features: Sequence[TextFeatures]
+    ) -> list[RingDetection | EmptyTextError]:
+        """Each prepared text (:mod:`samark.detection.pipeline`) against every key, or its
+        own error where it has nothing to score: the pipeline's ``score``."""
         if self._scoring is None:
-            return self._holm(texts)
-        return [None if r is None else self._result(r) for r in self._scoring.score_many(texts)]
+            return self._holm(features)
+        return [
+            r if isinstance(r, EmptyTextError) else self._result(r)
+            for r in self._scoring.score_prepared(features)
+        ]
 
     def score_embeddings(
         self, embeddings: np.ndarray, sentences: list[str] | None = None
@@ -362,21 +401,16 @@ class RingDetector:
             raise SamarkError("only a ring of SAMark keys sharing one pivot law scores embeddings")
         return self._result(self._scoring.score_embeddings(embeddings, sentences))
 
-    def _holm(self, texts: Sequence[str]) -> list[RingDetection | None]:
-        embedders = {id(e): e for s in self.schemes if (e := s.embedder) is not None}
-        per_key: list[list[Detection | None]] = []
-        with contextlib.ExitStack() as stack:
-            for embedder in embedders.values():  # each text embedded once for every key
-                stack.enter_context(embedder.remembering())
-            for scheme in self.schemes:
-                per_key.append(scheme.detect_many(list(texts)))
-        out: list[RingDetection | None] = []
-        for i in range(len(texts)):
+    def _holm(self, features: Sequence[TextFeatures]) -> list[RingDetection | EmptyTextError]:
+        per_key = [scheme.detect_prepared(features) for scheme in self.schemes]
+        out: list[RingDetection | EmptyTextError] = []
+        for i in range(len(features)):
             results = [r[i] for r in per_key]
-            if any(r is None for r in results):
-                out.append(None)
+            empty = next((r for r in results if isinstance(r, EmptyTextError)), None)
+            if empty is not None:
+                out.append(empty)
                 continue
-            found = [r for r in results if r is not None]
+            found = [r for r in results if not isinstance(r, EmptyTextError)]
             p = tuple(r.p_value for r in found)
             ring_p, best = RingScore.holm_best(p, [r.score for r in found])
             out.append(self._result(RingScore(ring_p, best, found[best], p)))

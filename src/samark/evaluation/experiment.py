@@ -79,6 +79,8 @@ class SchemeSpec:
     #: the scheme's preset ``params`` apply over (``Watermark.presets``): "paper" (SAMark's
     #: z, as recorded; outside the fingerprint) or "product" (every door's defaults)
     preset: str = "paper"
+    #: detect with a keyring of this many keys, the run's key first (``Run.detector``)
+    ring_keys: int | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -94,7 +96,8 @@ class SchemeSpec:
         revised row's earlier records are found."""
         from samark.evaluation.fingerprints import row_fingerprint
 
-        return row_fingerprint(self.name, self.params, revision, self.pivot_space, self.preset)
+        parts = (self.params, revision, self.pivot_space, self.preset, self.ring_keys)
+        return row_fingerprint(self.name, *parts)
 
     @property
     def writes(self) -> bool:
@@ -465,12 +468,12 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
         raise ExperimentError(f"{where}: research must be true or false")
     if (preset := fields.get("preset", "paper")) not in ("paper", "product"):
         raise ExperimentError(f'{where}: preset must be "paper" or "product", not {preset!r}')
-    for f in ("prompts", "human_negatives"):
+    for f, least in (("prompts", 1), ("human_negatives", 1), ("ring_keys", 2)):
         value = fields.get(f)
         if value is not None and (
-            not isinstance(value, int) or isinstance(value, bool) or value < 1
+            not isinstance(value, int) or isinstance(value, bool) or value < least
         ):
-            raise ExperimentError(f"{where}: {f} must be an integer >= 1, not {value!r}")
+            raise ExperimentError(f"{where}: {f} must be an integer >= {least}, not {value!r}")
     space = fields.get("pivot_space")
     if space is not None:
         from samark.keys.pivot_spaces import shipped_pivot_spaces

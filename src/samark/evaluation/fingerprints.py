@@ -11,16 +11,23 @@ from samark.schemes.catalog import SchemeInfo
 
 
 def row_fingerprint(
-    name: str, params: dict[str, Any], revision: int, pivot_space: str | None, preset: str
+    name: str,
+    params: dict[str, Any],
+    revision: int,
+    pivot_space: str | None,
+    preset: str,
+    ring_keys: int | None = None,
 ) -> str:
     """The scheme, its parameters as :func:`fingerprint_params` sees them, its revision
-    (0: as before revisions existed), the row's pivot space and preset (the paper's: none)."""
+    (0: as before revisions existed), the row's pivot space, preset (the paper's: none)
+    and keyring size (one key: none)."""
     parts: list[Any] = [name, fingerprint_params(params, scheme_info(name))]
     if revision:
         parts.append({"revision": revision})
     if pivot_space is not None:
         parts.append({"pivot_space": pivot_space})
     parts += [] if preset == "paper" else [{"preset": preset}]
+    parts += [] if ring_keys is None else [{"ring_keys": ring_keys}]
     blob = json.dumps(parts, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:12]
 

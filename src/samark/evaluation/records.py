@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from samark.detection.ring_detector import RingDetection
 from samark.detection_result import Detection
 from samark.errors import SamarkError
 from samark.schemes.base import Generation
@@ -163,6 +164,9 @@ class DetectionRecord(_Record):
     details: dict[str, float] | None = None
     #: the prefix length scored (length stage only)
     sentences: int | None = None
+    #: a keyring row's answer (``SchemeSpec.ring_keys``): its method and size, the key it
+    #: attributes and that key's own p-value (:meth:`RingDetection.ring_fields`)
+    ring: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, detection: Detection, seconds: float, **meta: Any) -> DetectionRecord:
@@ -180,6 +184,13 @@ class DetectionRecord(_Record):
             seconds=seconds,
             **meta,
         )
+
+    @classmethod
+    def of_answer(cls, found: RingDetection, seconds: float, **meta: Any) -> DetectionRecord:
+        """The record of a key's or keyring's answer: its detection
+        (:meth:`RingDetection.as_detection`) and, for a keyring, the ring's fields."""
+        ring = found.ring_fields() or None
+        return dataclasses.replace(cls.of(found.as_detection(), seconds, **meta), ring=ring)
 
     @classmethod
     def nothing_to_score(cls, seconds: float, **meta: Any) -> DetectionRecord:

@@ -25,6 +25,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from samark.datasets import Document, Example, human_windows, load_dataset, prompt_examples
+from samark.detection.ring_detector import RingDetector
 from samark.embed import Embedder, load_embedder, new_key
 from samark.errors import SamarkError
 from samark.evaluation.attacks import Attack, create_attack
@@ -38,9 +39,10 @@ from samark.evaluation.stages import length as stage_length
 from samark.evaluation.stages import quality as stage_quality
 from samark.evaluation.store import FolderLock, RecordStore, compact_folder
 from samark.keys import WatermarkKey
+from samark.keys.keyring import RingEntry
 from samark.keys.samark_material import PivotDraw, new_null_draws
 from samark.schemes import Watermark, create_scheme
-from samark.schemes.base import SharedResources, scheme_info
+from samark.schemes.base import SharedResources, scheme_class, scheme_info
 
 #: the stages in the order they run (each one owns its keys, work and status)
 STAGE_OBJECTS: tuple[Stage, ...] = (
@@ -100,6 +102,7 @@ class Run:
         stores = [RecordStore(self.dir / name) for name in STAGE_FILES]
         self.generations, self.attacks, self.detections, self.lengths, self.quality = stores
         self._schemes: dict[str, Watermark] = {}
+        self._detectors: dict[str, RingDetector] = {}
         self._attackers: dict[str, Attack] = {}
         self._embedder: Embedder | None = None
         self._key: WatermarkKey | None = None
@@ -299,6 +302,30 @@ class Run:
             )
         return self._schemes[spec.label]
 
+    def detector(self, spec: SchemeSpec) -> RingDetector:
+        """What the row detects with (:mod:`samark.detection.pipeline`): its scheme's key
+        as a ring of one, or with ``ring_keys`` a keyring of the run's key (first: it
+        wrote the texts) and its siblings, each key's scheme built as the row's."""
+        if spec.label not in self._detectors:
+            scheme = self.scheme(spec)
+            if spec.ring_keys is None:
+                self._detectors[spec.label] = RingDetector.of_scheme(scheme)
+            else:
+                key = self.key_for(spec)
+                keys = [key, *(key.sibling(f"ring/{i}") for i in range(1, spec.ring_keys))]
+                entries = [RingEntry(f"key-{i:02d}", k.key_id, "") for i, k in enumerate(keys)]
+                params = {**scheme_class(spec.name).preset(spec.preset), **spec.params}
+                alpha = float(params.pop("alpha", scheme.config.alpha))
+                shared = SharedResources(self.experiment.generator, self.embedder)
+                self._detectors[spec.label] = RingDetector.from_keys(
+                    list(zip(entries, keys, strict=True)),
+                    spec.name,
+                    shared=shared,
+                    alpha=alpha,
+                    **params,
+                )
+        return self._detectors[spec.label]
+
     def attacker(self, spec: AttackSpec) -> Attack:
         if spec.label not in self._attackers:
             self._attackers[spec.label] = create_attack(spec.name, **spec.params)
@@ -338,7 +365,8 @@ class Run:
         yet (read-only)."""
         if not self.detectable(spec) or not self.has_key():
             return None
-        return self.scheme(spec).detector_id()
+        own = self.scheme(spec).detector_id()
+        return own if spec.ring_keys is None else f"{own}/ring{spec.ring_keys}"
 
     def current_records(self, stage: RecordStore) -> list[dict[str, Any]]:
         """The records of ``stage`` that the experiment as it now stands asks for. A row or

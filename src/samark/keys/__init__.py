@@ -111,6 +111,18 @@ class WatermarkKey:
         another key id: the pivots differ)."""
         return WatermarkKey(self._secret, self.embedder, samark, self.scheme, self._hash_key)
 
+    def sibling(self, label: str) -> WatermarkKey:
+        """Another key derived one-way from this one's secret and ``label`` (an
+        experiment's keyring: the run's key and its siblings), drawing its pivots as this
+        one does, for the same embedder and scheme; it carries a hash key where this one
+        does (derived too)."""
+        stream = hashlib.shake_256(b"samark/sibling/" + label.encode() + b"/" + self._secret)
+        raw = stream.digest(SECRET_BYTES + 8)
+        hash_key = None
+        if self._hash_key is not None:
+            hash_key = 1 + int.from_bytes(raw[SECRET_BYTES:], "little") % MAX_HASH_KEY
+        return WatermarkKey(raw[:SECRET_BYTES], self.embedder, self._draw, self.scheme, hash_key)
+
     def with_hash_key(self, hash_key: int | None) -> WatermarkKey:
         """The same secret carrying the reference integer key ``hash_key`` (another key id)."""
         return WatermarkKey(self._secret, self.embedder, self._draw, self.scheme, hash_key)

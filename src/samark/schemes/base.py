@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from samark.keys import WatermarkKey
     from samark.sampling.base import CandidateSampler
     from samark.sampling.engines import EngineSpec
+    from samark.schemes.features import TextFeatures
 
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
 #: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
@@ -100,8 +101,9 @@ class RingScoring(Protocol):
     #: how the ring's p-value is made ("max-statistic", "holm")
     method: str
 
-    def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
-        """Each text against every key (None: nothing to score)."""
+    def score_prepared(self, features: Sequence[TextFeatures]) -> list[RingScore | EmptyTextError]:
+        """Each prepared text against every key, or the error saying why it has nothing
+        to score."""
         ...
 
     def score_embeddings(self, embeddings: np.ndarray, sentences: list[str] | None) -> RingScore:
@@ -232,6 +234,19 @@ class Watermark(abc.ABC):
                 out.append(self.detect(text))
             except EmptyTextError:
                 out.append(None)
+        return out
+
+    def detect_prepared(self, features: Sequence[TextFeatures]) -> list[Detection | EmptyTextError]:
+        """Each prepared text's detection (:mod:`samark.schemes.features`: split and
+        embedded once, for every key), or its own error where it has nothing to score.
+        This default detects each text as given; a scheme that scores sentences or
+        embeddings overrides it to read the features."""
+        out: list[Detection | EmptyTextError] = []
+        for f in features:
+            try:
+                out.append(self.detect(f.text))
+            except EmptyTextError as exc:
+                out.append(exc)
         return out
 
     def evidence(self, detection: Detection) -> dict[str, object]:

@@ -4,12 +4,14 @@ keyring's, from :meth:`RingDetection.to_dict`, the one serialisation of a detect
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from samark.detection.pipeline import score
 from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection
-from samark.errors import EmptyTextError
+from samark.errors import SamarkError
+from samark.schemes.features import TextFeatures
 from samark.serving.evidence import sentence_evidence
 from samark.verdict import RecordEvidence, verdict
 
@@ -25,22 +27,24 @@ _RING_LAYOUT = ("payload_bits", "flag_bits")
 
 def answers(
     detector: RingDetector,
-    texts: list[str],
+    prepared: Sequence[TextFeatures | SamarkError],
     details: bool,
-    record_check: Callable[[str], dict[str, Any]] | None = None,
+    record_check: Callable[[TextFeatures], dict[str, Any]] | None = None,
     manifests: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Each text's answer, the texts scored together: a key's detection (a ring of one),
-    or a keyring's family-wise p-value with the key (label, id, its own p) and payload
-    when the text is flagged; all from :meth:`RingDetection.to_dict`. With
-    ``record_check`` (the record's report on a text), its ``provenance`` too. Every
-    answer carries its ``verdict`` (:mod:`samark.verdict`): the mark and the record as
-    one conclusion, with the text's C2PA manifest state where ``manifests`` (by the text as
-    scored, the manifest removed) names one."""
+    """Each prepared text's answer, the texts scored together
+    (:func:`samark.detection.pipeline.score`): a key's detection (a ring of one), or a
+    keyring's family-wise p-value with the key (label, id, its own p) and payload when
+    the text is flagged; all from :meth:`RingDetection.to_dict`. A text with nothing to
+    score answers its own error, in the scheme's words. With ``record_check`` (the
+    record's report on a text), its ``provenance`` too. Every answer carries its
+    ``verdict`` (:mod:`samark.verdict`): the mark and the record as one conclusion, with
+    the text's C2PA manifest state where ``manifests`` (by the text as scored, the
+    manifest removed) names one."""
     out: list[dict[str, Any]] = []
-    for text, r in zip(texts, detector.detect_many(texts), strict=True):
-        if r is None:
-            out.append(_nothing_to_score(detector, text))
+    for text, r in zip(prepared, score(detector, prepared), strict=True):
+        if isinstance(r, SamarkError) or isinstance(text, SamarkError):
+            out.append({"error": str(r)})
             continue
         fields = r.to_dict()
         if r.single_key:
@@ -56,20 +60,10 @@ def answers(
         answer["verdict"] = verdict(
             r.mark_evidence(),
             None if report is None else RecordEvidence.of_report(report),
-            None if manifests is None else manifests.get(text),
+            None if manifests is None else manifests.get(text.text),
         ).to_dict()
         out.append(answer)
     return out
-
-
-def _nothing_to_score(detector: RingDetector, text: str) -> dict[str, Any]:
-    """The error of a text with nothing to score, in the detector's own words (it says
-    why, e.g. how many sentences the scheme needs; it fails before any scoring)."""
-    try:
-        detector.detect(text)
-    except EmptyTextError as exc:
-        return {"error": str(exc)}
-    return {"error": "the text has nothing to score"}
 
 
 def _sentences(d: Detection) -> dict[str, Any]:

@@ -13,8 +13,9 @@ cumulative-evidence view and its per-sentence layers).
 - ``short_text``: for a text of few sentences, why it is weak evidence
   (:mod:`samark.serving.short_text`).
 
-The prefixes' sentences are the text's, so within the worker's ``remembering`` block
-nothing is embedded again: a point costs one scoring against the null draws.
+The prefixes' sentences are the text's, so their features are the text's features cut
+(:meth:`TextFeatures.prefix`): nothing is split or embedded again, and a point costs one
+scoring against the null draws.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import numpy as np
 
 from samark.detection.ring_detector import RingDetection, RingDetector
 from samark.detection_result import Detection
+from samark.errors import EmptyTextError
+from samark.schemes.features import TextFeatures, text_features
 from samark.serving.short_text import short_text_note
 
 #: the most prefixes scored for one text's trail
@@ -41,11 +44,13 @@ class TrailPoint(TypedDict, total=False):
     p_token: float
 
 
-def sentence_evidence(detector: RingDetector, text: str, found: RingDetection) -> dict[str, Any]:
+def sentence_evidence(
+    detector: RingDetector, text: TextFeatures, found: RingDetection
+) -> dict[str, Any]:
     """The fields added to a detailed answer: ``evidence_trail`` and what the scheme
     shows of its detection (``Watermark.evidence``: a layered mark's ``sentence_layers``).
-    ``detector`` (a key as a ring of one, or a keyring) scored ``text``, giving ``found``
-    (a keyring's: its best key's detection and scheme)."""
+    ``detector`` (a key as a ring of one, or a keyring) scored ``text`` (prepared),
+    giving ``found`` (a keyring's: its best key's detection and scheme)."""
     out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, found.detection)}
     out.update(detector.scheme_of(found).evidence(found.detection))
     note = short_text_note(found.detection)
@@ -86,16 +91,23 @@ def prefixes(text: str, sentences: tuple[str, ...], lengths: list[int]) -> list[
     return out
 
 
-def evidence_trail(detector: RingDetector, text: str, detection: Detection) -> list[TrailPoint]:
+def evidence_trail(
+    detector: RingDetector, text: TextFeatures, detection: Detection
+) -> list[TrailPoint]:
     """The p-value as sentences are added (module docstring); a prefix with nothing to
-    score is left out."""
+    score is left out. A prefix's features are the text's, cut (nothing is split or
+    embedded again) where the detection scored the text's sentences."""
     lengths = trail_lengths(len(detection.sentences))
     if not lengths:
         return []
-    texts = prefixes(text, detection.sentences, lengths)
+    texts = prefixes(text.text, detection.sentences, lengths)
+    if tuple(detection.sentences) == text.sentences:
+        cut = [text.prefix(t, k) for t, k in zip(texts, lengths, strict=True)]
+    else:  # a scheme whose units are not the text's sentences: each prefix as a text
+        cut = text_features(texts, detector.embedder)
     points: list[TrailPoint] = []
-    for k, found in zip(lengths, detector.detect_many(texts), strict=True):
-        if found is None:
+    for k, found in zip(lengths, detector.detect_prepared(cut), strict=True):
+        if isinstance(found, EmptyTextError):
             continue
         point: TrailPoint = {"sentences": k, "p_value": float(found.p_value)}
         if found.single_key:  # a keyring's points are family-wise: no layers of their own

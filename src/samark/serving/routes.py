@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from samark.intake import Limits, TextRefused, check_binary, check_chars, check_sentences
-from samark.segment import split_sentences
+from samark.intake import TextRefused
 from samark.serving.access import Caller, DetectBudget
+from samark.serving.admission import admit_request
 from samark.serving.errors import ApiError
 from samark.serving.manifests import StreamSeal, seal
 from samark.serving.schema import (
@@ -185,19 +185,13 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
                 "invalid_request_error",
                 "too_many_texts",
             )
-        limits = Limits(settings.max_text_chars, settings.max_text_sentences)
-        try:  # the one intake (samark.intake): the CLI's limits and words
-            for text in texts:
-                check_chars(text, limits)
-                check_binary(text)
-            # segmenting a megabyte takes a moment: off the event loop
-            counts = await asyncio.to_thread(lambda: [len(split_sentences(t)) for t in texts])
-            for count in counts:
-                check_sentences(count, limits)
+        try:  # the one intake (samark.detection.pipeline): the CLI's limits and words;
+            # splitting a megabyte takes a moment: off the event loop
+            admitted = await asyncio.to_thread(admit_request, texts, settings)
         except TextRefused as exc:
             status = 413 if exc.code == "text_too_long" else 400
             raise ApiError(status, str(exc), "invalid_request_error", exc.code) from None
-        sentences = sum(max(count, 1) for count in counts)
+        sentences = admitted.sentence_count
         if sentences > settings.max_detect_sentences:
             raise ApiError(
                 413,
@@ -208,7 +202,7 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
             )
         if budget is not None and not who.admin:
             budget.charge(who, sentences)
-        results = await worker.detect(texts, req.details)
+        results = await worker.detect(admitted, req.details)
         if settings.detect_output == "decision" and not who.admin:
             results = [
                 r if "error" in r else {k: v for k, v in r.items() if k in DECISION_FIELDS}

@@ -15,11 +15,9 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any, TypeVar
-
-from samark.segment import split_sentences
 
 T = TypeVar("T")
 
@@ -30,28 +28,30 @@ SMALL, LARGE = 0, 1
 UNIT_SENTENCES = 8
 
 
-def detection_units(texts: list[str], sentences: int | None = None) -> list[list[str]]:
-    """Consecutive texts grouped up to ``sentences`` (default ``UNIT_SENTENCES``) sentences
-    a group (a longer text alone): the units of one request's detection, in order."""
+def detection_units(counts: Sequence[int], sentences: int | None = None) -> list[list[int]]:
+    """The texts (by index; ``counts``: each one's sentences) grouped in order up to
+    ``sentences`` (default ``UNIT_SENTENCES``) sentences a group, a longer text alone: the
+    units of one request's detection."""
     sentences = UNIT_SENTENCES if sentences is None else sentences
-    units: list[list[str]] = []
+    units: list[list[int]] = []
     size = 0
-    for text in texts:
-        n = max(1, len(split_sentences(text)))
+    for i, count in enumerate(counts):
+        n = max(1, count)
         if units and size + n <= sentences:
-            units[-1].append(text)
+            units[-1].append(i)
             size += n
         else:
-            units.append([text])
+            units.append([i])
             size = n
     return units
 
 
-def split_units(texts: list[str]) -> list[tuple[list[str], list[str]]]:
-    """Each unit of ``texts`` (:func:`detection_units`) with its distinct sentences."""
+def split_units(split: Sequence[Sequence[str]]) -> list[tuple[list[int], list[str]]]:
+    """Each unit of texts (by index; ``split``: each text's sentences, as admitted) with
+    its distinct sentences."""
     return [
-        (group, list(dict.fromkeys(s for t in group for s in split_sentences(t))))
-        for group in detection_units(texts)
+        (group, list(dict.fromkeys(s for i in group for s in split[i])))
+        for group in detection_units([len(s) for s in split])
     ]
 
 

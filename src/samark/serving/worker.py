@@ -21,17 +21,19 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from samark.detection.pipeline import prepare
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.provenance import ProvenanceRecord, new_request_id, normalise
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
 from samark.schemes.base import Watermark
+from samark.schemes.features import TextFeatures
 from samark.segment import split_sentences
 from samark.serving import scheduling
+from samark.serving.admission import Admitted
 from samark.serving.answers import answers
 from samark.serving.errors import ApiError, timeout_error
-from samark.serving.manifests import checked
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
 from samark.serving.schema import GenerationRequest, error_body, sse, usage
@@ -101,7 +103,7 @@ class Worker:
         try:
             if self.warm_engine:
                 _ = self.scheme.engine
-            answers(self.detector, [_WARM_TEXT], False)
+            answers(self.detector, prepare(self.detector, [_WARM_TEXT]), False)
         except Exception as exc:
             self.warm_error = f"{type(exc).__name__}: {exc}"
             log.error("warming the models failed: %s", self.warm_error)
@@ -318,11 +320,12 @@ class Worker:
         return _Served(self.record, request_id or new_request_id(), self.store_text)
 
     # ---- detection ----
-    async def detect(self, texts: list[str], details: bool) -> list[dict[str, Any]]:
-        """Each text's detection (against the ring, if the server has one), or its error;
-        counted in the metrics. With ``details`` and a record, each sentence's provenance
-        too (``provenance``: served verbatim, a close paraphrase of a served one, or not
-        served).
+    async def detect(self, admitted: Admitted, details: bool) -> list[dict[str, Any]]:
+        """Each admitted text's detection (against the ring, if the server has one), or
+        its error; counted in the metrics. With ``details`` and a record, each sentence's
+        provenance too (``provenance``: served verbatim, a close paraphrase of a served
+        one, or not served). The texts come split once (:func:`admit_request`); each is
+        embedded once, and scored on those features (:mod:`samark.detection.pipeline`).
 
         Fair under load: the work is cut into units of about ``UNIT_SENTENCES`` sentences
         (a group of short texts embedded and scored; a longer text embedded a chunk at a
@@ -332,22 +335,16 @@ class Worker:
         check waits for the unit that is running, never for a batch."""
         cancelled = threading.Event()
         deadline = time.monotonic() + self.settings.request_timeout_s
-        embedder = self.scheme.embedder
+        embedder = self.detector.embedder
         out: list[dict[str, Any]] = []
-        # a C2PA manifest is checked, then removed: the mark and the record never see it
-        c2pa = self.settings.c2pa_signer or self.settings.c2pa_verifier
-        manifests, texts = await asyncio.to_thread(
-            checked, texts, self.settings.c2pa_verifier, c2pa is not None
-        )
-        states = {t: m["state"] for t, m in zip(texts, manifests, strict=True) if m is not None}
-        # segmenting takes a moment on a large batch: off the event loop
-        groups = await asyncio.to_thread(split_units, texts)
+        states = admitted.manifest_states()
+        groups = split_units(admitted.sentences)
         # a request that is one unit goes before the units of larger ones
         one_unit = len(groups) == 1 and len(groups[0][1]) <= scheduling.UNIT_SENTENCES
         priority = SMALL if one_unit else LARGE
         for group, split in groups:
-            # a unit scores its texts, embedding them too where they fit in one unit; a
-            # longer text's sentences are embedded a unit at a time first
+            # a unit embeds and scores its texts, embedding them there where they fit in
+            # one unit; a longer text's sentences are embedded a unit at a time first
             known: dict[str, np.ndarray] = {}
             unit = scheduling.UNIT_SENTENCES
             if embedder is not None and len(split) > unit:
@@ -361,10 +358,12 @@ class Worker:
                         priority,
                     )
                     known.update(zip(chunk, vectors, strict=True))
+            texts = [admitted.texts[i] for i in group]
+            sentences = [admitted.sentences[i] for i in group]
             out.extend(
                 await self._limited(
                     self._detection_pool,
-                    functools.partial(self._score, group, details, known, states),
+                    functools.partial(self._score, texts, sentences, details, known, states),
                     cancelled,
                     deadline,
                     priority,
@@ -379,32 +378,31 @@ class Worker:
                 else "not_watermarked"
             )
             self.metrics.detections.labels(outcome).inc()
-        for result, manifest in zip(out, manifests, strict=True):
+        for result, manifest in zip(out, admitted.manifests, strict=True):
             if manifest is not None and "error" not in result:
                 result["manifest"] = manifest
         return out
 
     def _score(
         self,
-        group: list[str],
+        texts: list[str],
+        sentences: list[tuple[str, ...]],
         details: bool,
         known: dict[str, np.ndarray],
         manifests: dict[str, str] | None = None,
     ) -> list[dict[str, Any]]:
-        """One unit's texts scored together, their sentences' embeddings already at hand
-        (``known``: nothing is embedded twice, the record's check included)."""
-        embedder = self.scheme.embedder
-        remember = embedder.remembering(known) if embedder is not None else None
-        with remember if remember is not None else contextlib.nullcontext():
-            check = self._provenance if details and self.record is not None else None
-            return answers(self.detector, group, details, check, manifests)
+        """One unit's texts prepared (their sentences given, the embeddings in ``known``
+        reused: nothing is split or embedded twice) and scored together."""
+        prepared = prepare(self.detector, texts, sentences=sentences, known=known)
+        check = self._provenance if details and self.record is not None else None
+        return answers(self.detector, prepared, details, check, manifests)
 
-    def _provenance(self, text: str) -> dict[str, Any]:
-        """The record's report on ``text``, or 503 where the record cannot be read (as
-        a generation answers where it cannot be written)."""
+    def _provenance(self, text: TextFeatures) -> dict[str, Any]:
+        """The record's report on ``text``'s sentences, or 503 where the record cannot
+        be read (as a generation answers where it cannot be written)."""
         assert self.record is not None
         try:
-            return self.record.check(text).to_dict()
+            return self.record.check_sentences(text.sentences).to_dict()
         except SamarkError as exc:
             log.error("the provenance record could not be read: %s", exc)
             raise ApiError(

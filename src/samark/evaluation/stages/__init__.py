@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 from tqdm.auto import tqdm
 
 from samark.datasets import Document, Example
+from samark.detection.ring_detector import RingDetector
 from samark.embed import Embedder
 from samark.evaluation.attacks import Attack
 from samark.evaluation.experiment import AttackSpec, Experiment, SchemeSpec
@@ -56,6 +57,8 @@ class RunContext(Protocol):
     def detector_id(self, spec: SchemeSpec) -> str | None: ...
 
     def scheme(self, spec: SchemeSpec) -> Watermark: ...
+
+    def detector(self, spec: SchemeSpec) -> RingDetector: ...
 
     def attacker(self, spec: AttackSpec) -> Attack: ...
 

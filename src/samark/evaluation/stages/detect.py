@@ -6,28 +6,37 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from samark.errors import EmptyTextError
+import numpy as np
+
+from samark.detection.pipeline import prepare, score
+from samark.detection.ring_detector import RingDetector
+from samark.errors import SamarkError
 from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
 from samark.evaluation.records import DetectionRecord
 from samark.evaluation.stages import RunContext
 from samark.evaluation.store import RecordStore
-from samark.schemes import Watermark
 
 
 def run_stage(run: RunContext) -> None:
     # rows that score the same texts (another statistic, ``texts_from``) and every
-    # detector's human negatives embed each sentence once
+    # detector's human negatives embed each sentence once: the pipeline's features reuse
+    # ``known`` (the run's embedder's vectors, passed as an argument); a scheme that
+    # embeds on its own (SemStamp) reads the embedder's memory
+    known: dict[str, np.ndarray] = {}
     with run.embedder.remembering():
-        _detect_all(run)
+        _detect_all(run, known)
 
 
-def _detect_all(run: RunContext) -> None:
+def _detect_all(run: RunContext, known: dict[str, np.ndarray]) -> None:
     exp = run.experiment
     for spec in exp.schemes:
         if not run.detectable(spec):
             continue
-        scheme = run.scheme(spec)
-        det = scheme.detector_id()
+        detector = run.detector(spec)
+        det = run.detector_id(spec)
+        assert det is not None
+        # the run's embedder's vectors serve a detector that embeds with it
+        memo = known if detector.embedder is run.embedder else None
         # rows that share a detector share its negatives' records
         todo = run.in_order(
             [d for d in run.row_negatives(spec) if (det, "human", d.id) not in run.detections]
@@ -37,10 +46,11 @@ def _detect_all(run: RunContext) -> None:
                 share_work(run.detections)
                 detect_into(
                     run.detections,
-                    scheme,
+                    detector,
                     run.keys.human_detection(det, doc.id),
                     doc.text,
                     {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
+                    memo,
                 )
         texts = [
             (run.keys.detection(spec, item, attack), text, {"item": item, "attack": attack})
@@ -50,7 +60,12 @@ def _detect_all(run: RunContext) -> None:
         for key, text, meta in run.bar(todo_t, f"detect {spec.label}"):
             share_work(run.detections)
             detect_into(
-                run.detections, scheme, key, text, {"detector": det, "scheme": spec.label, **meta}
+                run.detections,
+                detector,
+                key,
+                text,
+                {"detector": det, "scheme": spec.label, **meta},
+                memo,
             )
 
 
@@ -61,18 +76,25 @@ def share_work(store: RecordStore) -> None:
 
 
 def detect_into(
-    store: RecordStore, scheme: Watermark, key: tuple[str, ...], text: str, meta: dict[str, Any]
+    store: RecordStore,
+    detector: RingDetector,
+    key: tuple[str, ...],
+    text: str,
+    meta: dict[str, Any],
+    known: dict[str, np.ndarray] | None = None,
 ) -> None:
-    """Score ``text`` and append the record under ``key`` (nothing to score: p = 1)."""
+    """Score ``text`` through the pipeline (:mod:`samark.detection.pipeline`: prepared,
+    then scored; any size, as ``samark detect --long``) and append the record under
+    ``key``: the key's detection or, for a keyring, the ring's answer
+    (:meth:`RingDetection.as_detection`). Nothing to score: p = 1."""
     if key in store:
         return  # scored by another process since this one listed its work
     start = time.perf_counter()
-    try:
-        d = scheme.detect(text)
-    except EmptyTextError:
+    (found,) = score(detector, prepare(detector, [text], limits=None, known=known))
+    if isinstance(found, SamarkError):  # nothing to score (or binary)
         record = DetectionRecord.nothing_to_score(time.perf_counter() - start, **meta)
     else:
-        record = DetectionRecord.of(d, time.perf_counter() - start, **meta)
+        record = DetectionRecord.of_answer(found, time.perf_counter() - start, **meta)
     store.append(key, record.to_json())
 
 

@@ -36,8 +36,9 @@ def run_stage(run: RunContext) -> None:
         for spec in exp.schemes:
             if not run.detectable(spec):
                 continue
-            scheme = run.scheme(spec)
-            det = scheme.detector_id()
+            detector = run.detector(spec)
+            det = run.detector_id(spec)
+            assert det is not None
             # rows that share a detector share its negatives' records
             todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
                 (
@@ -62,7 +63,7 @@ def run_stage(run: RunContext) -> None:
                 share_work(run.lengths)
                 # segmented here, for the work left only
                 text = prefix(text, meta["sentences"])
-                detect_into(run.lengths, scheme, key, text, {"detector": det, **meta})
+                detect_into(run.lengths, detector, key, text, {"detector": det, **meta})
 
 
 class LengthStage:

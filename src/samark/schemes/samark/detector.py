@@ -18,6 +18,7 @@ from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.keys.pivots import PivotLaw
 from samark.keys.samark_material import NULL_DRAWS, check_cells
+from samark.schemes.features import TextFeatures, text_features
 from samark.schemes.samark.cell_pass import CellScores, score_in_cells
 from samark.schemes.samark.cells import (
     CellFrames,
@@ -41,7 +42,6 @@ from samark.schemes.samark.statistics import (
     statistic_values,
 )
 from samark.schemes.samark.topic_centring import NeighbourCentring
-from samark.segment import split_sentences
 
 
 @functools.lru_cache(maxsize=8)
@@ -173,24 +173,30 @@ class SAMarkDetector:
 
     def detect(self, text: str) -> Detection:
         """Score one text. Raises :class:`EmptyTextError` if it has no sentence."""
-        sentences = split_sentences(text)
-        if not sentences:
-            raise EmptyTextError("the text has no sentence to score")
-        return self.score_embeddings(self.embedder.encode(sentences), sentences)
+        found = self.detect_prepared(text_features([text], self.embedder))[0]
+        if isinstance(found, EmptyTextError):
+            raise found
+        return found
 
     def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
-        """Score many texts with one embedding call over all their sentences (the
-        embedder batches across texts, which is where the time goes): the results of
-        ``detect`` on each, in order, with ``None`` for a text without a sentence. Equal up
-        to float rounding: padding in a batch changes embeddings in their last bits, so a
-        near-tie among the null sets can move a p-value by one step of 1/(n_null+1)."""
-        embedded = embed_sentences(self.embedder, texts)
+        """``detect`` on each text (``None`` for one without a sentence), every text's
+        distinct sentences embedded in one call (:func:`text_features`)."""
+        found = self.detect_prepared(text_features(texts, self.embedder))
+        return [None if isinstance(d, EmptyTextError) else d for d in found]
+
+    def detect_prepared(self, features: Sequence[TextFeatures]) -> list[Detection | EmptyTextError]:
+        """Each prepared text scored (its sentences and embeddings, computed once), or
+        its error where it has no sentence. Equal to ``detect`` up to float rounding:
+        padding in a batch changes embeddings in their last bits, so a near-tie among the
+        null sets can move a p-value by one step of 1/(n_null+1)."""
+        embedded = embedded_of(features, self.embedder)
         if self.null_cell_draws is not None and self.null_cell_draws.streamed:
             # one pass over the null cell draws for all the texts, not one per text (draws
             # in each text's span are "streamed" too: drawn per text, never held)
-            return [None if p is None else p.detection(0) for p in ring_passes([self], embedded)]
+            passes = ring_passes([self], embedded)
+            return [_no_sentence() if p is None else p.detection(0) for p in passes]
         return [
-            self.score_embeddings(emb, sentences) if sentences else None
+            self.score_embeddings(emb, sentences) if sentences else _no_sentence()
             for sentences, emb in embedded
         ]
 
@@ -310,13 +316,16 @@ def _centring_id(centring: NeighbourCentring | None) -> str | None:
     return None if centring is None else centring.sha256
 
 
-def embed_sentences(embedder: Embedder, texts: Sequence[str]) -> list[tuple[list[str], np.ndarray]]:
-    """Each text's sentences and their unit embeddings (n, dim), every text's sentences
-    embedded in one call (the embedder batches across texts)."""
-    split = [split_sentences(text) for text in texts]
-    embeddings = embedder.encode([s for sentences in split for s in sentences])
-    bounds = np.cumsum([0, *map(len, split)])
-    return [(sentences, embeddings[bounds[i] : bounds[i + 1]]) for i, sentences in enumerate(split)]
+def embedded_of(
+    features: Sequence[TextFeatures], embedder: Embedder
+) -> list[tuple[list[str], np.ndarray]]:
+    """Each prepared text's sentences and their unit embeddings by ``embedder``, shape
+    (n, dim): those prepared, where ``embedder`` prepared them."""
+    return [(list(f.sentences), f.embeddings_by(embedder)) for f in features]
+
+
+def _no_sentence() -> EmptyTextError:
+    return EmptyTextError("the text has no sentence to score")
 
 
 class RingPass:

@@ -61,8 +61,9 @@ from samark.schemes.base import (
     require_key,
     split_params,
 )
+from samark.schemes.features import TextFeatures, text_features
 from samark.schemes.samark.config import SAMarkConfig
-from samark.schemes.samark.detector import embed_sentences, ring_passes
+from samark.schemes.samark.detector import embedded_of, ring_passes
 from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
 from samark.token_layer import GreenListLayer, TokenLayerConfig, TokenLayerScore
@@ -226,14 +227,23 @@ class SAMarkLayered(SAMark):
         return {"sentence_layers": sentence_layers(self, detection)}
 
     def detect(self, text: str) -> Detection:
-        return self.combine_layers(self.detector.detect(text), text)
+        found = self.detect_prepared(text_features([text], self.embedder))[0]
+        if isinstance(found, EmptyTextError):
+            raise found
+        return found
 
     def detect_many(self, texts: Sequence[str]) -> list[Detection | None]:
         """Both layers for each text, the semantic layer's embeddings in one call."""
-        semantic = self.detector.detect_many(texts)
+        found = self.detect_prepared(text_features(texts, self.embedder))
+        return [None if isinstance(d, EmptyTextError) else d for d in found]
+
+    def detect_prepared(self, features: Sequence[TextFeatures]) -> list[Detection | EmptyTextError]:
+        """Both layers for each prepared text: the semantic layer on its embeddings, the
+        token layer on its text, tokenised once."""
+        semantic = self.detector.detect_prepared(features)
         return [
-            None if s is None else self.combine_layers(s, t)
-            for s, t in zip(semantic, texts, strict=True)
+            s if isinstance(s, EmptyTextError) else self.combine_layers(s, f.text)
+            for s, f in zip(semantic, features, strict=True)
         ]
 
     @classmethod
@@ -306,15 +316,15 @@ class LayeredHolmRing:
             "text's tokens"
         )
 
-    def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
+    def score_prepared(self, features: Sequence[TextFeatures]) -> list[RingScore | EmptyTextError]:
         detectors = [s.detector for s in self.schemes]
-        out: list[RingScore | None] = []
-        passes = ring_passes(detectors, embed_sentences(detectors[0].embedder, texts))
-        for text, scored in zip(texts, passes, strict=True):
+        out: list[RingScore | EmptyTextError] = []
+        passes = ring_passes(detectors, embedded_of(features, detectors[0].embedder))
+        for f, scored in zip(features, passes, strict=True):
             if scored is None:
-                out.append(None)
+                out.append(EmptyTextError("the text has no sentence to score"))
                 continue
-            ids = self.schemes[0].token_ids(text)  # tokenised once for every key
+            ids = self.schemes[0].token_ids(f.text)  # tokenised once for every key
             tokens = [s.token_layer.score(ids) for s in self.schemes]
             p = tuple(
                 combine_p_values(

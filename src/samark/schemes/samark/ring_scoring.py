@@ -23,11 +23,12 @@ import numpy as np
 
 from samark.errors import EmptyTextError, SamarkError
 from samark.schemes.base import HOLM, RingScore
+from samark.schemes.features import TextFeatures
 from samark.schemes.samark.detector import (
     CellRingPass,
     RingPass,
     SAMarkDetector,
-    embed_sentences,
+    embedded_of,
     ring_passes,
 )
 from samark.schemes.samark.statistics import ring_max_p_value
@@ -58,10 +59,13 @@ class MaxStatisticRing:
         self.detectors = list(detectors)
         self.method = MAX_STATISTIC if detectors[0].null_stop is None else HOLM
 
-    def score_many(self, texts: Sequence[str]) -> list[RingScore | None]:
-        embedded = embed_sentences(self.detectors[0].embedder, texts)
+    def score_prepared(self, features: Sequence[TextFeatures]) -> list[RingScore | EmptyTextError]:
+        """Each prepared text against every key, on its one embedding."""
+        embedded = embedded_of(features, self.detectors[0].embedder)
         return [
-            None if scored is None else self._answer(scored)
+            EmptyTextError("the text has no sentence to score")
+            if scored is None
+            else self._answer(scored)
             for scored in ring_passes(self.detectors, embedded)
         ]
 

@@ -13,7 +13,7 @@ from scipy.special import ndtr
 
 from samark.detection_result import Detection
 from samark.embed import Embedder
-from samark.errors import SamarkError
+from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import CandidateSampler, RowOptions, engine_abilities
@@ -24,6 +24,7 @@ from samark.schemes.base import (
     register_scheme,
     require_key,
 )
+from samark.schemes.features import TextFeatures
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, pool_reference, select
@@ -99,6 +100,10 @@ class SAMark(SentenceLevelWatermark):
         """``detect`` on each text with one batched embedding call; ``None`` for a text
         without a sentence."""
         return self.detector.detect_many(texts)
+
+    def detect_prepared(self, features: Sequence[TextFeatures]) -> list[Detection | EmptyTextError]:
+        """Each prepared text scored on its embeddings (computed once, for every key)."""
+        return self.detector.detect_prepared(features)
 
     # ---------- in a keyring ----------
     @property
