@@ -92,12 +92,12 @@ def test_each_engine_declares_in_its_catalog_what_its_class_applies() -> None:
 
 
 def test_the_registry_loads_the_process_engine(smollm2) -> None:
-    """``load_sampler``'s specs go through the registry: the transformers engine is the
+    """``load_engine``'s specs go through the registry: the transformers engine is the
     process's one (loaded once), a server's is built without a request."""
-    from samark.sampling import load_sampler
+    from samark.sampling import load_engine
     from samark.sampling.openai_server import OpenAICompletionsSampler
 
-    assert load_sampler("transformers:smollm2-135m-instruct") is smollm2
+    assert load_engine("transformers:smollm2-135m-instruct") is smollm2
     assert load_engine("transformers", generator="smollm2-135m-instruct") is smollm2
     server = load_engine("openai:http://127.0.0.1:9/v1#tiny")
     assert isinstance(server, OpenAICompletionsSampler)

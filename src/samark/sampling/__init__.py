@@ -13,14 +13,6 @@ from samark.sampling.engines import (
 )
 
 
-def load_sampler(spec: str) -> CandidateSampler:
-    """An engine by spec (:func:`~samark.sampling.engines.parse_engine_spec`):
-    ``transformers:MODEL`` or a bare preset / folder (local transformers),
-    ``vllm:MODEL`` (in-process vLLM), ``openai:URL#MODEL`` or ``URL#MODEL`` (an
-    OpenAI-compatible completions server)."""
-    return load_engine(spec)
-
-
 __all__ = [
     "Candidate",
     "CandidateBatch",
@@ -30,7 +22,6 @@ __all__ = [
     "engine_info",
     "engine_names",
     "load_engine",
-    "load_sampler",
     "parse_engine_spec",
     "register_engine",
 ]

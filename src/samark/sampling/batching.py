@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from samark.sampling.base import (
     BatchSampler,
@@ -42,8 +42,9 @@ class BatchingSampler(BatchSampler):
     ``max_rows`` bounds the candidate rows of one batch (memory: the engine keeps every
     row's keys and values for the longest sentence; 512 rows are 8 concurrent draws of
     N = 64); a draw larger than it runs alone. ``linger_s`` is the longest the engine
-    waits for announced callers to queue their draws. Other attributes (tokenizer,
-    ``count_tokens``, what the engine supports) are the engine's.
+    waits for announced callers to queue their draws. Its ``abilities``, ``tokenizer`` and
+    ``count_tokens`` are the engine's; anything else of the engine is ``self.engine``'s
+    (no pass-through).
     """
 
     def __init__(self, engine: BatchSampler, *, max_rows: int = 512, linger_s: float = 0.5):
@@ -76,11 +77,6 @@ class BatchingSampler(BatchSampler):
     def count_tokens(self, text: str) -> int:
         """The engine's."""
         return self.engine.count_tokens(text)
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "engine":  # not set yet (a half-built object): no recursion
-            raise AttributeError(name)
-        return getattr(self.engine, name)
 
     def __repr__(self) -> str:
         return f"BatchingSampler({self.engine!r}, max_rows={self.max_rows})"
