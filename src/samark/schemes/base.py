@@ -131,8 +131,10 @@ class Watermark(abc.ABC):
     key: WatermarkKey | None = None
     #: the sentence embedder it scores with (None: a token-level scheme)
     embedder: Embedder | None = None
-    #: its parameters: a frozen :class:`SchemeConfig` (a family narrows the type)
-    config: Any
+    #: its parameters: a frozen :class:`SchemeConfig`, whose type each family narrows
+    #: (token rows: ``LMGenerateConfig``; sentence rows: the loop's ``SentenceConfig``
+    #: protocol; SAMark: ``SAMarkConfig``); a caller that knows no family reads nothing of it
+    config: object
     #: named sets of parameters over the config's defaults (``create_scheme(...,
     #: preset=NAME)``): ``"paper"`` is what the paper's experiments ran with, where it
     #: differs from the product's defaults (SAMark: the z statistic). Every scheme has the

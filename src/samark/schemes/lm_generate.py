@@ -89,10 +89,11 @@ class LMGenerateScheme(Watermark):
     batch_size = 10
     #: the scheme's config class (its factory builds one from the params)
     config_class: type[LMGenerateConfig] = LMGenerateConfig
+    config: LMGenerateConfig
 
     def __init__(
         self,
-        key: Any = None,
+        key: WatermarkKey | None = None,
         config: LMGenerateConfig | None = None,
         *,
         generator: str = DEFAULT_GENERATOR,
