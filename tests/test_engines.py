@@ -91,6 +91,28 @@ def test_each_engine_declares_in_its_catalog_what_its_class_applies() -> None:
     assert not engine_info("vllm").abilities.logits_processors
 
 
+def test_one_engine_interface_and_writers_on_it(smollm2) -> None:
+    """Every engine is a ``CandidateSampler``; the one that writes whole token rows is also
+    a ``TextWriter`` (the interface token rows write through), a remote server is not; the
+    batching queue states the engine's abilities, tokenizer and token count and passes
+    nothing else through."""
+    from samark.sampling import load_engine
+    from samark.sampling.base import CandidateSampler, TextWriter
+    from samark.sampling.batching import BatchingSampler
+
+    server = load_engine("openai:http://127.0.0.1:9/v1#tiny")
+    assert isinstance(smollm2, TextWriter) and isinstance(smollm2, CandidateSampler)
+    assert isinstance(server, CandidateSampler) and not isinstance(server, TextWriter)
+    queue = BatchingSampler(smollm2)
+    try:
+        assert isinstance(queue, CandidateSampler) and not isinstance(queue, TextWriter)
+        assert queue.abilities == smollm2.abilities and queue.tokenizer is smollm2.tokenizer
+        assert queue.count_tokens("Two words.") == smollm2.count_tokens("Two words.")
+        assert not hasattr(queue, "write_many") and not hasattr(queue, "eos_ids")
+    finally:
+        queue.close()
+
+
 def test_the_registry_loads_the_process_engine(smollm2) -> None:
     """``load_engine``'s specs go through the registry: the transformers engine is the
     process's one (loaded once), a server's is built without a request."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from samark.text import words
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+
+    from samark.sampling.token_writing import Written
 
 
 @dataclass(frozen=True)
@@ -229,4 +231,30 @@ class CandidateSampler(Protocol):
     def close(self) -> None:
         """Stop what the engine runs beyond this process's objects (a batching queue's
         thread, vLLM's processes, an HTTP client); nothing for an engine without such."""
+        ...
+
+
+#: what one whole text asks of an engine that writes it (the transformers engine's
+#: ``WriteRequest``, vLLM's ``TextRequest``)
+RequestT_contra = TypeVar("RequestT_contra", contravariant=True)
+
+
+@runtime_checkable
+class TextWriter(CandidateSampler, Protocol[RequestT_contra]):
+    """A candidate engine that also writes whole texts token by token: what the token
+    rows (the unwatermarked reference, KGW, SynthID, ..., vLLM's Gumbel mark) and the
+    token-stealing attack write through. The request type is the engine's own (what it
+    can apply to a row: transformers' logits processors, vLLM's Gumbel rule)."""
+
+    @property
+    def eos_ids(self) -> set[int]:
+        """The generator's end-of-sequence token ids."""
+        ...
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """The text of token ids (special tokens skipped)."""
+        ...
+
+    def write_many(self, requests: Sequence[RequestT_contra]) -> list[Written]:
+        """One written text per request, in order, the requests decoding together."""
         ...

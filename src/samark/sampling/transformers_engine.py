@@ -430,9 +430,9 @@ class TransformersSampler(BatchSampler):
         pad = self.tokenizer.pad_token_id
         return int(pad) if pad is not None else min(self.eos_ids, default=0)
 
-    def decode(self, ids: list[int]) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         """The text of token ids (special tokens skipped)."""
-        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
 
 @register_engine("transformers")

@@ -32,7 +32,7 @@ from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler
+from samark.sampling.base import CandidateSampler, TextWriter
 from samark.sampling.token_writing import WriteRequest
 from samark.sampling.transformers_engine import TransformersSampler, load_transformers_sampler
 from samark.schemes.base import (
@@ -203,8 +203,9 @@ class LMGenerateScheme(Watermark):
             for i, prompt in enumerate(prompts)
         ]
         results = []
-        for prompt, written in zip(prompts, lm.write_many(requests), strict=True):
-            text = lm.decode(list(written.tokens))
+        writer: TextWriter[WriteRequest] = lm  # the one interface token rows write through
+        for prompt, written in zip(prompts, writer.write_many(requests), strict=True):
+            text = writer.decode(written.tokens)
             kept = whole_sentences(text, sentences)
             final = " ".join(kept)
             results.append(
@@ -214,7 +215,7 @@ class LMGenerateScheme(Watermark):
                     text=final,
                     sentences=tuple(kept),
                     tokens_sampled=written.tokens_sampled,
-                    output_tokens=lm.count_tokens(final) if final else 0,
+                    output_tokens=writer.count_tokens(final) if final else 0,
                     seconds=written.seconds,
                     sampling_seconds=written.seconds,
                 )

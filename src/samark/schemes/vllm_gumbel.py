@@ -27,6 +27,7 @@ from samark.detection_result import Detection
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 from samark.models import generator_tokenizer, resolve_generator
+from samark.sampling.base import TextWriter
 from samark.schemes.base import (
     Generation,
     check,
@@ -111,8 +112,9 @@ class VLLMGumbel(TokenWatermark):
             for i, prompt in enumerate(prompts)
         ]
         results = []
-        for prompt, written in zip(prompts, engine.write_many(requests), strict=True):
-            kept = whole_sentences(engine.decode(written.tokens), sentences)
+        writer: TextWriter[TextRequest] = engine  # the one interface token rows write through
+        for prompt, written in zip(prompts, writer.write_many(requests), strict=True):
+            kept = whole_sentences(writer.decode(written.tokens), sentences)
             final = " ".join(kept)
             results.append(
                 Generation(
@@ -121,7 +123,7 @@ class VLLMGumbel(TokenWatermark):
                     text=final,
                     sentences=tuple(kept),
                     tokens_sampled=written.tokens_sampled,
-                    output_tokens=engine.count_tokens(final) if final else 0,
+                    output_tokens=writer.count_tokens(final) if final else 0,
                     seconds=written.seconds,
                     sampling_seconds=written.seconds,
                 )

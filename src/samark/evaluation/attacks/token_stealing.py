@@ -36,6 +36,7 @@ import numpy as np
 from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack, register_attack
 from samark.models import DEFAULT_GENERATOR
+from samark.sampling.base import TextWriter
 
 
 def read_texts(source: str | Sequence[str], field: str = "text") -> list[str]:
@@ -207,7 +208,8 @@ class TokenStealing(Attack):
             )
             for prompt, seed in zip(texts, seeds, strict=True)
         ]
+        writer: TextWriter[WriteRequest] = self.lm
         return [
-            " ".join(whole_sentences(self.lm.decode(list(w.tokens)), self.sentences))
-            for w in self.lm.write_many(requests)
+            " ".join(whole_sentences(writer.decode(w.tokens), self.sentences))
+            for w in writer.write_many(requests)
         ]
