@@ -120,7 +120,7 @@ def test_one_cell_is_static_pivots() -> None:
 def test_cell_margin_by_hand_and_the_cell_aware_pick_prefers_a_deep_sentence() -> None:
     from scipy.special import ndtr
 
-    from samark.schemes.samark.selection import select
+    from samark.schemes.samark.selection import SelectionRule, select
 
     rng = np.random.default_rng(1)
     frames = null_cells(LAW, 2, 16, 4, 2, seed=3)
@@ -137,10 +137,7 @@ def test_cell_margin_by_hand_and_the_cell_aware_pick_prefers_a_deep_sentence() -
     stay = ndtr(np.array([0.0005, 0.04]) / 0.016)
     picks = set()
     for seed in range(20):
-        common = dict(
-            context_ngrams=set(),
-            vocabulary=set(),
-            history=np.zeros((0, 2)),
+        rule = SelectionRule(
             kappa=30.0,
             epsilon=50.0,
             lambda_div=0.0,
@@ -150,6 +147,12 @@ def test_cell_margin_by_hand_and_the_cell_aware_pick_prefers_a_deep_sentence() -
             ngram_n=3,
             ngram_filter=False,
             semantic_filter=False,
+        )
+        common = dict(
+            context_ngrams=set(),
+            vocabulary=set(),
+            history=np.zeros((0, 2)),
+            rule=rule,
             signed=signed,
             rng=np.random.default_rng(seed),
         )

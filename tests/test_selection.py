@@ -12,6 +12,7 @@ from samark.schemes.samark.selection import (
     MATCHED,
     UNFILTERED,
     UNMATCHED,
+    SelectionRule,
     channel_match,
     ngram_overlap,
     pool_reference,
@@ -134,6 +135,7 @@ def _select(cands, embs, history=None, context="", pivots=None, **kw):
         rng=np.random.default_rng(0),
     )
     params.update(kw)
+    rng = params.pop("rng")
     return select(
         cands,
         np.asarray(embs, float),
@@ -142,7 +144,8 @@ def _select(cands, embs, history=None, context="", pivots=None, **kw):
         set(ngrams(words(context), 2)),
         set(words(context)),
         history,
-        **params,
+        SelectionRule(**params),
+        rng=rng,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 from samark.keys.samark_material import NULL_DRAWS, check_cells
 from samark.sampling.base import SamplingParams
 from samark.schemes.base import SchemeConfig, check
-from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference
+from samark.schemes.samark.selection import MARGIN_REFERENCES, MarginReference, SelectionRule
 from samark.schemes.samark.statistics import STATISTICS, Statistic
 
 
@@ -215,6 +215,25 @@ class SAMarkConfig(SchemeConfig):
     def selection_kappa(self) -> float:
         """The kappa of the selection score: ``generation_kappa``, else ``kappa``."""
         return self.kappa if self.generation_kappa is None else self.generation_kappa
+
+    @property
+    def selection(self) -> SelectionRule:
+        """The selection part of this config: what :func:`~samark.schemes.samark.selection.select`
+        reads at each step."""
+        return SelectionRule(
+            kappa=self.selection_kappa,
+            epsilon=self.epsilon,
+            lambda_div=self.lambda_div,
+            lambda_nov=self.lambda_nov,
+            theta_sem=self.theta_sem,
+            theta_ngram=self.theta_ngram,
+            ngram_n=self.ngram_n,
+            ngram_filter=self.ngram_filter,
+            semantic_filter=self.semantic_filter,
+            use_tanh=self.tanh_generation,
+            saturation=self.adaptive_saturation,
+            margin_reference=self.margin_reference,
+        )
 
     @property
     def sampling(self) -> SamplingParams:

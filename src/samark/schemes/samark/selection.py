@@ -126,6 +126,27 @@ class StepChoice:
     matched_terms: tuple[tuple[float, float, float], ...] = ()
 
 
+@dataclass(frozen=True)
+class SelectionRule:
+    """How one step chooses among its candidates (paper Alg. 1's score and filters):
+    :attr:`SAMarkConfig.selection <samark.schemes.samark.config.SAMarkConfig.selection>`
+    builds it from a config, so that :func:`select` takes one rule, not a dozen numbers."""
+
+    kappa: float
+    epsilon: float
+    lambda_div: float
+    lambda_nov: float
+    theta_sem: float
+    theta_ngram: float
+    ngram_n: int
+    ngram_filter: bool = True
+    semantic_filter: bool = True
+    use_tanh: bool = True
+    #: only feeds ``StepChoice.n_saturated`` (the adaptive budget's stop rule)
+    saturation: float = 0.3
+    margin_reference: MarginReference = "zero"
+
+
 def select(
     candidates: list[str],
     embeddings: np.ndarray,
@@ -134,19 +155,8 @@ def select(
     context_ngrams: set[tuple[str, ...]],
     vocabulary: set[str],
     history: np.ndarray,
+    rule: SelectionRule,
     *,
-    kappa: float,
-    epsilon: float,
-    lambda_div: float,
-    lambda_nov: float,
-    theta_sem: float,
-    theta_ngram: float,
-    ngram_n: int,
-    ngram_filter: bool = True,
-    semantic_filter: bool = True,
-    use_tanh: bool = True,
-    saturation: float = 0.3,
-    margin_reference: MarginReference = "zero",
     signed: np.ndarray | None = None,
     stay: np.ndarray | None = None,
     rng: np.random.Generator,
@@ -167,12 +177,12 @@ def select(
     if m == 0:
         raise ValueError("select() needs at least one candidate")
     ngram_ok = np.ones(m, dtype=bool)
-    if ngram_filter:
+    if rule.ngram_filter:
         ngram_ok = np.array(
-            [ngram_overlap(c, context_ngrams, ngram_n) < theta_ngram for c in candidates]
+            [ngram_overlap(c, context_ngrams, rule.ngram_n) < rule.theta_ngram for c in candidates]
         )
     rho_sem = semantic_similarity(embeddings, history)
-    sem_ok = rho_sem < theta_sem if semantic_filter else np.ones(m, dtype=bool)
+    sem_ok = rho_sem < rule.theta_sem if rule.semantic_filter else np.ones(m, dtype=bool)
     hard_ok = ngram_ok & sem_ok
     if signed is not None:
         cosines, flags = signed, np.ones(signed.shape[1])
@@ -184,21 +194,23 @@ def select(
 
     diversity = 1.0 - rho_sem
     novelty = np.array([vocabulary_novelty(c, vocabulary) for c in candidates])
-    reference = pool_reference(cosines, flags) if margin_reference == "pool" else None
-    s_wm = watermark_score(cosines, flags, kappa, use_tanh, reference)
+    reference = pool_reference(cosines, flags) if rule.margin_reference == "pool" else None
+    s_wm = watermark_score(cosines, flags, rule.kappa, rule.use_tanh, reference)
     if stay is not None:
         s_wm = s_wm * stay
-    score = s_wm + lambda_div * diversity + lambda_nov * novelty
+    score = s_wm + rule.lambda_div * diversity + rule.lambda_nov * novelty
     counts = dict(
         n_candidates=m,
         n_ngram_pass=int(ngram_ok.sum()),
         n_semantic_pass=int((ngram_ok & sem_ok).sum()),
         n_matched=int(matched.sum()),
-        n_saturated=int(saturated_matches(cosines, flags, kappa, saturation, matched).sum()),
+        n_saturated=int(
+            saturated_matches(cosines, flags, rule.kappa, rule.saturation, matched).sum()
+        ),
     )
     if matched.any():
         pool = np.flatnonzero(matched)
-        pick, _ = softmax_pick(score[pool], epsilon, rng)
+        pick, _ = softmax_pick(score[pool], rule.epsilon, rng)
         index, kind = int(pool[pick]), MATCHED
     else:
         pool = np.flatnonzero(hard_ok) if hard_ok.any() else np.arange(m)
