@@ -27,7 +27,7 @@ ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences plan
 #: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
 #: pieces concatenate to the output) and its step record (candidates, matched, ...: never
 #: key material); returning True ends the generation after it
-SentenceCallback = Callable[[str, Mapping[str, Any]], bool | None]
+SentenceCallback = Callable[[str, Mapping[str, object]], bool | None]
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Generation:
     embedding_seconds: float = 0.0
     fallbacks: dict[str, int] = field(default_factory=dict)  # fallback kind -> times fired
     extra_batches: int = 0
-    steps: tuple[dict[str, Any], ...] = field(default=(), repr=False)
+    steps: tuple[dict[str, object], ...] = field(default=(), repr=False)
 
     @property
     def tokens_per_output_token(self) -> float:
