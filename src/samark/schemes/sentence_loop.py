@@ -53,7 +53,7 @@ class Pick:
     #: what the fallback counts call it ("matched" is no fallback)
     kind: str = "matched"
     #: the scheme's own account of the choice (read by its ``enough`` and ``chosen``)
-    detail: Any = None
+    detail: object = None
 
 
 class SentenceConfig(Protocol):

@@ -27,7 +27,7 @@ from samark.schemes.base import (
 from samark.schemes.features import TextFeatures
 from samark.schemes.samark.config import SAMarkConfig
 from samark.schemes.samark.detector import SAMarkDetector
-from samark.schemes.samark.selection import PartialScore, pool_reference, select
+from samark.schemes.samark.selection import PartialScore, StepChoice, pool_reference, select
 from samark.schemes.samark.topic_centring import NeighbourCentring
 from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
 from samark.text import ngrams, words
@@ -242,7 +242,7 @@ class SAMark(SentenceLevelWatermark):
         return None if choice is None else Pick(choice.index, choice.kind, choice)
 
     def enough(self, state: _Step, pick: Pick, draw: Draw, drawn: int) -> bool:
-        c, choice = self.config, pick.detail
+        c, choice = self.config, _step_choice(pick)
         if c.adaptive and (
             choice.n_saturated >= c.adaptive_matches
             or (drawn >= c.adaptive_patience and choice.n_matched)
@@ -253,7 +253,7 @@ class SAMark(SentenceLevelWatermark):
     def chosen(
         self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
     ) -> dict[str, Any]:
-        c, choice = self.config, pick.detail
+        c, choice = self.config, _step_choice(pick)
         previous = state.history
         state.history = np.vstack([previous, embedding])
         new_words = words(sentence)
@@ -275,6 +275,13 @@ class SAMark(SentenceLevelWatermark):
         if c.record_signal and not self.cells:
             step.update(step_signal(pool, pick.index, previous, self._pivots, state.flags))
         return step
+
+
+def _step_choice(pick: Pick) -> StepChoice:
+    """SAMark's own account of a pick (what its ``pick`` put there)."""
+    if not isinstance(pick.detail, StepChoice):
+        raise TypeError(f"SAMark's pick carries a StepChoice, got {type(pick.detail).__name__}")
+    return pick.detail
 
 
 def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
