@@ -12,7 +12,6 @@ from samark.sampling.engines import (
     register_engine,
 )
 
-
 __all__ = [
     "Candidate",
     "CandidateBatch",
