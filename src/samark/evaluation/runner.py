@@ -315,7 +315,7 @@ class Run:
                 keys = [key, *(key.sibling(f"ring/{i}") for i in range(1, spec.ring_keys))]
                 entries = [RingEntry(f"key-{i:02d}", k.key_id, "") for i, k in enumerate(keys)]
                 params = {**scheme_class(spec.name).preset(spec.preset), **spec.params}
-                alpha = float(params.pop("alpha", scheme.config.alpha))
+                alpha = float(params.pop("alpha", scheme.alpha))
                 shared = SharedResources(self.experiment.generator, self.embedder)
                 self._detectors[spec.label] = RingDetector.from_keys(
                     list(zip(entries, keys, strict=True)),

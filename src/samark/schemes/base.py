@@ -153,6 +153,12 @@ class Watermark(abc.ABC):
         return dict(cls.presets[name])
 
     @property
+    def alpha(self) -> float:
+        """The level its verdicts are taken at (``p_value < alpha``); each scheme that
+        detects reads it from its config, one that detects nothing has none."""
+        raise NotImplementedError(f"{self.name} takes no verdict")
+
+    @property
     def key_id(self) -> str | None:
         """The public id of its key (never the key); None without one."""
         return None if self.key is None else self.key.key_id
