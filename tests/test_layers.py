@@ -12,7 +12,9 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "samark"
 
 #: docs/architecture.md's floors: room (a module or package of ``samark``) -> floor
 FLOORS: dict[str, int] = {
-    **dict.fromkeys(["errors", "text", "segment", "detection_result", "token_layer"], 1),
+    **dict.fromkeys(
+        ["errors", "text", "segment", "detection_result", "token_layer", "json_types"], 1
+    ),
     **dict.fromkeys(["keys", "models", "registry", "openai_client", "intake", "verdict"], 2),
     **dict.fromkeys(["embed", "datasets", "sampling", "provenance"], 3),
     "schemes": 4,
