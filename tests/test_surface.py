@@ -7,6 +7,8 @@ class."""
 from __future__ import annotations
 
 import ast
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,34 @@ def test_no_scheme_name_or_class_in_the_cli_or_the_server() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module in scheme_modules:
                 found.append(f"{where}:{node.lineno}: imports {node.module}")
     assert not found, "\n".join(found)
+
+
+#: scheme names that are also words of the product's prose: "samark" (the product),
+#: "unwatermarked" (a completion without the mark) and "exp" (an abbreviation)
+PROSE_WORDS = {"samark", "unwatermarked", "exp"}
+#: the tokens prose lives in (an f-string's text is its own token from Python 3.12)
+PROSE_TOKENS = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", -1)}
+
+
+def test_no_scheme_named_in_the_help_docstrings_or_comments() -> None:
+    """The words too: help text, docstrings and comments of the CLI and the server name no
+    scheme (beyond the registry's default, read from the registry) and no scheme class;
+    a scheme's own help comes from its declaration (``samark schemes list``)."""
+    names = sorted(set(CATALOG) - PROSE_WORDS, key=len, reverse=True)
+    words = names + sorted(_scheme_class_names(), key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, words)) + r")(?![\w-])")
+    found: list[str] = []
+    for surface in SURFACES:
+        for path in sorted((SRC / surface).rglob("*.py")):
+            with path.open("rb") as handle:
+                for token in tokenize.tokenize(handle.readline):
+                    if token.type not in PROSE_TOKENS:
+                        continue
+                    for match in pattern.finditer(token.string):
+                        where = f"{path.relative_to(SRC)}:{token.start[0]}"
+                        found.append(f"{where}: {match.group(1)!r}")
+    assert not found, "\n".join(found)
+    assert pattern.search("the samark-layered default") and pattern.search("SAMark's pick")
 
 
 def test_the_layered_mark_shows_its_layers_and_others_nothing(mpnet, mpnet_key) -> None:

@@ -29,7 +29,7 @@ def _hide_flag_types() -> None:
 _hide_flag_types()
 
 app = typer.Typer(
-    help="SAMark: robust sentence-level watermarks for LLM text, with calibrated p-values.",
+    help="samark: robust sentence-level watermarks for LLM text, with calibrated p-values.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )

@@ -19,16 +19,22 @@ from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR, PRESETS, install_
 
 @schemes_app.command("list")
 def schemes_list() -> None:
-    """Show every registered scheme: its unit of evidence and what it is."""
+    """Show every registered scheme: its unit of evidence, what it is and the options it
+    takes (its declared public options; ``--candidates`` where it picks among candidates).
+    The default scheme is marked."""
     from samark.schemes import scheme_names
     from samark.schemes.base import scheme_info
+    from samark.schemes.catalog import DEFAULT_SCHEME
 
     table = Table()
-    for col in ("name", "unit", "what"):
+    for col in ("name", "unit", "what", "options"):
         table.add_column(col)
     for name in scheme_names():
         info = scheme_info(name)
-        table.add_row(name, info.unit, info.description)
+        flags = ["--candidates"] if info.candidates else []
+        flags += [o.flag for o in info.options if not o.research]
+        shown = f"{name} (default)" if name == DEFAULT_SCHEME else name
+        table.add_row(shown, info.unit, info.description, " ".join(flags) or "-")
     out.print(table)
 
 

@@ -46,7 +46,7 @@ DEMO_TIME = "about 100 s on a quiet 2-core CPU"
 
 
 DEMO_SENTENCES = 6
-#: keyed semantic cells (0: the paper's static pivots): samark-layered's default for a new key
+#: keyed semantic cells (0: the paper's static pivots): the default scheme's for a new key
 DEMO_CELLS = DEFAULT_CELLS
 
 
@@ -67,7 +67,7 @@ SeedOption = Annotated[
 CellsOption = Annotated[
     int,
     typer.Option(
-        help="Keyed semantic cells (samark-layered's default for a new key; 0: the "
+        help="Keyed semantic cells (the default scheme's for a new key; 0: the "
         "paper's static pivots; docs/layered.md, 'Keyed semantic cells')."
     ),
 ]
@@ -110,8 +110,8 @@ class DemoRequest:
         )
         err.print(
             f"demo: {DEFAULT_GENERATOR} writes {counted(self.sentences, 'sentence')} with "
-            f"samark-layered: {counted(self.candidates, 'candidate')} each, sampled under a keyed "
-            f"green-list token layer, and SAMark picks one whose meaning (embedder "
+            f"{DEFAULT_SCHEME}: {counted(self.candidates, 'candidate')} each, sampled under a "
+            f"keyed green-list token layer, and it picks one whose meaning (embedder "
             f"{DEFAULT_EMBEDDER}, c = 2 channels{layout}) leans the key's way; {keyed}, never "
             f"written. "
             f"The paper: N = 64, 12-sentence texts, 8B-24B generators (docs/parameters.md). "
@@ -200,7 +200,7 @@ def demo(
 ) -> None:
     """Mark a news continuation with a throwaway key, then test it and attacked copies of it.
 
-    The mark is the layered one (SAMark plus a token layer); the continuation, a paraphrased
+    The mark is the default scheme's (a semantic and a token layer); the continuation, a paraphrased
     copy (with samark[eval]), a sentence-shuffled copy and a human text are tested (about
     100 s on a quiet 2-core CPU: README, Quickstart)."""
     DemoRequest(

@@ -402,7 +402,7 @@ def _detect_on_ray(
     batch: int = RAY_BATCH,
 ) -> int:
     """The same detection on a local Ray instance with ``workers`` actors, with the key
-    file ``key`` or every key of ``keyring`` (``cells``: SAMark's keyed cells; ``batch``:
+    file ``key`` or every key of ``keyring`` (``cells``: keyed semantic cells; ``batch``:
     the records each actor detects together); writes Parquet."""
     try:
         import ray

@@ -104,7 +104,7 @@ def _ring_cells(cells: int | None, flag_bits: int) -> int:
     check_cells(cells, RING_SCHEME)
     if cells and flag_bits:
         raise fail(
-            "--flag-bits writes the payload in SAMark's flag pattern, which keyed cells do not "
+            "--flag-bits writes the payload in the flag pattern, which keyed cells do not "
             "have (a cell's flags are the key's): use --cells 0, or no --flag-bits"
         )
     return cells
@@ -128,7 +128,7 @@ def keyring_new(
     flag_bits: Annotated[
         int,
         typer.Option(
-            help="Payload bits in SAMark's flag pattern, beside the key's position (at most "
+            help="Payload bits in the mark's flag pattern, beside the key's position (at most "
             "the channels - 1: 1 by default); free in detection power (docs/operators.md)."
         ),
     ] = 0,

@@ -33,8 +33,8 @@ EngineOption = Annotated[
         help="Where the generator runs, ENGINE[:MODEL]: 'transformers' (local, the default), "
         "'vllm' (in-process vLLM: a GPU, or the CPU recipe of docs/usage.md; about a minute "
         "to start), 'openai:URL#MODEL' or 'URL#MODEL' (an OpenAI-compatible server). MODEL "
-        "left out: --generator. Default: the scheme's own (vllm-gumbel: vllm; others: "
-        "transformers).",
+        "left out: --generator. Default: the scheme's own (transformers, but for a scheme "
+        "that writes only through vLLM).",
     ),
 ]
 #: the engine's spellings before --engine named it in every command, kept working
@@ -75,8 +75,8 @@ def load_scheme(
     statistic: str | None = None,
     **fields: Any,
 ) -> Watermark:
-    """A scheme that chooses among candidates (``can(name, "candidates")``: SAMark's
-    family) with its config ``fields`` (those left out keep the scheme's own defaults),
+    """A scheme that chooses among candidates (``can(name, "candidates")``) with its
+    config ``fields`` (those left out keep the scheme's own defaults),
     the detection ``statistic`` (the scheme's own default unless given) and an
     optional candidate ``engine`` spec (``ENGINE[:MODEL]``; None: the local generator)."""
     from samark.sampling import load_engine
@@ -123,8 +123,8 @@ SchemeOption = Annotated[
         "--scheme",
         help="Watermarking scheme (`samark schemes list`); its key derives from the key file. "
         "Default: the scheme the key was made for (samark for an older key that names none); "
-        "another is refused unless --any-scheme. The SAMark options apply to samark, "
-        "samark-dagger and samark-layered only.",
+        "another is refused unless --any-scheme. Each scheme takes the options it declares "
+        "(`samark schemes list`).",
         show_default=False,
     ),
 ]
@@ -191,7 +191,8 @@ def _made_for(key: Path | None, keyring: Path | None) -> str | None:
 
 
 def load_other_scheme(name: str, key: Path, **params: Any) -> Watermark:
-    """A registered scheme other than SAMark, keyed by the key file's secret."""
+    """A registered scheme that does not pick among candidates, keyed by the key file's
+    secret."""
     from samark.schemes import create_scheme
 
     try:
@@ -220,7 +221,7 @@ CentringOption = Annotated[
 
 
 def centring_fields(centring: Path | None) -> dict[str, Any]:
-    """The SAMark config field of ``--centring`` (checked before any model loads)."""
+    """The config field of ``--centring`` (checked before any model loads)."""
     if centring is None:
         return {}
     if not centring.is_file():
@@ -247,9 +248,9 @@ def load_ring_detector(
     generator: str = DEFAULT_GENERATOR,
     **fields: Any,
 ) -> RingDetector:
-    """A detector for every key of keyring ``ring`` with scheme ``name`` (SAMark's family
-    with the commands' statistic and SAMarkConfig ``fields``; ``generator`` is the layered
-    mark's tokenizer)."""
+    """A detector for every key of keyring ``ring`` with scheme ``name`` (with the
+    commands' statistic and config ``fields``; ``generator`` is the tokenizer of a scheme
+    with a token layer)."""
     from samark.detection.ring_detector import RingDetector
     from samark.keys.keyring import Keyring
 

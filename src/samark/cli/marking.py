@@ -64,8 +64,8 @@ def keygen(
     cells: Annotated[
         int,
         typer.Option(
-            help="Keyed semantic cells of the key's layered mark (samark-layered; 0: the "
-            "paper's static pivots). The paper's samark scheme ignores them."
+            help="Keyed semantic cells of the key's mark (0: the paper's static pivots); a "
+            "scheme that declares no --cells ignores them (`samark schemes list`)."
         ),
     ] = DEFAULT_CELLS,
     scheme_name: Annotated[
@@ -79,7 +79,7 @@ def keygen(
     hash_key: Annotated[
         int | None,
         typer.Option(
-            help="A reference implementation's integer key for kgw or unigram (e.g. "
+            help="A reference implementation's integer key for a green-list scheme (e.g. "
             "MarkLLM's and transformers' 15485863): they mark and detect as the reference "
             "does (docs/baselines.md). Secret, like the key.",
         ),
@@ -125,17 +125,17 @@ PromptArgument = Annotated[
 SentencesOption = Annotated[
     int,
     typer.Option(
-        help="Sentences to generate. samark-layered at 32 candidates takes about 10 s a sentence "
-        "on a 2-core CPU (median; 7-17 s), so 6 take 1-2 minutes after the models load. The "
-        "paper's texts have 12; the mark is weaker on shorter texts (docs/parameters.md)."
+        help="Sentences to generate. The default scheme at 32 candidates takes about 10 s a "
+        "sentence on a 2-core CPU (median; 7-17 s), so 6 take 1-2 minutes after the models "
+        "load. The paper's texts have 12; the mark is weaker on shorter texts (docs/parameters.md)."
     ),
 ]
 
 CandidatesOption = Annotated[
     int | None,
     typer.Option(
-        help="Candidates per sentence (N; default: the scheme's, 32 for samark-layered, the "
-        "paper's 64 for samark). A sentence's time grows with N.",
+        help="Candidates per sentence (N; default: the scheme's own, 32 for the default "
+        "scheme). A sentence's time grows with N.",
         show_default=False,
     ),
 ]
@@ -144,7 +144,9 @@ SeedOption = Annotated[int | None, typer.Option(help="Seed: makes the run reprod
 
 GeneratorOption = Annotated[str, typer.Option(help="Generator preset or folder.")]
 
-DaggerOption = Annotated[bool, typer.Option(help="SAMark-dagger: diversity terms off.")]
+DaggerOption = Annotated[
+    bool, typer.Option(help="The scheme's ablation (the paper's dagger): diversity terms off.")
+]
 
 AdaptiveOption = Annotated[
     bool, typer.Option(help="Adaptive budget: stop drawing once a strong match is found.")
@@ -234,7 +236,7 @@ class GenerateRequest:
         elif self.label is not None or self.payload is not None:
             raise fail("--label and --payload choose a key of a --keyring")
         if flags and not can(scheme_name, "payload_flags"):
-            raise fail(f"this ring writes payload bits in SAMark's flags; {scheme_name} has none")
+            raise fail(f"this ring writes payload bits in a flag pattern; {scheme_name} has none")
         if not can(scheme_name, "candidates"):
             return self._generate_other(scheme_name, key, written_by, text, marked_by, signer)
         name = ablation if self.dagger and ablation else scheme_name

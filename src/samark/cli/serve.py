@@ -74,8 +74,8 @@ NoAuthOption = Annotated[
 CandidatesOption = Annotated[
     int | None,
     typer.Option(
-        help="Candidates per sentence (N; default: the scheme's, 32 for samark-layered, the "
-        "paper's 64 for samark).",
+        help="Candidates per sentence (N; default: the scheme's own, `samark schemes "
+        "list`). Only a scheme that picks among candidates takes it.",
         show_default=False,
     ),
 ]
@@ -302,10 +302,11 @@ def serve(
 
     --scheme chooses the scheme and --engine where it writes (a server engine also answers
     '"watermark": false' requests); --candidates, --statistic, --centring, --cells and
-    --null-stop are SAMark's family's. With --record, every served sentence is recorded before
-    it is sent and an admin's detection with details reports each sentence's provenance
-    (docs/provenance.md). With --c2pa-cert and --c2pa-key, each marked completion ends
-    with a signed C2PA manifest, and /v1/detect reports a text's (docs/compliance.md).
+    --null-stop are the options a scheme declares (`samark schemes list`). With --record,
+    every served sentence is recorded before it is sent and an admin's detection with
+    details reports each sentence's provenance (docs/provenance.md). With --c2pa-cert and
+    --c2pa-key, each marked completion ends with a signed C2PA manifest, and /v1/detect
+    reports a text's (docs/compliance.md).
     The server is samark.serving.create_app (docs/serving.md)."""
     ServeRequest(
         key=key,

@@ -51,10 +51,9 @@ class ServerConfig:
     keys, and detects against every key). ``engine`` is an engine spec
     (``ENGINE[:MODEL]``: :mod:`samark.sampling.engines`; MODEL left out: ``generator``;
     None: the scheme's own engine). ``candidates``, ``statistic``, ``centring`` and
-    ``cells`` (keyed semantic cells, 0: static pivots; None: the scheme's default, the
-    key's own for samark-layered; generation and detection alike, the keyring's too) are
-    SAMark's family's (``SchemeInfo.candidates`` / ``statistics`` / ``pivot_detector``;
-    ``candidates`` None: the scheme's default, 32 for samark-layered);
+    ``cells`` (keyed semantic cells, 0: static pivots; None: the scheme's default;
+    generation and detection alike, the keyring's too) are options a scheme declares
+    (``SchemeInfo.candidates`` / ``options``; ``candidates`` None: the scheme's default);
     ``scheme_params`` passes any other parameter of the scheme (to the served scheme, each
     payload's and the keyring's detector alike).
     """
@@ -235,7 +234,7 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
 
 def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
     """The scheme's parameters that the served scheme, each payload's and the keyring's
-    detector share, so that a ring detects as the served scheme would: SAMark's
+    detector share, so that a ring detects as the served scheme would: the declared
     statistic, centring reference and keyed cells (left out where the config leaves
     them), then ``scheme_params`` (which win)."""
 
@@ -251,7 +250,7 @@ def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
 
 
 def _engines(config: ServerConfig) -> list[CandidateSampler]:
-    """The candidate engine SAMark's family draws from, loaded now: for concurrent
+    """The candidate engine a candidate-picking scheme draws from, loaded now: for concurrent
     requests on a local engine, a batching queue in front of it (first in the list) and
     the engine itself (last). Other schemes load their own engine (an empty list)."""
     from samark.sampling.base import BatchSampler
