@@ -16,12 +16,10 @@ import pytest
 pytest.importorskip("c2pa", reason="C2PA manifests need samark[c2pa]")
 pytest.importorskip("c2pa_text", reason="C2PA manifests need samark[c2pa]")
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from typer.testing import CliRunner
 
+from c2pa_pki import NOW, throwaway_pki
 from samark.cli import app
 from samark.provenance.c2pa_manifest import (
     TRAINED_ALGORITHMIC_MEDIA,
@@ -36,86 +34,12 @@ TEXT = (
     "The council met on Tuesday to discuss the new budget. Several members asked for more "
     "money for schools. The mayor said the city could not afford it this year."
 )
-NOW = dt.datetime.now(dt.timezone.utc)
-
-
-def _name(common: str) -> x509.Name:
-    return x509.Name(
-        [
-            x509.NameAttribute(NameOID.COMMON_NAME, common),
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, f"{common} Org"),
-        ]
-    )
-
-
-def _usage(*, sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=sign,
-        content_commitment=False,
-        key_encipherment=False,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=not sign,
-        crl_sign=not sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def _pki(folder: Path, who: str) -> dict[str, Path]:
-    """A root CA and a signing certificate under it (as C2PA asks: not a CA, digital
-    signature, an extended key usage), written as PEM files: chain, key and root."""
-    root_key = ec.generate_private_key(ec.SECP256R1())
-    key = ec.generate_private_key(ec.SECP256R1())
-    period = {"not_valid_before": NOW - dt.timedelta(days=1)}
-    period["not_valid_after"] = NOW + dt.timedelta(days=30)
-    root = (
-        x509.CertificateBuilder(subject_name=_name(f"{who} CA"), issuer_name=_name(f"{who} CA"))
-        .public_key(root_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(period["not_valid_before"])
-        .not_valid_after(period["not_valid_after"])
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_usage(sign=False), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), False)
-        .sign(root_key, hashes.SHA256())
-    )
-    leaf = (
-        x509.CertificateBuilder(subject_name=_name(f"{who} signer"), issuer_name=root.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(period["not_valid_before"])
-        .not_valid_after(period["not_valid_after"])
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(_usage(sign=True), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.EMAIL_PROTECTION]), False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(root_key.public_key()), False
-        )
-        .sign(root_key, hashes.SHA256())
-    )
-
-    def pem(cert: x509.Certificate) -> bytes:
-        return cert.public_bytes(serialization.Encoding.PEM)
-
-    paths = {name: folder / f"{who}-{name}.pem" for name in ("chain", "key", "root")}
-    paths["chain"].write_bytes(pem(leaf) + pem(root))
-    paths["root"].write_bytes(pem(root))
-    paths["key"].write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return paths
 
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> dict[str, dict[str, Path]]:
     folder = tmp_path_factory.mktemp("pki")
-    return {who: _pki(folder, who) for who in ("operator", "forger")}
+    return {who: throwaway_pki(folder, who) for who in ("operator", "forger")}
 
 
 @pytest.fixture(scope="module")

@@ -935,11 +935,11 @@ def sealed(scheme, record, served_app, tmp_path_factory) -> Iterator[dict[str, A
     whose root the server does not trust."""
     pytest.importorskip("c2pa", reason="C2PA manifests need samark[c2pa]")
     pytest.importorskip("c2pa_text", reason="C2PA manifests need samark[c2pa]")
+    from c2pa_pki import throwaway_pki
     from samark.provenance.c2pa_manifest import ManifestSigner, ManifestVerifier
-    from test_c2pa import _pki
 
     folder = tmp_path_factory.mktemp("page-pki")
-    pki = {who: _pki(folder, who) for who in ("operator", "forger")}
+    pki = {who: throwaway_pki(folder, who) for who in ("operator", "forger")}
     settings = ServeSettings(
         tokens=frozenset({USER}),
         admin_tokens=frozenset({ADMIN}),

@@ -26,6 +26,7 @@ import c2pa
 import c2pa_text
 import c2pa_unstructured_text as strict
 
+from c2pa_pki import throwaway_pki
 from samark.provenance.c2pa_manifest import (
     _READ_FORMAT,
     _SIGN_FORMAT,
@@ -33,7 +34,7 @@ from samark.provenance.c2pa_manifest import (
     ManifestVerifier,
 )
 from samark.provenance.c2pa_native import placeholder_size, sign_data_hashed
-from test_c2pa import TEXT, _pki
+from test_c2pa import TEXT
 
 
 def say(**row: Any) -> None:
@@ -59,7 +60,7 @@ def strict_verdict(text: str, digest: bytes, exclusions: list[tuple[int, int]]) 
 
 
 def main() -> None:
-    pki = _pki(Path(tempfile.mkdtemp()), "operator")
+    pki = throwaway_pki(Path(tempfile.mkdtemp()), "operator")
     signer = ManifestSigner.from_files(pki["chain"], pki["key"])
     verifier = ManifestVerifier.from_files([pki["root"]])
     say(
