@@ -6,6 +6,7 @@ SAMark detections (mpnet)."""
 from __future__ import annotations
 
 from samark import SAMark, SAMarkConfig
+from samark.detection.pipeline import prepare
 from samark.detection.ring_detector import RingDetector
 from samark.serving.answers import answers
 from samark.serving.short_text import short_text_note
@@ -28,7 +29,7 @@ def test_a_short_text_says_why_it_is_weak_evidence_and_a_long_one_does_not(
     scheme = SAMark(mpnet_key, config=SAMarkConfig(statistic="scan", n_null=199), embedder=mpnet)
     ring = RingDetector.of_scheme(scheme)
     short, one, long = (" ".join(SENTENCES[:k]) for k in (3, 1, SHORT_TEXT_SENTENCES))
-    got = answers(ring, [short, one, long], details=True)
+    got = answers(ring, prepare(ring, [short, one, long]), details=True)
     assert got[0]["n_units"] == 3
     note = got[0]["short_text"]
     # its sentence count and the floor of 199 null draws: 1 / 200
@@ -39,4 +40,4 @@ def test_a_short_text_says_why_it_is_weak_evidence_and_a_long_one_does_not(
     # the same line as the function gives for the detection itself
     assert short_text_note(scheme.detect(short)) == note
     # and none where details are not asked for
-    assert "short_text" not in answers(ring, [short], details=False)[0]
+    assert "short_text" not in answers(ring, prepare(ring, [short]), details=False)[0]
