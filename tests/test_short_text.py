@@ -5,6 +5,8 @@ SAMark detections (mpnet)."""
 
 from __future__ import annotations
 
+import pytest
+
 from samark import SAMark, SAMarkConfig
 from samark.detection.pipeline import prepare
 from samark.detection.ring_detector import RingDetector
@@ -41,3 +43,6 @@ def test_a_short_text_says_why_it_is_weak_evidence_and_a_long_one_does_not(
     assert short_text_note(scheme.detect(short)) == note
     # and none where details are not asked for
     assert "short_text" not in answers(ring, prepare(ring, [short]), details=False)[0]
+    # a text not prepared is the caller's mistake, said at once (not an AttributeError)
+    with pytest.raises(TypeError, match=r"pipeline\.prepare"):
+        answers(ring, [short], details=False)  # type: ignore[list-item]

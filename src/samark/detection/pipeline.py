@@ -64,7 +64,11 @@ def prepare(
 
 def score(detector: RingDetector, prepared: Sequence[TextFeatures | SamarkError]) -> list[Answer]:
     """Each prepared text's answer against ``detector`` (all scored together), or the
-    error it already carries."""
+    error it already carries. A text given as a string is a caller's mistake, said at once
+    (prepare it first), never passed through as its own answer."""
+    stray = [type(f).__name__ for f in prepared if not isinstance(f, TextFeatures | SamarkError)]
+    if stray:
+        raise TypeError(f"score takes prepared texts (pipeline.prepare), got {stray[0]}")
     ready = [f for f in prepared if isinstance(f, TextFeatures)]
     found = iter(detector.detect_prepared(ready))
     return [next(found) if isinstance(f, TextFeatures) else f for f in prepared]
