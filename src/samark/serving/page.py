@@ -20,6 +20,10 @@ from fastapi.responses import Response
 PAGE_FILES = {
     "index.html": "text/html; charset=utf-8",
     "page.css": "text/css; charset=utf-8",
+    # the script, in the order index.html loads them: reading a text, drawing an answer,
+    # then the page itself
+    "reading.js": "text/javascript; charset=utf-8",
+    "drawing.js": "text/javascript; charset=utf-8",
     "page.js": "text/javascript; charset=utf-8",
 }
 
@@ -37,7 +41,7 @@ def page_file(name: str) -> bytes:
 
 
 def page_router() -> APIRouter:
-    """``GET /`` (the page) and ``GET /page/{page.css,page.js}`` (its style and script);
+    """``GET /`` (the page) and ``GET /page/NAME`` (its style and scripts, ``PAGE_FILES``);
     open like ``/healthz``: the page asks for the token and sends it with each detection."""
     router = APIRouter()
     files = {name: page_file(name) for name in PAGE_FILES}
@@ -55,12 +59,10 @@ def page_router() -> APIRouter:
     async def index() -> Response:
         return served("index.html")
 
-    @router.api_route("/page/page.css", methods=["GET", "HEAD"], include_in_schema=False)
-    async def style() -> Response:
-        return served("page.css")
-
-    @router.api_route("/page/page.js", methods=["GET", "HEAD"], include_in_schema=False)
-    async def script() -> Response:
-        return served("page.js")
+    @router.api_route("/page/{name}", methods=["GET", "HEAD"], include_in_schema=False)
+    async def asset(name: str) -> Response:
+        if name not in files or name == "index.html":
+            return Response(status_code=404)
+        return served(name)
 
     return router
