@@ -33,6 +33,7 @@ from samark.schemes.base import (
     check,
     require_key,
 )
+from samark.schemes.sentence_sampling import SentenceSampling
 
 
 @dataclass(frozen=True)
@@ -276,14 +277,10 @@ def with_shared_models(shared: SharedResources | None, params: dict[str, Any]) -
 
 
 @dataclass(frozen=True)
-class SentenceSamplingConfig(SchemeConfig):
+class SentenceSamplingConfig(SchemeConfig, SentenceSampling):
     """The candidate sampling, length and detection level of a sentence-level baseline
     (SAMark's sampling defaults: a fair row)."""
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_sentence_tokens: int = 64
-    max_new_sentences: int = 12
     alpha: float = 0.01
 
     def __post_init__(self) -> None:
@@ -291,11 +288,7 @@ class SentenceSamplingConfig(SchemeConfig):
             self.max_new_sentences >= 1 and 0 < self.alpha < 1,
             "need max_new_sentences >= 1 and 0 < alpha < 1",
         )
-        _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_p, self.max_sentence_tokens)
+        super().__post_init__()
 
 
 SSC = TypeVar("SSC", bound=SentenceSamplingConfig)

@@ -62,7 +62,7 @@ from samark.schemes.base import (
     split_params,
 )
 from samark.schemes.features import TextFeatures, text_features
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import embedded_of, ring_passes
 from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
@@ -121,7 +121,7 @@ def token_layer_of(
 ) -> GreenListLayer:
     """The layered mark's token layer under ``key``: its sub-key is 256 bits derived
     one-way from the key under their own label, so the layer (and an attacker's view of
-    it) says nothing of the pivots. Any key works, also one without an embedder."""
+    it) says nothing of the pivots. Every key works, also one without an embedder."""
     secret = b"".join(
         w.to_bytes(8, "little") for w in key.derive_ints("samark-layered/token", 4, bits=64)
     )
@@ -138,8 +138,8 @@ class SAMarkLayered(SAMark):
 
     name = "samark-layered"
     #: not the paper's scheme: its experiment rows were always scored with scan, the
-    #: product's default, so its "paper" preset changes nothing
-    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
+    #: product's default, so its "paper" preset changes nothing (presets/samark-layered.toml)
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = load_presets("samark-layered")
 
     def __init__(
         self,
@@ -164,7 +164,7 @@ class SAMarkLayered(SAMark):
                 f"{TOKEN_LAYER_ENGINES}, or the scheme 'samark'"
             )
         if config is None:
-            config = SAMarkConfig(candidates=DEFAULT_CANDIDATES)
+            config = SAMarkConfig.of(candidates=DEFAULT_CANDIDATES)
         super().__init__(
             key, config=config, embedder=embedder, sampler=sampler, generator=generator
         )

@@ -25,7 +25,7 @@ from samark.schemes.base import (
     require_key,
 )
 from samark.schemes.features import TextFeatures
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, StepChoice, pool_reference, select
 from samark.schemes.samark.topic_centring import NeighbourCentring
@@ -43,7 +43,8 @@ class SAMark(SentenceLevelWatermark):
 
     name = "samark"
     #: the paper's experiments detect with its z (Alg. 2); the product's default is scan
-    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {"statistic": "z"}}
+    #: (presets/samark.toml)
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = load_presets("samark")
 
     def __init__(
         self,
@@ -64,10 +65,10 @@ class SAMark(SentenceLevelWatermark):
         if sampler is not None:
             _check_engine(sampler, c)
         centring = None
-        if c.centring is not None:
+        if c.detection.centring is not None:
             fingerprint = self.embedder.identity.fingerprint
-            centring = NeighbourCentring.load(c.centring, fingerprint=fingerprint)
-        self.detector = SAMarkDetector.of_config(
+            centring = NeighbourCentring.load(c.detection.centring, fingerprint=fingerprint)
+        self.detector = SAMarkDetector.from_config(
             key, self.embedder, c, cells=cells, centring=centring
         )
 
@@ -130,12 +131,12 @@ class SAMark(SentenceLevelWatermark):
         return MaxStatisticRing(detectors) if share_null(detectors) else None
 
     def detector_id(self) -> str:
-        c = self.config
+        c, d = self.config, self.config.detection
         return (
-            f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
-            f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
+            f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{d.kappa}"
+            f"/tanh{int(d.tanh_detection)}/{d.statistic}/null{d.n_null}.{d.null_seed}"
             + (f"/cells{self.cells}" if self.cells else "")
-            + ("" if c.null_stop is None else f"/seq{c.null_stop}")
+            + ("" if d.null_stop is None else f"/seq{d.null_stop}")
             + (
                 ""
                 if self.detector.centring is None
@@ -149,19 +150,20 @@ class SAMark(SentenceLevelWatermark):
         never stored; a payload sets flags 2.. relative to flag 1) and the
         context the diversity terms compare against."""
         c = self.config
+        payload = c.generation.payload_flags
         # drawn even where a payload sets them, so that a payload changes no other draw
         flags = seeder.choice([-1.0, 1.0], size=c.channels)
-        if c.payload_flags:  # relative to flag 1, which stays random
-            flags[1 : 1 + len(c.payload_flags)] = flags[0] * np.asarray(c.payload_flags)
+        if payload:  # relative to flag 1, which stays random
+            flags[1 : 1 + len(payload)] = flags[0] * np.asarray(payload)
         rng = np.random.default_rng(seeder.integers(2**63))
         context_words = words(prompt)
-        steer = self._steering(flags) if c.steer > 0 else None
+        steer = self._steering(flags) if c.research.steer > 0 else None
         return _Step(
             steer=steer,
             flags=flags,
             rng=rng,
             context_words=context_words,
-            context_ngrams=set(ngrams(context_words, c.ngram_n)),
+            context_ngrams=set(ngrams(context_words, c.selection.ngram_n)),
             vocabulary=set(context_words),
             history=np.zeros((0, self.embedder.dim)),
         )
@@ -177,7 +179,7 @@ class SAMark(SentenceLevelWatermark):
         if sampler.tokenizer is None:  # an engine that steers runs the generator here
             raise SamarkError(f"steering needs the generator's tokenizer; {sampler!r} has none")
         return word_embeddings(
-            self.embedder, sampler.tokenizer, sampler.name, self.config.steer_words
+            self.embedder, sampler.tokenizer, sampler.name, self.config.research.steer_words
         )
 
     def _steering(self, flags: np.ndarray) -> Any:
@@ -186,7 +188,7 @@ class SAMark(SentenceLevelWatermark):
         from samark.schemes.samark.steering import SemanticSteer, SummedBias
 
         ids, emb = self._steer_words
-        steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.steer)
+        steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.research.steer)
         return steer if self.token_layer is None else SummedBias(self.token_layer, steer)
 
     def sample_options(self, state: _Step) -> RowOptions:
@@ -194,10 +196,10 @@ class SAMark(SentenceLevelWatermark):
         if state.steer is not None:
             options = dataclasses.replace(options, token_layer=state.steer)
         c = self.config
-        if c.prune_at:
+        if c.research.prune_at:
             prune = PartialScore(
-                c.prune_at,
-                c.prune_keep,
+                c.research.prune_at,
+                c.research.prune_keep,
                 self.embedder,
                 self._pivots,
                 state.flags,
@@ -210,11 +212,11 @@ class SAMark(SentenceLevelWatermark):
         """Fixed N (the paper): N, then up to ``extra_batches`` more N while nothing
         matched. Adaptive: the same budget in chunks of ``adaptive_chunk``; drawing stops
         early once enough matches are saturated."""
-        c = self.config
-        chunk = c.adaptive_chunk if c.adaptive else c.candidates
+        g = self.config.generation
+        chunk = self.config.research.adaptive_chunk if g.adaptive else g.candidates
         plan: list[Draw] = []
-        for attempt in range(1 + c.extra_batches):
-            left = c.candidates
+        for attempt in range(1 + g.extra_batches):
+            left = g.candidates
             while left > 0:
                 size = min(chunk, left)
                 left -= size
@@ -232,20 +234,20 @@ class SAMark(SentenceLevelWatermark):
             state.context_ngrams,
             state.vocabulary,
             state.history,
-            c.selection,
+            c.selection_rule,
             signed=None if cells is None else cells.signed(pool)[0] * state.flags[0],
             stay=None
-            if cells is None or c.cell_margin_sd is None
-            else ndtr(cells.cell_margin(pool)[0] / c.cell_margin_sd),
+            if cells is None or c.research.cell_margin_sd is None
+            else ndtr(cells.cell_margin(pool)[0] / c.research.cell_margin_sd),
             rng=state.rng,
         )
         return None if choice is None else Pick(choice.index, choice.kind, choice)
 
     def enough(self, state: _Step, pick: Pick, draw: Draw, drawn: int) -> bool:
-        c, choice = self.config, _step_choice(pick)
-        if c.adaptive and (
-            choice.n_saturated >= c.adaptive_matches
-            or (drawn >= c.adaptive_patience and choice.n_matched)
+        r, choice = self.config.research, _step_choice(pick)
+        if self.config.generation.adaptive and (
+            choice.n_saturated >= r.adaptive_matches
+            or (drawn >= r.adaptive_patience and choice.n_matched)
         ):
             return True
         return bool(draw.boundary and choice.n_matched)
@@ -253,15 +255,13 @@ class SAMark(SentenceLevelWatermark):
     def chosen(
         self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
     ) -> dict[str, Any]:
-        c, choice = self.config, _step_choice(pick)
+        n, choice = self.config.selection.ngram_n, _step_choice(pick)
         previous = state.history
         state.history = np.vstack([previous, embedding])
         new_words = words(sentence)
         state.context_words.extend(new_words)
         # only the n-grams that end in the new sentence are new
-        state.context_ngrams.update(
-            ngrams(state.context_words[-(len(new_words) + c.ngram_n - 1) :], c.ngram_n)
-        )
+        state.context_ngrams.update(ngrams(state.context_words[-(len(new_words) + n - 1) :], n))
         state.vocabulary.update(new_words)
         step: dict[str, Any] = {
             "kind": choice.kind,
@@ -272,7 +272,7 @@ class SAMark(SentenceLevelWatermark):
             "saturated": choice.n_saturated,
             "matched_terms": choice.matched_terms,
         }
-        if c.record_signal and not self.cells:
+        if self.config.research.record_signal and not self.cells:
             step.update(step_signal(pool, pick.index, previous, self._pivots, state.flags))
         return step
 
@@ -290,8 +290,8 @@ def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
     wanted = [
         name
         for name, on, able in (
-            ("steer > 0", c.steer > 0, can.steering),
-            ("prune_at", bool(c.prune_at), can.prune),
+            ("steer > 0", c.research.steer > 0, can.steering),
+            ("prune_at", bool(c.research.prune_at), can.prune),
         )
         if on and not able
     ]
