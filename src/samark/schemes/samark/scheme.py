@@ -6,7 +6,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import ClassVar, Self, Unpack, cast
 
 import numpy as np
 from scipy.special import ndtr
@@ -16,10 +16,11 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, RowOptions, engine_abilities
+from samark.sampling.base import CandidateSampler, LogitsBias, RowOptions, engine_abilities
 from samark.schemes.base import (
     RingScoring,
     SharedResources,
+    V,
     Watermark,
     register_scheme,
     require_key,
@@ -29,12 +30,18 @@ from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, StepChoice, pool_reference, select
 from samark.schemes.samark.topic_centring import NeighbourCentring
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
+from samark.schemes.sentence_loop import (
+    Draw,
+    Pick,
+    SentenceLevelWatermark,
+    SentenceModels,
+    sentence_models,
+)
 from samark.text import ngrams, words
 
 
 @register_scheme("samark")
-class SAMark(SentenceLevelWatermark):
+class SAMark(SentenceLevelWatermark["_Step"]):
     """SAMark with a secret ``key``.
 
     The embedder defaults to the one the key was made for; the generator (candidate
@@ -88,11 +95,10 @@ class SAMark(SentenceLevelWatermark):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
-    ) -> SAMark:
-        params = dict(params)
-        built, rest = samark_config_from_params(shared, params.pop("config", None), params)
-        return cls(require_key(cls.name, key), config=built, **rest)
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
+        built, rest = samark_config_from_params(shared, params)
+        return cls(require_key(cls.name, key), config=built, **sentence_models(shared, rest))
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
@@ -114,12 +120,14 @@ class SAMark(SentenceLevelWatermark):
         return 0 if self.cells else self.config.channels
 
     @classmethod
-    def ring_params(cls, params: dict[str, Any], keys: int, alpha: float) -> dict[str, Any]:
+    def ring_params(cls, params: Mapping[str, V], keys: int, alpha: float) -> dict[str, V | int]:
         """Never fewer null pivot sets than the ring's smallest p-values need."""
         from samark.schemes.samark.ring_scoring import ring_null_count
 
         given = params.get("n_null")
         need = ring_null_count(keys, alpha)
+        if not (given is None or isinstance(given, int | float | str)):
+            raise TypeError(f"n_null must be a number, got {type(given).__name__}")
         return {**params, "n_null": need if given is None else max(int(given), need)}
 
     @classmethod
@@ -182,7 +190,7 @@ class SAMark(SentenceLevelWatermark):
             self.embedder, sampler.tokenizer, sampler.name, self.config.research.steer_words
         )
 
-    def _steering(self, flags: np.ndarray) -> Any:
+    def _steering(self, flags: np.ndarray) -> LogitsBias:
         """This generation's steering bias (``SAMarkConfig.steer``), combined with the
         scheme's token watermark if it has one."""
         from samark.schemes.samark.steering import SemanticSteer, SummedBias
@@ -254,7 +262,7 @@ class SAMark(SentenceLevelWatermark):
 
     def chosen(
         self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         n, choice = self.config.selection.ngram_n, _step_choice(pick)
         previous = state.history
         state.history = np.vstack([previous, embedding])
@@ -263,7 +271,7 @@ class SAMark(SentenceLevelWatermark):
         # only the n-grams that end in the new sentence are new
         state.context_ngrams.update(ngrams(state.context_words[-(len(new_words) + n - 1) :], n))
         state.vocabulary.update(new_words)
-        step: dict[str, Any] = {
+        step: dict[str, object] = {
             "kind": choice.kind,
             "candidates": choice.n_candidates,
             "ngram_pass": choice.n_ngram_pass,
@@ -308,7 +316,7 @@ def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
 class _Step:
     """One SAMark generation's running state."""
 
-    steer: Any
+    steer: LogitsBias | None
     flags: np.ndarray
     rng: np.random.Generator
     context_words: list[str]
@@ -342,16 +350,18 @@ def step_signal(
 
 
 def samark_config_from_params(
-    shared: SharedResources | None,
-    config: SAMarkConfig | None,
-    params: dict[str, Any],
-) -> tuple[SAMarkConfig, dict[str, Any]]:
-    """(the config: ``config`` or the defaults with the fields ``params`` names, the
-    constructor's other arguments with the shared models)."""
-    built, rest = SAMarkConfig.split(params, config)
+    shared: SharedResources | None, params: Mapping[str, object]
+) -> tuple[SAMarkConfig, dict[str, object]]:
+    """(the config: ``params``'s ``config`` or the defaults, with the flat parameters
+    ``params`` names; the other params), the research records on where ``shared`` asks."""
+    rest = dict(params)
+    config = rest.pop("config", None)
+    if not (config is None or isinstance(config, SAMarkConfig)):
+        raise TypeError(f"config must be a SAMarkConfig, got {type(config).__name__}")
+    built, rest = SAMarkConfig.split(rest, config)
     if shared is not None and shared.research_records:
         built = built.replace(record_signal=True)
-    return built, with_shared_models(shared, rest)
+    return built, rest
 
 
 @register_scheme("samark-dagger")
@@ -362,7 +372,10 @@ class SAMarkDagger(SAMark):
     name = "samark-dagger"
 
     def __init__(
-        self, key: WatermarkKey, config: SAMarkConfig | None = None, **kwargs: Any
+        self,
+        key: WatermarkKey,
+        config: SAMarkConfig | None = None,
+        **models: Unpack[SentenceModels],
     ) -> None:
-        super().__init__(key, (config or SAMarkConfig()).replace(**SAMarkConfig.DAGGER), **kwargs)
+        super().__init__(key, (config or SAMarkConfig()).replace(**SAMarkConfig.DAGGER), **models)
         self.detector.label = self.name
