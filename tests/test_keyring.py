@@ -198,7 +198,7 @@ def test_payload_flags_set_flags_relative_to_the_first_and_no_other_draw(minilm)
         SAMarkConfig.of(payload_flags=(1, 0))
     with pytest.raises(ValueError, match="channels - 1"):
         SAMarkConfig.of(payload_flags=(1, -1))  # 2 channels carry 1 flag bit
-    assert SAMarkConfig.of(channels=3, payload_flags=[-1]).payload_flags == (-1,)  # TOML list
+    assert SAMarkConfig.of(channels=3, payload_flags=[-1]).generation.payload_flags == (-1,)  # TOML
     key = _key(7, minilm.identity)
     plain = SAMark(key, config=SAMarkConfig.of(channels=3), embedder=minilm)
     fixed = SAMark(key, config=SAMarkConfig.of(channels=3, payload_flags=(-1,)), embedder=minilm)

@@ -201,13 +201,13 @@ def pick_law(s: dict[str, Any], subset: np.ndarray) -> tuple[float, float, bool]
     matched = s["hard_ok"][subset] & np.all(signed > 0, axis=1)
     score = (
         s_wm(signed)
-        + PAPER.lambda_div * s["diversity"][subset]
-        + PAPER.lambda_nov * s["novelty"][subset]
+        + PAPER.selection.lambda_div * s["diversity"][subset]
+        + PAPER.selection.lambda_nov * s["novelty"][subset]
     )
     offset = signed.mean(axis=1)
-    term = np.tanh(PAPER.kappa * signed).mean(axis=1)  # the detector's alignment
+    term = np.tanh(PAPER.detection.kappa * signed).mean(axis=1)  # the detector's alignment
     if matched.any():
-        q = softmax_weights(score[matched], PAPER.epsilon)
+        q = softmax_weights(score[matched], PAPER.selection.epsilon)
         return float(q @ offset[matched]), float(q @ term[matched]), True
     pool = (
         np.flatnonzero(s["hard_ok"][subset])
