@@ -21,6 +21,7 @@ from samark.datasets import leading_sentences, load_dataset
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
+from samark.schemes.samark.config import SAMarkDetection
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.statistics import STATISTICS
 
@@ -66,7 +67,9 @@ def main() -> None:
     for _ in range(args.keys):
         key = WatermarkKey(rng.bytes(32), embedder.identity, PivotDraw.avoiding(avoid))
         for statistic in ps:
-            det = SAMarkDetector(key, embedder, statistic=statistic, n_null=args.null)
+            det = SAMarkDetector(
+                key, embedder, SAMarkDetection(statistic=statistic, n_null=args.null)
+            )
             res = [det.score_embeddings(e) for e in embeddings]
             ps[statistic].append([r.p_value for r in res])
             if statistic == args.statistics[0]:

@@ -47,7 +47,9 @@ def main() -> None:
     t0 = time.perf_counter()
     embedder = load_embedder(args.embedder)
     scheme = SAMark(
-        new_key(embedder), config=SAMarkConfig(candidates=args.candidates), generator=args.generator
+        new_key(embedder),
+        config=SAMarkConfig.of(candidates=args.candidates),
+        generator=args.generator,
     )
     _ = scheme.sampler
     load_s = time.perf_counter() - t0

@@ -227,7 +227,7 @@ def attribution(args: argparse.Namespace) -> dict[str, Any]:
     embedder = load_embedder(experiment.embedder)
     true = public_key(experiment, embedder)
     texts = run_texts(args.run, args.scheme)
-    writer = SAMark(true, SAMarkConfig(channels=args.channels), embedder=embedder)
+    writer = SAMark(true, SAMarkConfig.of(channels=args.channels), embedder=embedder)
     flags = run_flags(args.run, args.scheme, writer) if args.flag_bits else {}
     cells: dict[str, list[tuple[str, str]]] = {}  # cell: [(item, text)]
     for attack in ["none", *args.attacks]:

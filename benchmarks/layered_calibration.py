@@ -39,6 +39,7 @@ from samark.evaluation.runner import Run
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
 from samark.schemes import create_scheme
+from samark.schemes.samark.config import SAMarkDetection
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.layered import SAMarkLayered, combine_p_values
 
@@ -99,7 +100,7 @@ def main() -> None:
         key = WatermarkKey(secret, embedder.identity, PivotDraw.avoiding(avoid))
         layered = create_scheme("samark-layered", key=key, embedder=embedder)
         assert isinstance(layered, SAMarkLayered)
-        z = SAMarkDetector(key, embedder, statistic="z")
+        z = SAMarkDetector(key, embedder, SAMarkDetection(statistic="z"))
         scan = layered.detector
         for i in range(len(docs)):
             emb = vectors[bounds[i] : bounds[i + 1]]

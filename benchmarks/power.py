@@ -22,7 +22,7 @@ from samark.datasets import load_dataset
 from samark.embed import load_embedder, new_key
 from samark.keys import WatermarkKey
 from samark.schemes.samark import SAMark
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import SAMarkConfig, SAMarkDetection
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.segment import split_sentences
 
@@ -44,7 +44,7 @@ def main() -> None:
     if not key_path.exists():
         key.save(key_path)
     fields = dict(candidates=args.candidates, max_new_sentences=args.sentences)
-    config = SAMarkConfig.dagger(**fields) if args.dagger else SAMarkConfig(**fields)
+    config = SAMarkConfig.dagger(**fields) if args.dagger else SAMarkConfig.of(**fields)
     scheme = SAMark(key, config=config, embedder=embedder)
 
     records_path = args.out / "generations.jsonl"
@@ -80,7 +80,7 @@ def main() -> None:
     )
     rng = random.Random(0)
     for statistic in ("z", "alignment"):
-        det = SAMarkDetector(key, embedder, statistic=statistic)  # type: ignore[arg-type]
+        det = SAMarkDetector(key, embedder, SAMarkDetection(statistic=statistic))  # type: ignore[arg-type]
         for k in (6, args.sentences):
             for shuffled in (False, True):
                 ps = []

@@ -151,8 +151,8 @@ def part_adaptive(args) -> None:
     )
     print("  budget      s/sentence   Tok/Out   candidates/step   mean z   p<0.01")
     for label, cfg in (
-        ("fixed N", SAMarkConfig(candidates=args.candidates)),
-        ("adaptive", SAMarkConfig(candidates=args.candidates, adaptive=True)),
+        ("fixed N", SAMarkConfig.of(candidates=args.candidates)),
+        ("adaptive", SAMarkConfig.of(candidates=args.candidates, adaptive=True)),
     ):
         scheme = SAMark(key, config=cfg, embedder=embedder, generator=args.generator)
         gens = [

@@ -250,7 +250,7 @@ def main() -> None:
     texts = [d.text for d in human_windows(docs, sentences=12, count=args.texts)]
     embedder = load_embedder(DEFAULT_EMBEDDER)
     key = new_key(embedder)
-    config = SAMarkConfig(candidates=args.candidates, max_new_sentences=args.sentences)
+    config = SAMarkConfig.of(candidates=args.candidates, max_new_sentences=args.sentences)
     scheme = SAMark(key, config=config, embedder=embedder)
     with tempfile.TemporaryDirectory() as tmp:
         key_file = key.save(Path(tmp) / "bench.key")

@@ -38,7 +38,7 @@ def test_steer_leans_with_the_flags_and_only_on_its_words() -> None:
     with pytest.raises(ValueError, match="strength"):
         SemanticSteer(ids, emb, pivots, np.array([1.0, 1.0]), -1.0)
     with pytest.raises(ValueError, match="steer"):
-        SAMarkConfig(steer=-0.5)
+        SAMarkConfig.of(steer=-0.5)
 
 
 def test_summed_bias_adds_the_layers_each_on_its_own_context() -> None:
@@ -141,7 +141,7 @@ def test_samark_with_pruning_samples_fewer_tokens_and_still_matches(mpnet, mpnet
     assert b.tokens_sampled < 0.75 * a.tokens_sampled
     assert all(step["candidates"] <= 8 for step in b.steps)
     with pytest.raises(ValueError, match="prune_keep"):
-        SAMarkConfig(prune_at=4, prune_keep=0)
+        SAMarkConfig.of(prune_at=4, prune_keep=0)
 
 
 def test_samark_hands_the_engine_its_steering_and_pruning(

@@ -30,6 +30,7 @@ from samark.embed import AVOIDED_DOMAINS, LEGACY_AVOIDED_DOMAINS
 from samark.keys import WatermarkKey
 from samark.keys.pivot_spaces import load_pivot_space
 from samark.keys.samark_material import PivotDraw
+from samark.schemes.samark.config import SAMarkDetection
 from samark.schemes.samark.detector import SAMarkDetector
 
 N_KEYS = 5
@@ -202,7 +203,7 @@ def _check_per_key(
     pooled = []
     rng = np.random.default_rng(0)
     for key in keys:
-        det = SAMarkDetector(key, mpnet, statistic=statistic)  # type: ignore[arg-type]
+        det = SAMarkDetector(key, mpnet, SAMarkDetection(statistic=statistic))  # type: ignore[arg-type]
         detections = [det.score_embeddings(e) for e in embeddings]
         p = np.array([d.p_value for d in detections])
         assert np.sum(p < 0.01) <= bound, f"{key}: {np.sum(p < 0.01)} of {n} below 0.01"

@@ -149,11 +149,14 @@ def _human_texts(pool, count: int = 3) -> list[str]:
 def test_a_detector_past_its_hold_streams_the_same_draws(minilm, pool) -> None:
     """A single key's detector whose draws do not fit its hold regenerates them, one pass
     for a batch: the same detections as holding them all (detect and detect_many)."""
+    from samark.schemes.samark.config import SAMarkDetection
     from samark.schemes.samark.detector import SAMarkDetector
 
     key = WatermarkKey(bytes([110]) * 32, minilm.identity)
-    held = SAMarkDetector(key, minilm, cells=CELLS, statistic="scan", n_null=199)
-    streamed = SAMarkDetector(key, minilm, cells=CELLS, statistic="scan", n_null=199)
+    held = SAMarkDetector(key, minilm, SAMarkDetection(statistic="scan", n_null=199), cells=CELLS)
+    streamed = SAMarkDetector(
+        key, minilm, SAMarkDetection(statistic="scan", n_null=199), cells=CELLS
+    )
     assert held.null_cell_draws is not None and streamed.null_cell_draws is not None
     streamed.null_cell_draws = dataclasses.replace(streamed.null_cell_draws, hold=CELLS * 64)
     assert streamed.null_cell_draws.streamed and not held.null_cell_draws.streamed

@@ -164,22 +164,23 @@ def test_cell_margin_by_hand_and_the_cell_aware_pick_prefers_a_deep_sentence() -
 
 def test_config_refuses_what_cells_cannot_do() -> None:
     with pytest.raises(ValueError, match="cell_margin_sd needs keyed cells"):
-        SAMarkConfig(cells=0, cell_margin_sd=0.016).refuse_what_cells_cannot_do(0)
+        SAMarkConfig.of(cells=0, cell_margin_sd=0.016).refuse_what_cells_cannot_do(0)
     with pytest.raises(ValueError, match="cell_margin_sd must be positive"):
-        SAMarkConfig(cells=64, cell_margin_sd=0.0)
+        SAMarkConfig.of(cells=64, cell_margin_sd=0.0)
     with pytest.raises(ValueError, match="cells"):
-        SAMarkConfig(cells=1)
+        SAMarkConfig.of(cells=1)
     with pytest.raises(ValueError, match="payload_flags"):
-        SAMarkConfig(cells=16, payload_flags=(1,))
+        SAMarkConfig.of(cells=16, payload_flags=(1,))
     with pytest.raises(ValueError, match="steer"):
-        SAMarkConfig(cells=16, steer=0.5)
-    assert SAMarkConfig(cells=16).cells == 16
+        SAMarkConfig.of(cells=16, steer=0.5)
+    assert SAMarkConfig.of(cells=16).cells == 16
 
 
 def test_detector_is_exact_on_human_text_over_keys(mpnet, news_leads) -> None:
     """The real detector with 16 cells, one key per human text: the lower tail of p stays
     within the binomial bound and is no heavier than uniform."""
     from samark.keys import WatermarkKey
+    from samark.schemes.samark.config import SAMarkDetection
     from samark.schemes.samark.detector import SAMarkDetector
     from samark.segment import split_sentences
 
@@ -190,7 +191,9 @@ def test_detector_is_exact_on_human_text_over_keys(mpnet, news_leads) -> None:
         mpnet.encode([s for t in texts for s in split_sentences(t)])
         for i, text in enumerate(texts):
             key = WatermarkKey(f"cells-fpr-{i:04d}".encode().ljust(32, b"0"), mpnet.identity)
-            det = SAMarkDetector(key, mpnet, cells=16, statistic="scan", n_null=199)
+            det = SAMarkDetector(
+                key, mpnet, SAMarkDetection(statistic="scan", n_null=199), cells=16
+            )
             ps.append(det.detect(text).p_value)
     bound = stats.binom.ppf(0.999, len(texts), 0.05)
     assert sum(p < 0.05 for p in ps) <= bound

@@ -13,6 +13,7 @@ from scipy import stats
 from samark.datasets import leading_sentences, load_dataset
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
+from samark.schemes.samark.config import SAMarkDetection
 from samark.schemes.samark.detector import RingPass, SAMarkDetector
 from samark.schemes.samark.topic_centring import NeighbourCentring
 
@@ -74,7 +75,7 @@ def test_the_p_value_stays_exact_over_keys_with_centring(mpnet, news_and_wiki) -
     p = []
     for i in range(10):
         key = WatermarkKey(bytes([100 + i]) * 32, mpnet.identity, PivotDraw.avoiding(avoid))
-        det = SAMarkDetector(key, mpnet, statistic="scan", centring=centring)
+        det = SAMarkDetector(key, mpnet, SAMarkDetection(statistic="scan"), centring=centring)
         p += [det.score_embeddings(e).p_value for e in news_and_wiki["cnn_dailymail"]]
     pooled = np.array(p)
     assert stats.kstest(pooled, "uniform").pvalue > 1e-3
@@ -88,8 +89,8 @@ def test_a_shift_along_the_key_survives_centring(mpnet, news_and_wiki) -> None:
     centring = NeighbourCentring("wiki", reference, k=16)
     key = WatermarkKey(b"c" * 32, mpnet.identity, PivotDraw.avoiding(mpnet.reference_directions()))
     pivots = key.samark.pivots(mpnet.dim, 2)
-    det = SAMarkDetector(key, mpnet, statistic="scan", centring=centring)
-    plain = SAMarkDetector(key, mpnet, statistic="scan")
+    det = SAMarkDetector(key, mpnet, SAMarkDetection(statistic="scan"), centring=centring)
+    plain = SAMarkDetector(key, mpnet, SAMarkDetection(statistic="scan"))
     marked = [e + 0.07 * (pivots[0] - pivots[1]) for e in news_and_wiki["cnn_dailymail"][:40]]
     with_centring = np.array([det.score_embeddings(e).p_value for e in marked])
     without = np.array([plain.score_embeddings(e).p_value for e in marked])
@@ -101,8 +102,10 @@ def test_the_ring_pass_centres_as_each_detector_does(mpnet, news_and_wiki) -> No
     reference = np.array([e.mean(0) for e in news_and_wiki["wikipedia_leads"]])
     centring = NeighbourCentring("wiki", reference, k=16)
     keys = [WatermarkKey(bytes([i]) * 32, mpnet.identity) for i in (1, 2, 3)]
-    dets = [SAMarkDetector(k, mpnet, statistic="scan", centring=centring) for k in keys]
-    other = SAMarkDetector(keys[0], mpnet, statistic="scan")
+    dets = [
+        SAMarkDetector(k, mpnet, SAMarkDetection(statistic="scan"), centring=centring) for k in keys
+    ]
+    other = SAMarkDetector(keys[0], mpnet, SAMarkDetection(statistic="scan"))
     assert not dets[0].same_null(other)  # a ring never mixes centred and raw keys
     for e in news_and_wiki["cnn_dailymail"][:5]:
         ring = RingPass(dets, e)

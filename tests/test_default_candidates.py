@@ -28,10 +28,13 @@ def test_the_layered_mark_draws_32_candidates_and_the_paper_64(mpnet_key) -> Non
     from samark.schemes.samark.layered import DEFAULT_CANDIDATES, SAMarkLayered
 
     assert DEFAULT_CANDIDATES == 32
-    assert create_scheme("samark-layered", key=mpnet_key).config.candidates == 32
-    assert SAMarkLayered(mpnet_key).config.candidates == 32
-    assert create_scheme("samark-layered", key=mpnet_key, candidates=64).config.candidates == 64
-    assert create_scheme("samark", key=mpnet_key).config.candidates == 64  # the paper's
+    assert create_scheme("samark-layered", key=mpnet_key).config.generation.candidates == 32
+    assert SAMarkLayered(mpnet_key).config.generation.candidates == 32
+    assert (
+        create_scheme("samark-layered", key=mpnet_key, candidates=64).config.generation.candidates
+        == 64
+    )
+    assert create_scheme("samark", key=mpnet_key).config.generation.candidates == 64  # the paper's
 
 
 def test_the_demo_runs_the_shipped_default() -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from samark.errors import EmbedderMismatchError, EmptyTextError
 from samark.keys import WatermarkKey
+from samark.schemes.samark.config import SAMarkDetection
 from samark.schemes.samark.detector import SAMarkDetector
 
 TEXT = (
@@ -107,6 +108,6 @@ def test_nothing_key_derived_in_outputs(detector, mpnet_key) -> None:
 
 
 @pytest.mark.parametrize("kwargs", [dict(n_null=5), dict(alpha=0.0), dict(statistic="max")])
-def test_invalid_detector_params(mpnet, mpnet_key, kwargs) -> None:
+def test_invalid_detection_params(mpnet, mpnet_key, kwargs) -> None:
     with pytest.raises(ValueError):
-        SAMarkDetector(mpnet_key, mpnet, **kwargs)
+        SAMarkDetector(mpnet_key, mpnet, SAMarkDetection(**kwargs))

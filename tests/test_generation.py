@@ -33,7 +33,7 @@ def generation(mpnet, smollm2):
         mpnet.identity,
         PivotDraw.avoiding(mpnet.reference_directions()),
     )
-    scheme = SAMark(key, config=SAMarkConfig(candidates=24), sampler=smollm2)
+    scheme = SAMark(key, config=SAMarkConfig.of(candidates=24), sampler=smollm2)
     return scheme, scheme.generate(PROMPT, max_new_sentences=6, seed=7)
 
 
@@ -90,7 +90,7 @@ def test_seed_makes_generation_reproducible_and_signal_records_change_nothing(
     # would write another text); 4 candidates of at most 40 tokens: what is compared does
     # not depend on the budget
     key = new_key(mpnet)
-    config = SAMarkConfig(candidates=4, max_sentence_tokens=40)
+    config = SAMarkConfig.of(candidates=4, max_sentence_tokens=40)
     plain = SAMark(key, config=config, sampler=smollm2)
     traced = SAMark(key, config=config.replace(record_signal=True), sampler=smollm2)
     a = plain.generate(PROMPT, max_new_sentences=2, seed=4)
@@ -113,7 +113,7 @@ def test_generation_kappa_sets_the_selection_score_only(mpnet, smollm2) -> None:
     # A tiny selection kappa makes S_wm linear in the margin; with no diversity terms and a
     # sharp softmax the pick is the matched candidate with the largest margin, whose S_wm
     # is computed with generation_kappa, while detection keeps kappa.
-    config = SAMarkConfig(
+    config = SAMarkConfig.of(
         candidates=8,
         max_sentence_tokens=40,
         generation_kappa=0.01,
@@ -139,7 +139,7 @@ def test_pool_margin_picks_the_largest_margin_over_the_pool_mean(mpnet, smollm2)
     # As above, with each channel's margin measured from the pool's mean signed cosine: the
     # pick is the matched candidate furthest above its own pool, and its recorded S_wm is
     # that margin's (the research record's pool mean is the same reference).
-    config = SAMarkConfig(
+    config = SAMarkConfig.of(
         candidates=8,
         max_sentence_tokens=40,
         generation_kappa=0.01,
@@ -169,13 +169,13 @@ def test_fallback_fires_and_is_counted(mpnet, smollm2) -> None:
     # One candidate per batch and no extra batch: with c=2 the single candidate misses the
     # flag quadrant about 3 times in 4, so over 4 steps a fallback fires almost surely;
     # 16 channels make a match impossible in practice.
-    config = SAMarkConfig(candidates=1, channels=16, extra_batches=0)
+    config = SAMarkConfig.of(candidates=1, channels=16, extra_batches=0)
     scheme = SAMark(new_key(mpnet), config=config, sampler=smollm2)
     gen = scheme.generate(PROMPT, max_new_sentences=2, seed=11)
     assert gen.fallbacks.get("unmatched", 0) + gen.fallbacks.get("unfiltered", 0) == len(
         gen.sentences
     )
-    config = SAMarkConfig(candidates=1, channels=16, extra_batches=2)
+    config = SAMarkConfig.of(candidates=1, channels=16, extra_batches=2)
     gen = SAMark(new_key(mpnet), config=config, sampler=smollm2).generate(
         PROMPT, max_new_sentences=1, seed=1
     )
@@ -203,7 +203,7 @@ def test_dagger_and_registry(mpnet, smollm2) -> None:
     assert dagger.name == "samark-dagger"
     assert dagger.detect("One sentence here. And another one.").scheme == "samark-dagger"
     assert create_scheme("samark", key=key).detect("One sentence here.").scheme == "samark"
-    assert dagger.config.lambda_div == 0 and not dagger.config.ngram_filter
+    assert dagger.config.selection.lambda_div == 0 and not dagger.config.selection.ngram_filter
     assert create_scheme("samark", key=key).config == SAMarkConfig()
 
 
@@ -221,13 +221,15 @@ def test_dagger_and_registry(mpnet, smollm2) -> None:
 )
 def test_config_validation(kwargs) -> None:
     with pytest.raises(ValueError):
-        SAMarkConfig(**kwargs)
+        SAMarkConfig.of(**kwargs)
 
 
 @pytest.mark.slow
 def test_adaptive_budget_draws_in_chunks_and_stops_early(mpnet, smollm2) -> None:
     # level 0: any match is "saturated", so a step stops at the first chunk with a match
-    config = SAMarkConfig(candidates=24, adaptive=True, adaptive_chunk=4, adaptive_saturation=0.0)
+    config = SAMarkConfig.of(
+        candidates=24, adaptive=True, adaptive_chunk=4, adaptive_saturation=0.0
+    )
     # a fixed key: under a fresh one, now and then no step's first 24 candidates hold a
     # match (candidates of one step lean together), and nothing stops early to be checked
     key = WatermarkKey(
@@ -237,7 +239,7 @@ def test_adaptive_budget_draws_in_chunks_and_stops_early(mpnet, smollm2) -> None
     )
     gen = SAMark(key, config=config, sampler=smollm2).generate(PROMPT, max_new_sentences=3, seed=4)
     drawn = [s["candidates"] for s in gen.steps]
-    assert all(d <= 24 * (1 + config.extra_batches) for d in drawn)
+    assert all(d <= 24 * (1 + config.generation.extra_batches) for d in drawn)
     for s in gen.steps:
         if s["kind"] == "matched" and s["candidates"] <= 24:
             # stopped at the first chunk holding a match: fewer than a chunk before it

@@ -195,13 +195,13 @@ def test_payload_flags_set_flags_relative_to_the_first_and_no_other_draw(minilm)
     from samark.schemes.samark import SAMark, SAMarkConfig
 
     with pytest.raises(ValueError, match="signs"):
-        SAMarkConfig(payload_flags=(1, 0))
+        SAMarkConfig.of(payload_flags=(1, 0))
     with pytest.raises(ValueError, match="channels - 1"):
-        SAMarkConfig(payload_flags=(1, -1))  # 2 channels carry 1 flag bit
-    assert SAMarkConfig(channels=3, payload_flags=[-1]).payload_flags == (-1,)  # TOML list
+        SAMarkConfig.of(payload_flags=(1, -1))  # 2 channels carry 1 flag bit
+    assert SAMarkConfig.of(channels=3, payload_flags=[-1]).generation.payload_flags == (-1,)  # TOML
     key = _key(7, minilm.identity)
-    plain = SAMark(key, config=SAMarkConfig(channels=3), embedder=minilm)
-    fixed = SAMark(key, config=SAMarkConfig(channels=3, payload_flags=(-1,)), embedder=minilm)
+    plain = SAMark(key, config=SAMarkConfig.of(channels=3), embedder=minilm)
+    fixed = SAMark(key, config=SAMarkConfig.of(channels=3, payload_flags=(-1,)), embedder=minilm)
     firsts = set()
     for seed in range(12):
         a = plain.begin("A prompt.", np.random.default_rng(seed))
@@ -516,14 +516,17 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
     # but never fewer null sets than the ring needs
     params = {"kappa": 25.0, "null_seed": 3, "n_null": 19}
     served_scheme, keys = served(ring.path, "samark-layered", candidates=8, scheme_params=params)
-    assert served_scheme.config.kappa == 25.0 and served_scheme.config.n_null == 19
+    assert (
+        served_scheme.config.detection.kappa == 25.0 and served_scheme.config.detection.n_null == 19
+    )
     assert all(
-        (s.config.kappa, s.config.null_seed, s.config.n_null) == (25.0, 3, 999)
+        (s.config.detection.kappa, s.config.detection.null_seed, s.config.detection.n_null)
+        == (25.0, 3, 999)
         and "/k25.0/" in s.detector_id()
         for s in keys.ring.schemes
     )
     assert served_scheme.generator_name != DEFAULT_GENERATOR
-    assert served_scheme.config.candidates == 8 and served_scheme.config.alpha == 0.05
+    assert served_scheme.config.generation.candidates == 8 and served_scheme.config.alpha == 0.05
     assert sorted(keys.payloads) == [0, 1] and keys.label == "k1"
     for position, (label, scheme) in keys.payloads.items():
         assert label == f"k{position}" and scheme.key_id == ring.entry(label).key_id
@@ -540,7 +543,7 @@ def test_a_served_payload_ring_keeps_the_served_settings(minilm, tmp_path) -> No
     served_scheme, keys = served(flagged.path, "samark-layered", candidates=8)
     assert sorted(keys.payloads) == [0, 1, 2, 3] and keys.ring.flag_bits == 1
     for value, (label, scheme) in keys.payloads.items():
-        assert label == f"k{value >> 1}" and scheme.config.payload_flags == (
+        assert label == f"k{value >> 1}" and scheme.config.generation.payload_flags == (
             (-1,) if value & 1 else (1,)
         )
         assert scheme.config.replace(payload_flags=()) == served_scheme.config

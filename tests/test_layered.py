@@ -163,7 +163,7 @@ def test_layered_scheme_detects_its_own_text_with_both_layers(mpnet, mpnet_key, 
 
     # 6 candidates a sentence: the token layer alone gives p_token < 1e-3 over 4 sentences
     scheme = create_scheme("samark-layered", key=mpnet_key, embedder=mpnet, candidates=6)
-    assert scheme.config.statistic == "scan"
+    assert scheme.config.detection.statistic == "scan"
     prompt = "Scientists have found a new species of frog in the rainforests of Peru."
     g = scheme.generate(prompt, max_new_sentences=4, seed=2)
     assert g.scheme == "samark-layered" and len(g.sentences) == 4

@@ -65,14 +65,17 @@ def test_the_papers_z_is_a_preset(mpnet_key) -> None:
     """``preset="paper"`` gives SAMark the paper's z (what its experiment rows start from);
     a parameter given wins over the preset; the layered mark's paper preset is its default;
     an unknown preset is named."""
-    assert create_scheme("samark", key=mpnet_key).config.statistic == "scan"
+    assert create_scheme("samark", key=mpnet_key).config.detection.statistic == "scan"
     paper = create_scheme("samark", key=mpnet_key, preset="paper")
-    assert paper.config.statistic == "z" and paper.detect(TEXT).statistic == "z"
+    assert paper.config.detection.statistic == "z" and paper.detect(TEXT).statistic == "z"
     named = create_scheme("samark", key=mpnet_key, preset="paper", statistic="alignment")
-    assert named.config.statistic == "alignment"
-    assert create_scheme("samark-dagger", key=mpnet_key, preset="paper").config.statistic == "z"
+    assert named.config.detection.statistic == "alignment"
+    assert (
+        create_scheme("samark-dagger", key=mpnet_key, preset="paper").config.detection.statistic
+        == "z"
+    )
     layered = create_scheme("samark-layered", key=mpnet_key, preset="paper")
-    assert layered.config.statistic == "scan"
+    assert layered.config.detection.statistic == "scan"
     with pytest.raises(ValueError, match=r"no preset 'draft'.*paper.*product"):
         create_scheme("samark", key=mpnet_key, preset="draft")
     for name in ("samark", "samark-layered", "semstamp"):

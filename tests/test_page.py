@@ -66,7 +66,7 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="module")
 def scheme(mpnet, mpnet_key) -> SAMark:
     """What ``samark serve`` detects with: SAMark under the test key, the scan statistic."""
-    return SAMark(mpnet_key, config=SAMarkConfig(statistic="scan"), embedder=mpnet)
+    return SAMark(mpnet_key, config=SAMarkConfig.of(statistic="scan"), embedder=mpnet)
 
 
 @pytest.fixture(scope="module")

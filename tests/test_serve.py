@@ -35,7 +35,7 @@ HUMAN = (
     "for more money for parks and libraries. The mayor said the plan balances those needs. "
     "Opponents argued that taxes would rise next year. The vote was five to two."
 )
-CONFIG = SAMarkConfig(candidates=4, max_sentence_tokens=40)
+CONFIG = SAMarkConfig.of(candidates=4, max_sentence_tokens=40)
 
 #: every response body and log line of this module, for the key check at its end
 SEEN: list[str] = []

@@ -42,7 +42,7 @@ def test_samark_generates_and_detects_through_the_server(
     url, model = transformers_server
     scheme = SAMark(
         mpnet_key,
-        config=SAMarkConfig(candidates=4, max_sentence_tokens=40),
+        config=SAMarkConfig.of(candidates=4, max_sentence_tokens=40),
         embedder=mpnet,
         sampler=OpenAICompletionsSampler(url, model),
     )
@@ -68,7 +68,7 @@ def test_served_through_a_real_upstream_watermarked_and_passed_through(
     sampler = OpenAICompletionsSampler(url, model)
     scheme = SAMark(
         mpnet_key,
-        config=SAMarkConfig(candidates=4, max_sentence_tokens=40),
+        config=SAMarkConfig.of(candidates=4, max_sentence_tokens=40),
         embedder=mpnet,
         sampler=sampler,
     )

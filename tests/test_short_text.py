@@ -28,7 +28,7 @@ SENTENCES = [
 def test_a_short_text_says_why_it_is_weak_evidence_and_a_long_one_does_not(
     mpnet, mpnet_key
 ) -> None:
-    scheme = SAMark(mpnet_key, config=SAMarkConfig(statistic="scan", n_null=199), embedder=mpnet)
+    scheme = SAMark(mpnet_key, config=SAMarkConfig.of(statistic="scan", n_null=199), embedder=mpnet)
     ring = RingDetector.of_scheme(scheme)
     short, one, long = (" ".join(SENTENCES[:k]) for k in (3, 1, SHORT_TEXT_SENTENCES))
     got = answers(ring, prepare(ring, [short, one, long]), details=True)

@@ -107,7 +107,9 @@ def record(args: argparse.Namespace) -> None:
             pivots, flags = self._pivots, state.flags
             signed = (pool @ pivots.T) * flags
             ngram_ok = [
-                ngram_overlap(t, state.context_ngrams, c.ngram_n) < c.theta_ngram for t in texts
+                ngram_overlap(t, state.context_ngrams, c.selection.ngram_n)
+                < c.selection.theta_ngram
+                for t in texts
             ]
             rho = semantic_similarity(pool, state.history)
             parts = [partial_texts(t) for t in texts]
@@ -125,7 +127,8 @@ def record(args: argparse.Namespace) -> None:
                     "sentence": sentence,
                     "signed": np.round(signed, 5).tolist(),
                     "hard_ok": [
-                        bool(a and b) for a, b in zip(ngram_ok, rho < c.theta_sem, strict=True)
+                        bool(a and b)
+                        for a, b in zip(ngram_ok, rho < c.selection.theta_sem, strict=True)
                     ],
                     "diversity": np.round(1 - rho, 5).tolist(),
                     "novelty": [round(vocabulary_novelty(t, state.vocabulary), 5) for t in texts],
@@ -135,7 +138,7 @@ def record(args: argparse.Namespace) -> None:
             self.recording.rows = []
             return super().chosen(state, sentence, embedding, pool, pick)
 
-    config = SAMarkConfig(
+    config = SAMarkConfig.of(
         candidates=args.candidates,
         max_new_sentences=args.sentences,
         steer=args.steer,
@@ -198,13 +201,13 @@ def pick_law(s: dict[str, Any], subset: np.ndarray) -> tuple[float, float, bool]
     matched = s["hard_ok"][subset] & np.all(signed > 0, axis=1)
     score = (
         s_wm(signed)
-        + PAPER.lambda_div * s["diversity"][subset]
-        + PAPER.lambda_nov * s["novelty"][subset]
+        + PAPER.selection.lambda_div * s["diversity"][subset]
+        + PAPER.selection.lambda_nov * s["novelty"][subset]
     )
     offset = signed.mean(axis=1)
-    term = np.tanh(PAPER.kappa * signed).mean(axis=1)  # the detector's alignment
+    term = np.tanh(PAPER.detection.kappa * signed).mean(axis=1)  # the detector's alignment
     if matched.any():
-        q = softmax_weights(score[matched], PAPER.epsilon)
+        q = softmax_weights(score[matched], PAPER.selection.epsilon)
         return float(q @ offset[matched]), float(q @ term[matched]), True
     pool = (
         np.flatnonzero(s["hard_ok"][subset])

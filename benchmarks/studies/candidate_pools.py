@@ -64,8 +64,11 @@ def record(args: argparse.Namespace) -> None:
             c = self.config
             rho = semantic_similarity(pool, state.history)
             ok = [
-                bool(ngram_overlap(t, state.context_ngrams, c.ngram_n) < c.theta_ngram)
-                and bool(r < c.theta_sem)
+                bool(
+                    ngram_overlap(t, state.context_ngrams, c.selection.ngram_n)
+                    < c.selection.theta_ngram
+                )
+                and bool(r < c.selection.theta_sem)
                 for t, r in zip(texts, rho, strict=True)
             ]
             index = ok.index(True) if any(ok) else 0
@@ -83,7 +86,7 @@ def record(args: argparse.Namespace) -> None:
             # the base pick's counts drive the loop; only the continued index changes
             return Pick(index, base.kind, dataclasses.replace(base.detail, n_matched=1))
 
-    config = SAMarkConfig(
+    config = SAMarkConfig.of(
         candidates=args.candidates, max_new_sentences=args.sentences, extra_batches=0
     )
     for p, ex in enumerate(examples):

@@ -97,8 +97,13 @@ def hard_filters(
     filters (what ``select`` applies) in its step's context (:func:`contexts`)."""
     return np.concatenate(
         [
-            np.array([ngram_overlap(t, g, c.ngram_n) < c.theta_ngram for t in s.texts])
-            & (semantic_similarity(full[bounds[i] : bounds[i + 1]], h) < c.theta_sem)
+            np.array(
+                [
+                    ngram_overlap(t, g, c.selection.ngram_n) < c.selection.theta_ngram
+                    for t in s.texts
+                ]
+            )
+            & (semantic_similarity(full[bounds[i] : bounds[i + 1]], h) < c.selection.theta_sem)
             for i, (s, (g, _, h)) in enumerate(zip(steps, ctx, strict=True))
         ]
     )
@@ -133,7 +138,7 @@ def main() -> None:
     embedder = load_embedder("all-mpnet-base-v2")
     full = pp.embed_all(embedder, texts, "full candidates")
     bounds = pp.add_diversity(steps, full)
-    ctx = contexts(steps, full, bounds, c.ngram_n)
+    ctx = contexts(steps, full, bounds, c.selection.ngram_n)
     hard = hard_filters(steps, full, bounds, ctx, c)  # the library's, against the recorded
     recorded = np.concatenate([s.hard_ok for s in steps])
     agree = float(np.mean(hard == recorded))
@@ -203,17 +208,17 @@ def main() -> None:
                                 vocabulary,
                                 history,
                                 kappa=c.selection_kappa,
-                                epsilon=c.epsilon,
-                                lambda_div=c.lambda_div,
-                                lambda_nov=c.lambda_nov,
-                                theta_sem=c.theta_sem,
-                                theta_ngram=c.theta_ngram,
-                                ngram_n=c.ngram_n,
-                                ngram_filter=c.ngram_filter,
-                                semantic_filter=c.semantic_filter,
-                                use_tanh=c.tanh_generation,
-                                saturation=c.adaptive_saturation,
-                                margin_reference=c.margin_reference,
+                                epsilon=c.selection.epsilon,
+                                lambda_div=c.selection.lambda_div,
+                                lambda_nov=c.selection.lambda_nov,
+                                theta_sem=c.selection.theta_sem,
+                                theta_ngram=c.selection.theta_ngram,
+                                ngram_n=c.selection.ngram_n,
+                                ngram_filter=c.selection.ngram_filter,
+                                semantic_filter=c.selection.semantic_filter,
+                                use_tanh=c.selection.tanh_generation,
+                                saturation=c.research.adaptive_saturation,
+                                margin_reference=c.research.margin_reference,
                                 signed=signed[idx],
                                 stay=stay,
                                 rng=pick_rng,
@@ -224,8 +229,10 @@ def main() -> None:
                                 expect = q["wm"][idx][ok] * (1.0 if stay is None else stay[ok])
                                 assert choice.n_matched == ok.sum() and ok[choice.index]
                                 assert np.allclose(terms[:, 0], expect, atol=1e-6)
-                                score = terms @ np.array([1.0, c.lambda_div, c.lambda_nov])
-                                w[ok] = softmax_weights(score, c.epsilon)
+                                score = terms @ np.array(
+                                    [1.0, c.selection.lambda_div, c.selection.lambda_nov]
+                                )
+                                w[ok] = softmax_weights(score, c.selection.epsilon)
                                 checked += 1
                             else:
                                 assert not ok.any()

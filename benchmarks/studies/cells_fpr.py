@@ -20,6 +20,7 @@ def run(keys: int, out: Path) -> None:
     from samark import load_embedder, new_key
     from samark.datasets import human_windows, load_dataset
     from samark.schemes.samark import SAMarkDetector
+    from samark.schemes.samark.config import SAMarkDetection
     from samark.schemes.samark.detector import embed_sentences
 
     embedder = load_embedder("all-mpnet-base-v2")
@@ -30,7 +31,7 @@ def run(keys: int, out: Path) -> None:
         for k in range(keys):
             key = new_key(embedder)
             for cells in (0, 16):
-                det = SAMarkDetector(key, embedder, statistic="scan", cells=cells)
+                det = SAMarkDetector(key, embedder, SAMarkDetection(statistic="scan"), cells=cells)
                 ps = [det.score_embeddings(e, s).p_value for s, e in texts]
                 f.write(json.dumps({"key": k, "cells": cells, "p": ps}) + "\n")
                 f.flush()

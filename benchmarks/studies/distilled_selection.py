@@ -87,7 +87,7 @@ def pairs_for(steps: list[pp.Step], full: np.ndarray, frames: Any) -> list[tuple
     against the lowest S."""
     from samark.schemes.samark.config import SAMarkConfig
 
-    eps = SAMarkConfig().epsilon
+    eps = SAMarkConfig().selection.epsilon
     out = []
     start = 0
     for i, s in enumerate(steps):

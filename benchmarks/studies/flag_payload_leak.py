@@ -79,7 +79,7 @@ def main() -> None:
     detector, _ = ring(embedder, key.samark.avoid, 1, 1, key)
     pivots = key.samark.pivots(embedder.dim, args.channels)
     texts = run_texts(args.run, args.scheme)["none"]
-    writer = SAMark(key, SAMarkConfig(channels=args.channels), embedder=embedder)
+    writer = SAMark(key, SAMarkConfig.of(channels=args.channels), embedder=embedder)
     flags = run_flags(args.run, args.scheme, writer)
     items = sorted(i for i in texts if texts[i].strip())
     embedded = embed_sentences(embedder, [texts[i] for i in items])

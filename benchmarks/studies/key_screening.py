@@ -64,7 +64,7 @@ def main() -> None:
     p_values = np.empty((args.keys, len(docs)))
     for k in range(args.keys):
         key = WatermarkKey(rng.bytes(32), embedder.identity, PivotDraw.avoiding(avoid))
-        config = SAMarkConfig(statistic="scan")
+        config = SAMarkConfig.of(statistic="scan")
         detector = SAMark(key, config=config, embedder=embedder).detector
         p_values[k] = [detector.score_embeddings(e).p_value for e in embeddings]
         if (k + 1) % 20 == 0:

@@ -39,6 +39,7 @@ from samark.datasets import Document
 from samark.embed import load_embedder
 from samark.keys import WatermarkKey
 from samark.keys.samark_material import PivotDraw
+from samark.schemes.samark.config import SAMarkDetection
 from samark.schemes.samark.detector import SAMarkDetector
 
 ALPHA = 0.01
@@ -92,7 +93,7 @@ def _oracle(name: str, key: WatermarkKey, emb: object) -> Oracle:
         token = create_scheme(name, key=key)
         return lambda sents, e: token.detect(" ".join(sents)).p_value
     statistic = "z" if name == "z" else "scan"
-    det = SAMarkDetector(key, emb, statistic=statistic)  # type: ignore[arg-type]
+    det = SAMarkDetector(key, emb, SAMarkDetection(statistic=statistic))  # type: ignore[arg-type]
     if name != "layered":
         return lambda sents, e: det.score_embeddings(e).p_value
     scheme = create_scheme("samark-layered", key=key, embedder=emb)

@@ -57,7 +57,7 @@ from samark.text import ngrams, words
 DIM = 768
 #: the selection and detection parameters every design replays with (the paper's)
 PAPER = SAMarkConfig()
-KAPPA = PAPER.kappa
+KAPPA = PAPER.detection.kappa
 #: the replay's keys and null sets: Haar pivots (no avoided directions)
 LAW = PivotLaw.of("avoid", None)
 
@@ -117,12 +117,12 @@ def replay(
             vocabulary,
             history,
             kappa=PAPER.selection_kappa,
-            epsilon=PAPER.epsilon,
-            lambda_div=PAPER.lambda_div,
-            lambda_nov=PAPER.lambda_nov,
-            theta_sem=PAPER.theta_sem,
-            theta_ngram=PAPER.theta_ngram,
-            ngram_n=PAPER.ngram_n,
+            epsilon=PAPER.selection.epsilon,
+            lambda_div=PAPER.selection.lambda_div,
+            lambda_nov=PAPER.selection.lambda_nov,
+            theta_sem=PAPER.selection.theta_sem,
+            theta_ngram=PAPER.selection.theta_ngram,
+            ngram_n=PAPER.selection.ngram_n,
             signed=key.signed(emb)[0] * flags[0] if design.cells else None,
             rng=rng,
         )

@@ -140,10 +140,10 @@ def prepared(prompts: int, c: SAMarkConfig) -> tuple[Any, ...]:
     embedder = load_embedder("all-mpnet-base-v2")
     full = pp.embed_all(embedder, texts, "full candidates")
     bounds = pp.add_diversity(steps, full)
-    ctx = contexts(steps, full, bounds, c.ngram_n)
+    ctx = contexts(steps, full, bounds, c.selection.ngram_n)
     hard = hard_filters(steps, full, bounds, ctx, c)
     context_terms = np.concatenate(
-        [c.lambda_div * s.diversity + c.lambda_nov * s.novelty for s in steps]
+        [c.selection.lambda_div * s.diversity + c.selection.lambda_nov * s.novelty for s in steps]
     )
     return steps, texts, lengths, embedder, full, bounds, hard, context_terms
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from samark.sampling.engines import EngineSpec
     from samark.schemes.features import TextFeatures
 
+V = TypeVar("V")  # a parameter's value, as its caller typed it (``ring_params``)
 ProgressCallback = Callable[[int, int], None]  # (sentences done, sentences planned)
 #: called with each sentence as soon as it is chosen (leading whitespace kept, so that the
 #: pieces concatenate to the output) and its step record (candidates, matched, ...: never
@@ -136,10 +137,9 @@ class Watermark(abc.ABC):
     #: protocol; SAMark: ``SAMarkConfig``); a caller that knows no family reads nothing of it
     config: object
     #: named sets of parameters over the config's defaults (``create_scheme(...,
-    #: preset=NAME)``): ``"paper"`` is what the paper's experiments ran with, where it
-    #: differs from the product's defaults (SAMark: the z statistic). Every scheme has the
-    #: ``"paper"`` preset, empty unless it says otherwise, and ``"product"``: the config's
-    #: defaults themselves
+    #: preset=NAME)``; SAMark's are data files): ``"paper"``, what the paper's experiments
+    #: ran with (SAMark: the z statistic), which every scheme has (empty unless it says
+    #: otherwise), and ``"product"``: the config's defaults themselves
     presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
 
     @classmethod
@@ -266,7 +266,7 @@ class Watermark(abc.ABC):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
     ) -> Watermark:
         """This scheme from flat parameters (a caller's keywords, an experiment's TOML):
         its config's fields (over ``config=``, if given) and the rest, with the models in
@@ -283,7 +283,7 @@ class Watermark(abc.ABC):
         return 0
 
     @classmethod
-    def ring_params(cls, params: dict[str, Any], keys: int, alpha: float) -> dict[str, Any]:
+    def ring_params(cls, params: Mapping[str, V], keys: int, alpha: float) -> dict[str, V | int]:
         """``params`` as a ring of ``keys`` keys at ``alpha`` needs them (SAMark: never
         fewer null pivot sets than the ring's smallest p-values need); the one place a
         ring's parameters are sized."""
@@ -301,8 +301,8 @@ SC = TypeVar("SC", bound="SchemeConfig")
 
 
 def split_params(
-    config_class: type[C], params: Mapping[str, Any], base: C | None = None
-) -> tuple[C, dict[str, Any]]:
+    config_class: type[C], params: Mapping[str, object], base: C | None = None
+) -> tuple[C, dict[str, object]]:
     """(``config_class``'s config: ``base``, else its defaults, with the fields that
     ``params`` names; the other params). An experiment's TOML and the CLI name a scheme's
     parameters flat; the config's own fields decide which are its."""
@@ -322,16 +322,16 @@ class SchemeConfig:
     ValueError), on the model of transformers' watermarking configs. A scheme keeps its
     config as ``scheme.config``; its factory builds it with :meth:`split`."""
 
-    def replace(self: SC, **changes: Any) -> SC:
+    def replace(self: SC, **changes: object) -> SC:
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
     @classmethod
     def split(
-        cls: type[SC], params: Mapping[str, Any], base: SC | None = None
-    ) -> tuple[SC, dict[str, Any]]:
+        cls: type[SC], params: Mapping[str, object], base: SC | None = None
+    ) -> tuple[SC, dict[str, object]]:
         """(this config from ``base`` or the defaults and the fields ``params`` names, the
         other params: models and engines)."""
         return split_params(cls, params, base)
@@ -359,15 +359,13 @@ class SharedResources:
     generator: str
     #: a loaded embedder for schemes that embed sentences (None: they load their own)
     embedder: Embedder | None = None
-    #: per-step research records in generations (experiments only: they derive from the
-    #: key, so a server never writes them)
+    #: per-step research records (experiments only: they derive from the key, never served)
     research_records: bool = False
 
 
 #: what ``@register_scheme`` decorates: a :class:`Watermark` class
 W = TypeVar("W", bound=type["Watermark"])
 UNITS = ("sentence", "token")
-
 
 SCHEMES: Registry[type[Watermark]] = Registry("scheme", catalog=CatalogModules(CATALOG))
 #: what the schemes registered from outside the catalog are (a plugin's)
@@ -385,8 +383,8 @@ def register_scheme(
     """Register a :class:`Watermark` class under ``name``; it is built by its
     :meth:`~Watermark.from_params` from a key, the shared models and flat parameters
     (those it does not know raise ``TypeError``). A variant with other defaults is a
-    subclass of its own (``SAMarkDagger``, ``KSemStamp``): the registry keeps classes, so
-    what a class says of itself (:meth:`~Watermark.ring_params`) is known before building.
+    subclass (``SAMarkDagger``): the registry keeps classes, so what a class says of
+    itself (:meth:`~Watermark.ring_params`) is known before building.
 
     A built-in scheme's ``unit``, ``description`` and ``revision`` live in its
     :mod:`samark.schemes.catalog` entry (so that listing schemes imports none of them);
@@ -441,7 +439,7 @@ def create_scheme(
     *,
     shared: SharedResources | None = None,
     preset: str | None = None,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> Watermark:
     """Build scheme ``name`` with ``key=...`` and its parameters; ``shared`` hands over the
     models the caller already holds. Without ``name``, the scheme the key was made for
@@ -449,12 +447,14 @@ def create_scheme(
     left out take the scheme's config defaults, the same from every door (Python, the CLI,
     the server, a keyring); ``preset`` (``"paper"``: the paper's experiments) sets a named
     group of them first, and the parameters given win over it."""
-    if name is None:
-        key = kwargs.get("key")
-        made_for = key.made_for() if key is not None else None
-        name = made_for or OLDER_KEYS_SCHEME
+    from samark.keys import WatermarkKey
+
     params = dict(kwargs)
     key = params.pop("key", None)
+    if not (key is None or isinstance(key, WatermarkKey)):
+        raise TypeError(f"key must be a WatermarkKey, got {type(key).__name__}")
+    if name is None:
+        name = (key.made_for() if key is not None else None) or OLDER_KEYS_SCHEME
     cls = scheme_class(name)
     if preset is not None:
         params = {**cls.preset(preset), **params}
@@ -474,7 +474,7 @@ def engine_for(name: str, spec: str | None) -> EngineSpec:
     """The engine scheme ``name`` writes through for the engine ``spec`` (``ENGINE[:MODEL]``;
     None: the scheme's own default, its first local engine): one of its catalogued
     engines, or, for a scheme that chooses among candidates, any registered engine that
-    declares the abilities it needs. Any other is a clear error saying why."""
+    declares the abilities it needs. Every other is a clear error saying why."""
     from samark.sampling.engines import EngineSpec, engine_info, parse_engine_spec
 
     info = scheme_info(name)

@@ -7,7 +7,7 @@ module (whose class, or factory, says ``@register_scheme("name")``) plus one ent
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from samark.schemes.options import SAMARK_OPTIONS, SchemeOption
 
@@ -57,7 +57,7 @@ class SchemeInfo:
     #: that leaves the field out takes the new one and so gets a new fingerprint, and a row
     #: that names the old one keeps the records it had when it left it out
     #: (``samark.evaluation.fingerprints.fingerprint_params``)
-    changed_defaults: tuple[tuple[str, Any, Any], ...] = ()
+    changed_defaults: tuple[tuple[str, object, object], ...] = ()
 
     def option(self, name: str) -> SchemeOption | None:
         """Its declared option ``name`` (None: it takes none of that name)."""
@@ -75,8 +75,20 @@ class SchemeInfo:
 DEFAULT_SCHEME = "samark-layered"
 
 _S = "samark.schemes."
+
+
+class _Capabilities(TypedDict):
+    """What a family of schemes shares of its :class:`SchemeInfo`."""
+
+    candidates: bool
+    statistics: tuple[str, ...]
+    pivot_detector: bool
+    payload_flags: bool
+    options: tuple[SchemeOption, ...]
+
+
 #: what SAMark's family can do (samark, samark-dagger, samark-layered)
-_SAMARK_CAPABILITIES: dict[str, Any] = {
+_SAMARK_CAPABILITIES: _Capabilities = {
     "candidates": True,
     "statistics": ("z", "alignment", "scan"),
     "pivot_detector": True,

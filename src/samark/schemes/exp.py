@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 import torch
@@ -31,8 +31,10 @@ from samark.keys import WatermarkKey, keyed_rng
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
+    TokenRowModels,
     TokenWatermark,
     TokenWatermarkConfig,
+    WatermarkingSource,
     token_ids,
     vocab_size,
 )
@@ -90,11 +92,13 @@ class EXP(TokenWatermark):
     config_class = EXPConfig
     config: EXPConfig
 
-    def __init__(self, key: WatermarkKey, config: EXPConfig | None = None, **kw: Any) -> None:
-        super().__init__(key, config, **kw)
+    def __init__(
+        self, key: WatermarkKey, config: EXPConfig | None = None, **models: Unpack[TokenRowModels]
+    ) -> None:
+        super().__init__(key, config, **models)
         (self._secret,) = self.derived_keys(1)
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource:
         return ProcessorWatermarking(
             lambda size, _device: GumbelPick(UniformTable(self._secret, size), self.config.context)
         )

@@ -15,18 +15,23 @@ is MarkLLM's to the last bit (``tests/test_markllm_crosscheck.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
+import numpy as np
 import torch
 from transformers import WatermarkDetector, WatermarkingConfig, WatermarkLogitsProcessor
+from transformers.generation.watermarking import WatermarkDetectorOutput
 
 from samark.detection_result import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
+    Device,
     ProcessorWatermarking,
+    TokenRowModels,
     TokenWatermark,
     TokenWatermarkConfig,
+    WatermarkingSource,
     token_ids,
     vocab_size,
 )
@@ -62,8 +67,12 @@ class MarkLLMSeededProcessor(WatermarkLogitsProcessor):
     permutation of the ``V`` token ids drawn by torch's generator seeded with ``hash_key``
     (MarkLLM's ``KGWUtils``, ``f_scheme="time"``, ``prefix_length=1``)."""
 
-    def __init__(self, vocab_size: int, device: Any, **kw: Any) -> None:
-        super().__init__(vocab_size, device, **kw)
+    def __init__(
+        self, vocab_size: int, device: Device, greenlist_ratio: float, bias: float, hashing_key: int
+    ) -> None:
+        super().__init__(
+            vocab_size, device, greenlist_ratio=greenlist_ratio, bias=bias, hashing_key=hashing_key
+        )
         rng = torch.Generator(device=device)
         rng.manual_seed(self.hash_key)
         self.prf = torch.randperm(vocab_size, device=device, generator=rng)
@@ -82,8 +91,10 @@ class KGW(TokenWatermark):
     config_class = KGWConfig
     config: KGWConfig
 
-    def __init__(self, key: WatermarkKey, config: KGWConfig | None = None, **kw: Any) -> None:
-        super().__init__(key, config, **kw)
+    def __init__(
+        self, key: WatermarkKey, config: KGWConfig | None = None, **models: Unpack[TokenRowModels]
+    ) -> None:
+        super().__init__(key, config, **models)
         c = self.config
         (derived,) = self.derived_keys(1)
         hashing_key = derived if key.hash_key is None else key.hash_key
@@ -96,7 +107,7 @@ class KGW(TokenWatermark):
         )
         self._detector: WatermarkDetector | None = None
 
-    def processor(self, size: int, device: Any = "cpu") -> WatermarkLogitsProcessor:
+    def processor(self, size: int, device: Device = "cpu") -> WatermarkLogitsProcessor:
         """The logits processor of this key and seeding over ``size`` token ids."""
         if self.config.seeding == "lefthash":
             built: WatermarkLogitsProcessor = self.watermarking.construct_processor(size, device)
@@ -106,7 +117,7 @@ class KGW(TokenWatermark):
             size, device, greenlist_ratio=w.greenlist_ratio, bias=w.bias, hashing_key=w.hashing_key
         )
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource:
         if self.config.seeding == "lefthash":
             return self.watermarking
         return ProcessorWatermarking(self.processor)
@@ -131,16 +142,24 @@ class KGW(TokenWatermark):
         ids = token_ids(self.lm, text)
         if ids.shape[1] < 2:
             raise self.too_short(2)
-        out: Any = self._detector(ids, z_threshold=4.0, return_dict=True)
-        z = float(out.z_score[0])
+        out = self._detector(ids, z_threshold=4.0, return_dict=True)
+        fields = (
+            (out.z_score, out.p_value, out.num_tokens_scored, out.green_fraction)
+            if isinstance(out, WatermarkDetectorOutput)
+            else (None,)
+        )
+        if any(f is None for f in fields):  # return_dict: a full output, always
+            raise TypeError(f"the KGW detector returned no scores: {type(out).__name__}")
+        z_score, p_value, scored, green = (np.asarray(f) for f in fields)
+        z = float(z_score[0])
         return Detection(
             scheme=self.name,
-            p_value=float(out.p_value[0]),
+            p_value=float(p_value[0]),
             alpha=self.alpha,
             z=z,
             statistic="kgw_z",
             score=z,
-            n_units=int(out.num_tokens_scored[0]),
+            n_units=int(scored[0]),
             unit="token",
-            details={"green_fraction": float(out.green_fraction[0])},
+            details={"green_fraction": float(green[0])},
         )

@@ -20,9 +20,9 @@ per batch, to the full token budget.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol, Self, TypedDict, cast
 
 import torch
 from transformers import LogitsProcessor
@@ -46,6 +46,22 @@ from samark.schemes.base import (
     register_scheme,
 )
 from samark.segment import whole_sentences
+
+#: where a logits processor runs ("cpu", a torch device; None: its own default)
+Device = str | torch.device | None
+
+
+class TokenRowModels(TypedDict, total=False):
+    """What a token row's constructor takes beside its key and config."""
+
+    generator: str
+
+
+class WatermarkingSource(Protocol):
+    """What builds a token watermark's logits processor, as transformers' ``generate``
+    builds it: its watermarking configs (KGW's, SynthID's) and :class:`ProcessorWatermarking`."""
+
+    def construct_processor(self, vocab_size: int, device: Device) -> LogitsProcessor: ...
 
 
 @dataclass(frozen=True)
@@ -109,16 +125,21 @@ class LMGenerateScheme(Watermark):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
-    ) -> LMGenerateScheme:
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
         """Every token row: its config's fields and the generator (the shared one unless
-        named)."""
-        params = dict(params)
-        base = params.pop("config", None)
-        config, rest = cls.config_class.split(params, base)
-        if shared is not None:
-            rest.setdefault("generator", shared.generator)
-        return cls(key, config, **rest)
+        named); a ``TypeError`` for any other parameter."""
+        rest = dict(params)
+        base = rest.pop("config", None)
+        if not (base is None or isinstance(base, cls.config_class)):
+            raise TypeError(f"config must be a {cls.config_class.__name__}")
+        config, rest = cls.config_class.split(rest, base)
+        generator = rest.pop("generator", DEFAULT_GENERATOR if shared is None else shared.generator)
+        if rest:
+            raise TypeError(f"{cls.name} got unexpected parameter(s): {', '.join(sorted(rest))}")
+        if not isinstance(generator, str):
+            raise TypeError(f"generator must be a model name, got {type(generator).__name__}")
+        return cls(key, config, generator=generator)
 
     @property
     def max_new_sentences(self) -> int:
@@ -145,7 +166,7 @@ class LMGenerateScheme(Watermark):
     def token_counter(self) -> Callable[[str], int]:
         return self.count_tokens
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource | None:
         """transformers' watermarking config (None: no watermark); its
         ``construct_processor`` builds the processor the engine applies."""
         return None
@@ -244,12 +265,12 @@ class TokenWatermark(LMGenerateScheme):
     given by ``watermarking_config``; keys derived one-way from the run's secret."""
 
     config_class: type[LMGenerateConfig] = TokenWatermarkConfig
-    config: Any  # the scheme's own TokenWatermarkConfig subclass
+    config: TokenWatermarkConfig  # each scheme narrows it to its own subclass
     key: WatermarkKey
 
     def __init__(
         self,
-        key: Any,
+        key: WatermarkKey | None,
         config: TokenWatermarkConfig | None = None,
         *,
         generator: str = DEFAULT_GENERATOR,
@@ -284,23 +305,22 @@ class ProcessorWatermarking(BaseWatermarkingConfig):
     sampled, as transformers' KGW and SynthID do). ``build(vocab_size, device)`` returns
     the ``LogitsProcessor``."""
 
-    def __init__(self, build: Callable[[int, Any], LogitsProcessor]) -> None:
+    def __init__(self, build: Callable[[int, Device], LogitsProcessor]) -> None:
         self.build = build
 
     def validate(self) -> None:
         return None
 
-    def construct_processor(self, vocab_size: int, device: Any = None) -> LogitsProcessor:
+    def construct_processor(self, vocab_size: int, device: Device = None) -> LogitsProcessor:
         return self.build(vocab_size, device)
 
 
 def vocab_size(lm: TransformersSampler) -> int:
     """The width of the generator's logits: the vocabulary a watermark partitions."""
-    model: Any = lm.model
-    return int(model.config.get_text_config().vocab_size)
+    return int(lm.model.config.get_text_config().vocab_size)
 
 
-def token_ids(lm: TransformersSampler, text: str) -> Any:
+def token_ids(lm: TransformersSampler, text: str) -> torch.LongTensor:
     """The generator's token ids of ``text`` (no special tokens), a (1, L) LongTensor."""
     ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
-    return torch.tensor([ids], dtype=torch.long)
+    return cast(torch.LongTensor, torch.tensor([ids], dtype=torch.long))

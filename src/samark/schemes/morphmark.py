@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import torch
 from transformers import WatermarkingConfig
@@ -24,14 +24,19 @@ from transformers.generation.logits_process import WatermarkLogitsProcessor
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.kgw import KGW, KGWConfig
-from samark.schemes.lm_generate import ProcessorWatermarking
+from samark.schemes.lm_generate import (
+    Device,
+    ProcessorWatermarking,
+    TokenRowModels,
+    WatermarkingSource,
+)
 
 
 class MorphProcessor(WatermarkLogitsProcessor):
     """transformers' KGW green lists; MorphMark's adaptive reweighting instead of a bias."""
 
     def __init__(
-        self, vocab_size: int, device: Any, config: WatermarkingConfig, k: float, p0: float
+        self, vocab_size: int, device: Device, config: WatermarkingConfig, k: float, p0: float
     ):
         super().__init__(
             vocab_size,
@@ -85,13 +90,18 @@ class MorphMark(KGW):
     config_class = MorphMarkConfig
     config: MorphMarkConfig
 
-    def __init__(self, key: WatermarkKey, config: MorphMarkConfig | None = None, **kw: Any) -> None:
-        super().__init__(key, config, **kw)
+    def __init__(
+        self,
+        key: WatermarkKey,
+        config: MorphMarkConfig | None = None,
+        **models: Unpack[TokenRowModels],
+    ) -> None:
+        super().__init__(key, config, **models)
 
     def detector_id(self) -> str:
         return "morphmark/" + super().detector_id().split("/", 1)[1]  # its own green lists
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource:
         return ProcessorWatermarking(
             lambda size, device: MorphProcessor(
                 size, device, self.watermarking, self.config.k, self.config.p0

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy.stats import binom
@@ -65,7 +64,7 @@ class PMarkConfig(SentenceSamplingConfig):
 
 
 @register_scheme("pmark")
-class PMark(SentenceLevelWatermark):
+class PMark(SentenceLevelWatermark["_Step"]):
     """PMark, online: per-step key bits, medians from the model's candidates."""
 
     name = "pmark"
@@ -94,11 +93,13 @@ class PMark(SentenceLevelWatermark):
         """The key's target side (+1 above the median, -1 below) per channel at step t."""
         return keyed_rng(self._bit_seed, [t]).choice([-1.0, 1.0], size=self.config.channels)
 
-    def survivors(self, pool: np.ndarray, t: int, sentence: np.ndarray | None = None) -> Any:
+    def survivors(
+        self, pool: np.ndarray, t: int, sentence: np.ndarray | None = None
+    ) -> tuple[np.ndarray, list[bool]]:
         """Halve ``pool`` channel by channel towards the step's bits: the indices left,
         and, for ``sentence``, whether it sat on the bit's side of each channel's median."""
         keep = np.arange(len(pool))
-        agree = []
+        agree: list[bool] = []
         for pivot, bit in zip(self.pivots, self.bits(t), strict=True):
             proj = pool[keep] @ pivot
             median = float(np.median(proj))
@@ -124,7 +125,7 @@ class PMark(SentenceLevelWatermark):
 
     def chosen(
         self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         state.t += 1
         return {"kind": pick.kind, "candidates": len(pool), "survivors": pick.detail}
 

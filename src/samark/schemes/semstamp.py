@@ -24,8 +24,9 @@ SBERT; k-SemStamp's centroids are fitted here, on CNN/DailyMail sentences, and c
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal, Self
 
 import numpy as np
 
@@ -155,7 +156,7 @@ class SemStampConfig(SentenceSamplingConfig):
 
 
 @register_scheme("semstamp")
-class SemStamp(SentenceLevelWatermark):
+class SemStamp(SentenceLevelWatermark["_Step"]):
     """SemStamp (``partition="lsh"``) or k-SemStamp (``partition="kmeans"``)."""
 
     name = "semstamp"
@@ -165,8 +166,8 @@ class SemStamp(SentenceLevelWatermark):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
-    ) -> SemStamp:
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
         params = {"partition": cls.partition_kind, **params}
         config, rest = split_sentence_params(SemStampConfig, shared, params)
         if config.partition != cls.partition_kind:
@@ -236,7 +237,7 @@ class SemStamp(SentenceLevelWatermark):
 
     def chosen(
         self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         region, _ = self.partition.assign(embedding[None, :])
         state.previous = int(region[0])
         return {"kind": pick.kind, "candidates": pick.detail}

@@ -14,15 +14,16 @@ import abc
 import secrets
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Generic, Protocol, Self, TypedDict, TypeVar, cast
 
 import numpy as np
 
 from samark.embed import Embedder, load_embedder
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, RowOptions, SamplingParams
+from samark.sampling.base import CandidateSampler, LogitsBias, RowOptions, SamplingParams
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
@@ -33,6 +34,7 @@ from samark.schemes.base import (
     check,
     require_key,
 )
+from samark.schemes.sentence_sampling import SentenceSampling
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,44 @@ class SentenceConfig(Protocol):
     def alpha(self) -> float: ...
 
 
-class SentenceLevelWatermark(Watermark):
-    """A scheme that writes sentence by sentence from a candidate pool.
+#: a scheme's state during one generation (what its ``begin`` returns)
+S = TypeVar("S")
+
+
+class SentenceModels(TypedDict, total=False):
+    """The models a sentence-level scheme's constructor takes beside its key and config."""
+
+    embedder: Embedder | None
+    sampler: CandidateSampler | None
+    generator: str
+
+
+def sentence_models(shared: SharedResources | None, params: Mapping[str, object]) -> SentenceModels:
+    """The models ``params`` names (``embedder``, ``sampler``, ``generator``), the shared
+    ones where it names none; a ``TypeError`` for any other parameter or a wrong type."""
+    stray = sorted(set(params) - {"embedder", "sampler", "generator"})
+    if stray:
+        raise TypeError(f"unexpected parameter(s): {', '.join(stray)}")
+    models: SentenceModels = {}
+    if shared is not None:
+        models["embedder"], models["generator"] = shared.embedder, shared.generator
+    embedder, generator = params.get("embedder"), params.get("generator")
+    if "embedder" in params:
+        if not (embedder is None or isinstance(embedder, Embedder)):
+            raise TypeError(f"embedder must be an Embedder, got {type(embedder).__name__}")
+        models["embedder"] = embedder
+    if "generator" in params:
+        if not isinstance(generator, str):
+            raise TypeError(f"generator must be a model name, got {type(generator).__name__}")
+        models["generator"] = generator
+    if "sampler" in params:  # any CandidateSampler (a protocol: not checked here)
+        models["sampler"] = cast("CandidateSampler | None", params["sampler"])
+    return models
+
+
+class SentenceLevelWatermark(Watermark, Generic[S]):
+    """A scheme that writes sentence by sentence from a candidate pool, with per-generation
+    state of type ``S``.
 
     ``__init__`` holds what every such scheme has: its embedder (the key's, checked), the
     candidate sampler (the local generator, loaded on first use, unless one is given), the
@@ -82,12 +120,12 @@ class SentenceLevelWatermark(Watermark):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
-    ) -> SentenceLevelWatermark:
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
         """The scheme's config from flat ``params`` (over ``config=``), the other
         parameters with the shared embedder and generator."""
-        config, rest = split_sentence_params(cls.config_class, shared, dict(params))
-        return cls(require_key(cls.name, key), config, **rest)
+        config, models = split_sentence_params(cls.config_class, shared, params)
+        return cls(require_key(cls.name, key), config, **models)
 
     key: WatermarkKey
     embedder: Embedder
@@ -95,7 +133,7 @@ class SentenceLevelWatermark(Watermark):
     #: fallback kinds that are not fallbacks (left out of ``Generation.fallbacks``)
     normal_kinds: tuple[str, ...] = ("matched",)
     #: a token watermark the candidate engine applies on every row (None: plain sampling)
-    token_layer: Any = None
+    token_layer: LogitsBias | None = None
 
     def __init__(
         self,
@@ -142,31 +180,31 @@ class SentenceLevelWatermark(Watermark):
         return self._sampling
 
     @abc.abstractmethod
-    def begin(self, prompt: str, seeder: np.random.Generator) -> Any:
+    def begin(self, prompt: str, seeder: np.random.Generator) -> S:
         """The state of one generation (drawn from ``seeder`` before any candidate)."""
 
     @abc.abstractmethod
-    def draws(self, state: Any) -> list[Draw]:
+    def draws(self, state: S) -> list[Draw]:
         """The candidate draws of one step, in order; the loop stops early on ``Pick.stop``."""
 
     @abc.abstractmethod
-    def pick(self, state: Any, texts: list[str], pool: np.ndarray) -> Pick | None:
+    def pick(self, state: S, texts: list[str], pool: np.ndarray) -> Pick | None:
         """The choice among every candidate of this step so far (``pool``: their
         embeddings); None if none can be taken."""
 
     @abc.abstractmethod
-    def enough(self, state: Any, pick: Pick, draw: Draw, drawn: int) -> bool:
+    def enough(self, state: S, pick: Pick, draw: Draw, drawn: int) -> bool:
         """Whether to stop drawing, after ``draw`` (``drawn`` candidates in all) with the
         current ``pick``."""
 
     @abc.abstractmethod
     def chosen(
-        self, state: Any, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
-    ) -> dict[str, Any]:
+        self, state: S, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
+    ) -> dict[str, object]:
         """Update ``state`` with the chosen sentence; the step's record (never key
         material unless the scheme's research records are on)."""
 
-    def sample_options(self, state: Any) -> RowOptions:
+    def sample_options(self, state: S) -> RowOptions:
         """What the engine applies to this generation's candidate rows: the scheme's
         token watermark (``token_layer``) by default; SAMark adds its steering bias and
         row pruning when configured."""
@@ -202,7 +240,7 @@ class SentenceLevelWatermark(Watermark):
         context = prompt
         chosen: list[str] = []
         fallbacks: Counter[str] = Counter()
-        steps: list[dict[str, Any]] = []
+        steps: list[dict[str, object]] = []
         tokens_sampled = extra = 0
         sampling_s = embedding_s = 0.0
         options = self.sample_options(state)
@@ -267,23 +305,11 @@ class SentenceLevelWatermark(Watermark):
         )
 
 
-def with_shared_models(shared: SharedResources | None, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` with the shared embedder and generator unless they name their own."""
-    if shared is not None:
-        params.setdefault("embedder", shared.embedder)
-        params.setdefault("generator", shared.generator)
-    return params
-
-
 @dataclass(frozen=True)
-class SentenceSamplingConfig(SchemeConfig):
+class SentenceSamplingConfig(SchemeConfig, SentenceSampling):
     """The candidate sampling, length and detection level of a sentence-level baseline
     (SAMark's sampling defaults: a fair row)."""
 
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_sentence_tokens: int = 64
-    max_new_sentences: int = 12
     alpha: float = 0.01
 
     def __post_init__(self) -> None:
@@ -291,21 +317,20 @@ class SentenceSamplingConfig(SchemeConfig):
             self.max_new_sentences >= 1 and 0 < self.alpha < 1,
             "need max_new_sentences >= 1 and 0 < alpha < 1",
         )
-        _ = self.sampling  # validates temperature, top_p, max_sentence_tokens
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(self.temperature, self.top_p, self.max_sentence_tokens)
+        super().__post_init__()
 
 
 SSC = TypeVar("SSC", bound=SentenceSamplingConfig)
 
 
 def split_sentence_params(
-    config_class: type[SSC], shared: SharedResources | None, params: dict[str, Any]
-) -> tuple[SSC, dict[str, Any]]:
-    """(the scheme's config from flat ``params``, over ``config=`` if given; the other
-    params with the shared models)."""
-    base = params.pop("config", None)
-    config, rest = config_class.split(params, base)
-    return config, with_shared_models(shared, rest)
+    config_class: type[SSC], shared: SharedResources | None, params: Mapping[str, object]
+) -> tuple[SSC, SentenceModels]:
+    """(the scheme's config from flat ``params``, over ``config=`` if given; the models
+    the other params name, with the shared ones)."""
+    rest = dict(params)
+    base = rest.pop("config", None)
+    if not (base is None or isinstance(base, config_class)):
+        raise TypeError(f"config must be a {config_class.__name__}, got {type(base).__name__}")
+    config, rest = config_class.split(rest, base)
+    return config, sentence_models(shared, rest)

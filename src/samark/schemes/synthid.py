@@ -9,7 +9,7 @@ binomial tail is the p-value. The keys derive one-way from the run's secret.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import torch
 from scipy.stats import binomtest
@@ -20,8 +20,10 @@ from samark.detection_result import Detection
 from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
+    TokenRowModels,
     TokenWatermark,
     TokenWatermarkConfig,
+    WatermarkingSource,
     token_ids,
 )
 
@@ -46,8 +48,13 @@ class SynthID(TokenWatermark):
     config_class = SynthIDConfig
     config: SynthIDConfig
 
-    def __init__(self, key: WatermarkKey, config: SynthIDConfig | None = None, **kw: Any) -> None:
-        super().__init__(key, config, **kw)
+    def __init__(
+        self,
+        key: WatermarkKey,
+        config: SynthIDConfig | None = None,
+        **models: Unpack[TokenRowModels],
+    ) -> None:
+        super().__init__(key, config, **models)
         c = self.config
         #: transformers' own config, built from ours
         self.watermarking = SynthIDTextWatermarkingConfig(
@@ -55,7 +62,7 @@ class SynthID(TokenWatermark):
         )
         self._processor: SynthIDTextWatermarkLogitsProcessor | None = None
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource:
         return self.watermarking
 
     def detector_id(self) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 import torch
@@ -33,8 +33,10 @@ from samark.keys import WatermarkKey
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
+    TokenRowModels,
     TokenWatermark,
     TokenWatermarkConfig,
+    WatermarkingSource,
     token_ids,
     vocab_size,
 )
@@ -81,8 +83,13 @@ class Unigram(TokenWatermark):
     config_class = UnigramConfig
     config: UnigramConfig
 
-    def __init__(self, key: WatermarkKey, config: UnigramConfig | None = None, **kw: Any) -> None:
-        super().__init__(key, config, **kw)
+    def __init__(
+        self,
+        key: WatermarkKey,
+        config: UnigramConfig | None = None,
+        **models: Unpack[TokenRowModels],
+    ) -> None:
+        super().__init__(key, config, **models)
         (self._seed,) = self.derived_keys(1)
         self._green: torch.Tensor | None = None
 
@@ -101,7 +108,7 @@ class Unigram(TokenWatermark):
             self._green = torch.from_numpy(mask)
         return self._green
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource:
         return ProcessorWatermarking(
             lambda size, _device: GreenBias(self.green_mask(size), self.config.delta)
         )

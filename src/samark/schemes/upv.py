@@ -37,7 +37,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 import torch
@@ -47,11 +47,14 @@ from transformers import LogitsProcessor
 
 from samark.detection_result import Detection
 from samark.keys import WatermarkKey
+from samark.sampling.transformers_engine import TransformersSampler
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
+    TokenRowModels,
     TokenWatermark,
     TokenWatermarkConfig,
+    WatermarkingSource,
     token_ids,
     vocab_size,
 )
@@ -143,7 +146,9 @@ def _fit(
 
 
 @functools.lru_cache(maxsize=2)
-def reference_pairs(lm: Any, max_sentences: int = 4, count: int = 3000) -> torch.Tensor:
+def reference_pairs(
+    lm: TransformersSampler, max_sentences: int = 4, count: int = 3000
+) -> torch.Tensor:
     """Each of the first ``count`` Wikipedia leads of at most ``max_sentences`` sentences
     as its distinct (previous, token) id pairs, in ``lm``'s tokenizer, concatenated: UPV's
     threshold reference. Distinct per lead, as detection counts them per text (a pair
@@ -217,8 +222,10 @@ class UPV(TokenWatermark):
     config_class = UPVConfig
     config: UPVConfig
 
-    def __init__(self, key: WatermarkKey, config: UPVConfig | None = None, **kw: Any) -> None:
-        super().__init__(key, config, **kw)
+    def __init__(
+        self, key: WatermarkKey, config: UPVConfig | None = None, **models: Unpack[TokenRowModels]
+    ) -> None:
+        super().__init__(key, config, **models)
         (self._seed,) = self.derived_keys(1)
         self._net: GreenNetwork | None = None
         self._tau = 0.5
@@ -267,7 +274,7 @@ class UPV(TokenWatermark):
         with torch.no_grad():
             return net(windows) > self._tau
 
-    def watermarking_config(self) -> Any:
+    def watermarking_config(self) -> WatermarkingSource:
         return ProcessorWatermarking(lambda _size, _device: UPVBias(self))
 
     def detector_id(self) -> str:

@@ -20,8 +20,9 @@ installed; it loads the generator's tokenizer, never the model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Self, Unpack, cast
 
 from samark.detection_result import Detection
 from samark.errors import SamarkError
@@ -30,10 +31,11 @@ from samark.models import generator_tokenizer, resolve_generator
 from samark.sampling.base import TextWriter
 from samark.schemes.base import (
     Generation,
+    SharedResources,
     check,
     register_scheme,
 )
-from samark.schemes.lm_generate import TokenWatermark, TokenWatermarkConfig
+from samark.schemes.lm_generate import TokenRowModels, TokenWatermark, TokenWatermarkConfig
 from samark.segment import whole_sentences
 
 if TYPE_CHECKING:
@@ -62,13 +64,29 @@ class VLLMGumbel(TokenWatermark):
     config: VLLMGumbelConfig
 
     def __init__(
-        self, key: WatermarkKey, config: VLLMGumbelConfig | None = None, **kw: Any
+        self,
+        key: WatermarkKey,
+        config: VLLMGumbelConfig | None = None,
+        *,
+        engine: VLLMSampler | None = None,
+        **models: Unpack[TokenRowModels],
     ) -> None:
-        engine = kw.pop("engine", None)
-        super().__init__(key, config, **kw)
+        super().__init__(key, config, **models)
         #: vLLM's key: 64 bits at most (its Philox PRF), derived one-way from the secret
         (self._vllm_key,) = self.key.derive_ints(self.name, 1, bits=63)
         self._engine = engine
+
+    @classmethod
+    def from_params(
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
+        """A token row's parameters, and ``engine``: a loaded vLLM engine to write with
+        (None: its own, loaded on first use)."""
+        rest = dict(params)
+        engine = rest.pop("engine", None)
+        scheme = super().from_params(key, shared, rest)
+        scheme._engine = cast("VLLMSampler | None", engine)  # a VLLMSampler (not imported)
+        return scheme
 
     @property
     def engine(self) -> VLLMSampler:

@@ -3,7 +3,8 @@ home:
 
 - ``scheme``: the scheme (generation through the shared sentence loop, detection) and its
   registration as ``samark`` and ``samark-dagger``;
-- ``config``: :class:`SAMarkConfig`, every knob, validated;
+- ``config``: :class:`SAMarkConfig`, every knob, validated, in parts (generation,
+  selection, detection and the research extension); ``presets/``: its presets, as data;
 - ``selection``: Alg. 1's hard filters, scores and softmax pick;
 - ``steering``: the optional semantic steering (off by default);
 - ``detector``: Alg. 2 (segment, embed, majority-vote flags, tanh alignment, statistic);
@@ -21,8 +22,22 @@ A key's pivots, their public law and pivot spaces are key material, one floor do
 token layer is :mod:`samark.token_layer`.
 """
 
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import (
+    SAMarkConfig,
+    SAMarkDetection,
+    SAMarkGeneration,
+    SAMarkResearch,
+    SAMarkSelection,
+)
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.scheme import SAMark
 
-__all__ = ["SAMark", "SAMarkConfig", "SAMarkDetector"]
+__all__ = [
+    "SAMark",
+    "SAMarkConfig",
+    "SAMarkDetection",
+    "SAMarkDetector",
+    "SAMarkGeneration",
+    "SAMarkResearch",
+    "SAMarkSelection",
+]

@@ -17,7 +17,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey
 from samark.keys.pivots import PivotLaw
-from samark.keys.samark_material import NULL_DRAWS, check_cells
+from samark.keys.samark_material import check_cells
 from samark.schemes.features import TextFeatures, text_features
 from samark.schemes.samark.cell_pass import CellScores, score_in_cells
 from samark.schemes.samark.cells import (
@@ -28,10 +28,9 @@ from samark.schemes.samark.cells import (
     null_cells,
     text_signs,
 )
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import SAMarkConfig, SAMarkDetection
 from samark.schemes.samark.null_projection import ProjectedNullCells
 from samark.schemes.samark.statistics import (
-    STATISTICS,
     Statistic,
     alignment,
     channel_responses,
@@ -52,57 +51,46 @@ def _cached_null_pivots(
 
 
 class SAMarkDetector:
-    """Detects SAMark watermarks made with ``key`` and ``embedder``.
-
-    Parameters mirror :class:`samark.schemes.samark.config.SAMarkConfig`'s detection fields,
-    and take their defaults from it (one default for each setting).
+    """Detects SAMark watermarks made with ``key`` and ``embedder``, as ``detection`` (a
+    validated :class:`~samark.schemes.samark.config.SAMarkDetection`; the defaults if
+    left out) says, over ``channels`` channels and ``cells`` keyed cells (0: static
+    pivots). ``centring`` is the reference its ``centring`` path names, loaded.
     """
 
     def __init__(
         self,
         key: WatermarkKey,
         embedder: Embedder,
+        detection: SAMarkDetection | None = None,
         *,
         channels: int = SAMarkConfig.channels,
-        kappa: float = SAMarkConfig.kappa,
-        tanh_detection: bool = SAMarkConfig.tanh_detection,
-        statistic: Statistic = SAMarkConfig.statistic,
-        n_null: int = SAMarkConfig.n_null,
-        null_seed: int = SAMarkConfig.null_seed,
-        alpha: float = SAMarkConfig.alpha,
-        centring: NeighbourCentring | None = None,
         cells: int = 0,
-        null_draws: str = "full",
-        null_stop: int | None = None,
+        centring: NeighbourCentring | None = None,
     ) -> None:
+        d = detection or SAMarkDetection()
         key.check_embedder(embedder.identity)
         check_cells(cells)
-        if null_draws not in NULL_DRAWS:
-            raise ValueError(f"null_draws must be one of {NULL_DRAWS}, got {null_draws!r}")
-        if null_stop is not None and not (cells and null_draws == "projected" and null_stop >= 1):
+        # the key's null draws where the config names none
+        null_draws = key.samark.null_draws if d.null_draws is None else d.null_draws
+        if d.null_stop is not None and not (cells and null_draws == "projected"):
             raise ValueError(
                 "null_stop (sequential null draws) needs keyed cells with projected null "
-                f"draws and at least 1 exceedance; got cells={cells}, "
-                f"null_draws={null_draws!r}, null_stop={null_stop}"
+                f"draws; got cells={cells}, null_draws={null_draws!r}"
             )
         if centring is not None and centring.dim != embedder.dim:
             raise ValueError(
                 f"the centring reference is {centring.dim}-d, the embedder {embedder.dim}-d"
             )
-        if statistic not in STATISTICS:
-            raise ValueError(f"unknown statistic {statistic!r}; choose one of {STATISTICS}")
-        if n_null < 19:
-            raise ValueError("n_null must be at least 19 (p-values cannot go below 1/(n_null+1))")
-        if not 0.0 < alpha < 1.0:
-            raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         self.embedder = embedder
+        #: what it detects as (the config's detection part)
+        self.detection = d
         self.channels = channels
-        self.kappa = kappa
-        self.tanh_detection = tanh_detection
-        self.statistic: Statistic = statistic
-        self.n_null = n_null
-        self.null_seed = null_seed
-        self.alpha = alpha
+        self.kappa = d.kappa
+        self.tanh_detection = d.tanh_detection
+        self.statistic: Statistic = d.statistic
+        self.n_null = d.n_null
+        self.null_seed = d.null_seed
+        self.alpha = d.alpha
         #: topic centring applied to every text before any pivot sees it (topic_centring)
         self.centring = centring
         #: the scheme name its detections carry (``samark-dagger`` sets its own)
@@ -117,19 +105,19 @@ class SAMarkDetector:
         #: static pivots have none ("full" then, whatever was asked)
         self.null_draws = null_draws if cells else "full"
         #: sequential null draws: the exceedances a text's draws stop at (None: all drawn)
-        self.null_stop = null_stop
+        self.null_stop = d.null_stop
         self.null_cell_draws: NullCellDraws | ProjectedNullCells | None = None
         if cells and null_draws == "projected":
             self.null_cell_draws = ProjectedNullCells(
-                self._law, n_null, embedder.dim, cells, channels, null_seed
+                self._law, d.n_null, embedder.dim, cells, channels, d.null_seed
             )
         elif cells:
             self.null_cell_draws = NullCellDraws(
-                self._law, n_null, embedder.dim, cells, channels, null_seed
+                self._law, d.n_null, embedder.dim, cells, channels, d.null_seed
             )
 
     @classmethod
-    def of_config(
+    def from_config(
         cls,
         key: WatermarkKey,
         embedder: Embedder,
@@ -138,22 +126,14 @@ class SAMarkDetector:
         cells: int,
         centring: NeighbourCentring | None = None,
     ) -> SAMarkDetector:
-        """The detector of ``config``'s detection fields, with its keyed ``cells``
-        resolved (the scheme's default where the config leaves them out) and its null
-        draws the key's where the config names none."""
+        """The detector of ``config``'s detection part and channels, with its keyed
+        ``cells`` resolved (the scheme's default where the config leaves them out)."""
         return cls(
             key,
             embedder,
+            config.detection,
             channels=config.channels,
-            kappa=config.kappa,
-            tanh_detection=config.tanh_detection,
-            statistic=config.statistic,
-            n_null=config.n_null,
-            null_seed=config.null_seed,
-            alpha=config.alpha,
             cells=cells,
-            null_draws=key.samark.null_draws if config.null_draws is None else config.null_draws,
-            null_stop=config.null_stop,
             centring=centring,
         )
 

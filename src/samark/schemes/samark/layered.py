@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import ClassVar, Literal, Self, cast
 
 import numpy as np
 from scipy.stats import norm
@@ -62,10 +62,11 @@ from samark.schemes.base import (
     split_params,
 )
 from samark.schemes.features import TextFeatures, text_features
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import embedded_of, ring_passes
 from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
+from samark.schemes.sentence_loop import sentence_models
 from samark.token_layer import GreenListLayer, TokenLayerConfig, TokenLayerScore
 
 Combine = Literal["fisher", "cauchy", "both"]
@@ -121,7 +122,7 @@ def token_layer_of(
 ) -> GreenListLayer:
     """The layered mark's token layer under ``key``: its sub-key is 256 bits derived
     one-way from the key under their own label, so the layer (and an attacker's view of
-    it) says nothing of the pivots. Any key works, also one without an embedder."""
+    it) says nothing of the pivots. Every key works, also one without an embedder."""
     secret = b"".join(
         w.to_bytes(8, "little") for w in key.derive_ints("samark-layered/token", 4, bits=64)
     )
@@ -137,9 +138,11 @@ class SAMarkLayered(SAMark):
     """
 
     name = "samark-layered"
+    #: the token layer its engine applies on every candidate row (and detection scores)
+    token_layer: GreenListLayer
     #: not the paper's scheme: its experiment rows were always scored with scan, the
-    #: product's default, so its "paper" preset changes nothing
-    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {}}
+    #: product's default, so its "paper" preset changes nothing (presets/samark-layered.toml)
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = load_presets("samark-layered")
 
     def __init__(
         self,
@@ -164,7 +167,7 @@ class SAMarkLayered(SAMark):
                 f"{TOKEN_LAYER_ENGINES}, or the scheme 'samark'"
             )
         if config is None:
-            config = SAMarkConfig(candidates=DEFAULT_CANDIDATES)
+            config = SAMarkConfig.of(candidates=DEFAULT_CANDIDATES)
         super().__init__(
             key, config=config, embedder=embedder, sampler=sampler, generator=generator
         )
@@ -176,17 +179,30 @@ class SAMarkLayered(SAMark):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
-    ) -> SAMarkLayered:
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
         """SAMark's parameters, the token layer's (``gamma``, ``delta``, ``context``) and
         ``combine``/``contradiction``; its candidates ``DEFAULT_CANDIDATES`` unless named."""
-        params = dict(params)
-        config = params.pop("config", None)
-        if config is None:
-            params.setdefault("candidates", DEFAULT_CANDIDATES)
-        token, params = split_params(TokenLayerConfig, params)
-        built, rest = samark_config_from_params(shared, config, params)
-        return cls(require_key(cls.name, key), config=built, token=token, **rest)
+        given = dict(params)
+        if given.get("config") is None:
+            given.setdefault("candidates", DEFAULT_CANDIDATES)
+        token, given = split_params(TokenLayerConfig, given)
+        built, rest = samark_config_from_params(shared, given)
+        combine = rest.pop("combine", "fisher")
+        contradiction = rest.pop("contradiction", 0.99)
+        if combine not in COMBINES or not isinstance(contradiction, int | float):
+            raise ValueError(
+                f"combine must be one of {COMBINES} and contradiction a number, got "
+                f"{combine!r} and {contradiction!r}"
+            )
+        return cls(
+            require_key(cls.name, key),
+            config=built,
+            token=token,
+            combine=cast(Combine, combine),
+            contradiction=float(contradiction),
+            **sentence_models(shared, rest),
+        )
 
     @classmethod
     def default_cells(cls, key: WatermarkKey) -> int:
@@ -273,7 +289,7 @@ class SAMarkLayered(SAMark):
         p_sem, p_tok = semantic.p_value, token.p_value
         p = combine_p_values(p_sem, p_tok, method=self.combine, contradiction=self.contradiction)
         z = combined_z(p)
-        details: dict[str, Any] = {
+        details: dict[str, object] = {
             "p_semantic": float(p_sem),
             "p_token": float(p_tok),
             "semantic_score": float(semantic.score),

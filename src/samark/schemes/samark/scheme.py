@@ -6,7 +6,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import ClassVar, Self, Unpack, cast
 
 import numpy as np
 from scipy.special import ndtr
@@ -16,25 +16,32 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, RowOptions, engine_abilities
+from samark.sampling.base import CandidateSampler, LogitsBias, RowOptions, engine_abilities
 from samark.schemes.base import (
     RingScoring,
     SharedResources,
+    V,
     Watermark,
     register_scheme,
     require_key,
 )
 from samark.schemes.features import TextFeatures
-from samark.schemes.samark.config import SAMarkConfig
+from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, StepChoice, pool_reference, select
 from samark.schemes.samark.topic_centring import NeighbourCentring
-from samark.schemes.sentence_loop import Draw, Pick, SentenceLevelWatermark, with_shared_models
+from samark.schemes.sentence_loop import (
+    Draw,
+    Pick,
+    SentenceLevelWatermark,
+    SentenceModels,
+    sentence_models,
+)
 from samark.text import ngrams, words
 
 
 @register_scheme("samark")
-class SAMark(SentenceLevelWatermark):
+class SAMark(SentenceLevelWatermark["_Step"]):
     """SAMark with a secret ``key``.
 
     The embedder defaults to the one the key was made for; the generator (candidate
@@ -43,7 +50,8 @@ class SAMark(SentenceLevelWatermark):
 
     name = "samark"
     #: the paper's experiments detect with its z (Alg. 2); the product's default is scan
-    presets: ClassVar[Mapping[str, Mapping[str, object]]] = {"paper": {"statistic": "z"}}
+    #: (presets/samark.toml)
+    presets: ClassVar[Mapping[str, Mapping[str, object]]] = load_presets("samark")
 
     def __init__(
         self,
@@ -64,10 +72,10 @@ class SAMark(SentenceLevelWatermark):
         if sampler is not None:
             _check_engine(sampler, c)
         centring = None
-        if c.centring is not None:
+        if c.detection.centring is not None:
             fingerprint = self.embedder.identity.fingerprint
-            centring = NeighbourCentring.load(c.centring, fingerprint=fingerprint)
-        self.detector = SAMarkDetector.of_config(
+            centring = NeighbourCentring.load(c.detection.centring, fingerprint=fingerprint)
+        self.detector = SAMarkDetector.from_config(
             key, self.embedder, c, cells=cells, centring=centring
         )
 
@@ -87,11 +95,10 @@ class SAMark(SentenceLevelWatermark):
 
     @classmethod
     def from_params(
-        cls, key: WatermarkKey | None, shared: SharedResources | None, params: dict[str, Any]
-    ) -> SAMark:
-        params = dict(params)
-        built, rest = samark_config_from_params(shared, params.pop("config", None), params)
-        return cls(require_key(cls.name, key), config=built, **rest)
+        cls, key: WatermarkKey | None, shared: SharedResources | None, params: Mapping[str, object]
+    ) -> Self:
+        built, rest = samark_config_from_params(shared, params)
+        return cls(require_key(cls.name, key), config=built, **sentence_models(shared, rest))
 
     def detect(self, text: str) -> Detection:
         return self.detector.detect(text)
@@ -113,12 +120,14 @@ class SAMark(SentenceLevelWatermark):
         return 0 if self.cells else self.config.channels
 
     @classmethod
-    def ring_params(cls, params: dict[str, Any], keys: int, alpha: float) -> dict[str, Any]:
+    def ring_params(cls, params: Mapping[str, V], keys: int, alpha: float) -> dict[str, V | int]:
         """Never fewer null pivot sets than the ring's smallest p-values need."""
         from samark.schemes.samark.ring_scoring import ring_null_count
 
         given = params.get("n_null")
         need = ring_null_count(keys, alpha)
+        if not (given is None or isinstance(given, int | float | str)):
+            raise TypeError(f"n_null must be a number, got {type(given).__name__}")
         return {**params, "n_null": need if given is None else max(int(given), need)}
 
     @classmethod
@@ -130,12 +139,12 @@ class SAMark(SentenceLevelWatermark):
         return MaxStatisticRing(detectors) if share_null(detectors) else None
 
     def detector_id(self) -> str:
-        c = self.config
+        c, d = self.config, self.config.detection
         return (
-            f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{c.kappa}"
-            f"/tanh{int(c.tanh_detection)}/{c.statistic}/null{c.n_null}.{c.null_seed}"
+            f"samark/{self.key.key_id}/{self.embedder.name}/c{c.channels}/k{d.kappa}"
+            f"/tanh{int(d.tanh_detection)}/{d.statistic}/null{d.n_null}.{d.null_seed}"
             + (f"/cells{self.cells}" if self.cells else "")
-            + ("" if c.null_stop is None else f"/seq{c.null_stop}")
+            + ("" if d.null_stop is None else f"/seq{d.null_stop}")
             + (
                 ""
                 if self.detector.centring is None
@@ -149,19 +158,20 @@ class SAMark(SentenceLevelWatermark):
         never stored; a payload sets flags 2.. relative to flag 1) and the
         context the diversity terms compare against."""
         c = self.config
+        payload = c.generation.payload_flags
         # drawn even where a payload sets them, so that a payload changes no other draw
         flags = seeder.choice([-1.0, 1.0], size=c.channels)
-        if c.payload_flags:  # relative to flag 1, which stays random
-            flags[1 : 1 + len(c.payload_flags)] = flags[0] * np.asarray(c.payload_flags)
+        if payload:  # relative to flag 1, which stays random
+            flags[1 : 1 + len(payload)] = flags[0] * np.asarray(payload)
         rng = np.random.default_rng(seeder.integers(2**63))
         context_words = words(prompt)
-        steer = self._steering(flags) if c.steer > 0 else None
+        steer = self._steering(flags) if c.research.steer > 0 else None
         return _Step(
             steer=steer,
             flags=flags,
             rng=rng,
             context_words=context_words,
-            context_ngrams=set(ngrams(context_words, c.ngram_n)),
+            context_ngrams=set(ngrams(context_words, c.selection.ngram_n)),
             vocabulary=set(context_words),
             history=np.zeros((0, self.embedder.dim)),
         )
@@ -177,16 +187,16 @@ class SAMark(SentenceLevelWatermark):
         if sampler.tokenizer is None:  # an engine that steers runs the generator here
             raise SamarkError(f"steering needs the generator's tokenizer; {sampler!r} has none")
         return word_embeddings(
-            self.embedder, sampler.tokenizer, sampler.name, self.config.steer_words
+            self.embedder, sampler.tokenizer, sampler.name, self.config.research.steer_words
         )
 
-    def _steering(self, flags: np.ndarray) -> Any:
+    def _steering(self, flags: np.ndarray) -> LogitsBias:
         """This generation's steering bias (``SAMarkConfig.steer``), combined with the
         scheme's token watermark if it has one."""
         from samark.schemes.samark.steering import SemanticSteer, SummedBias
 
         ids, emb = self._steer_words
-        steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.steer)
+        steer = SemanticSteer(ids, emb, self._pivots, flags, self.config.research.steer)
         return steer if self.token_layer is None else SummedBias(self.token_layer, steer)
 
     def sample_options(self, state: _Step) -> RowOptions:
@@ -194,10 +204,10 @@ class SAMark(SentenceLevelWatermark):
         if state.steer is not None:
             options = dataclasses.replace(options, token_layer=state.steer)
         c = self.config
-        if c.prune_at:
+        if c.research.prune_at:
             prune = PartialScore(
-                c.prune_at,
-                c.prune_keep,
+                c.research.prune_at,
+                c.research.prune_keep,
                 self.embedder,
                 self._pivots,
                 state.flags,
@@ -210,11 +220,11 @@ class SAMark(SentenceLevelWatermark):
         """Fixed N (the paper): N, then up to ``extra_batches`` more N while nothing
         matched. Adaptive: the same budget in chunks of ``adaptive_chunk``; drawing stops
         early once enough matches are saturated."""
-        c = self.config
-        chunk = c.adaptive_chunk if c.adaptive else c.candidates
+        g = self.config.generation
+        chunk = self.config.research.adaptive_chunk if g.adaptive else g.candidates
         plan: list[Draw] = []
-        for attempt in range(1 + c.extra_batches):
-            left = c.candidates
+        for attempt in range(1 + g.extra_batches):
+            left = g.candidates
             while left > 0:
                 size = min(chunk, left)
                 left -= size
@@ -232,38 +242,36 @@ class SAMark(SentenceLevelWatermark):
             state.context_ngrams,
             state.vocabulary,
             state.history,
-            c.selection,
+            c.selection_rule,
             signed=None if cells is None else cells.signed(pool)[0] * state.flags[0],
             stay=None
-            if cells is None or c.cell_margin_sd is None
-            else ndtr(cells.cell_margin(pool)[0] / c.cell_margin_sd),
+            if cells is None or c.research.cell_margin_sd is None
+            else ndtr(cells.cell_margin(pool)[0] / c.research.cell_margin_sd),
             rng=state.rng,
         )
         return None if choice is None else Pick(choice.index, choice.kind, choice)
 
     def enough(self, state: _Step, pick: Pick, draw: Draw, drawn: int) -> bool:
-        c, choice = self.config, _step_choice(pick)
-        if c.adaptive and (
-            choice.n_saturated >= c.adaptive_matches
-            or (drawn >= c.adaptive_patience and choice.n_matched)
+        r, choice = self.config.research, _step_choice(pick)
+        if self.config.generation.adaptive and (
+            choice.n_saturated >= r.adaptive_matches
+            or (drawn >= r.adaptive_patience and choice.n_matched)
         ):
             return True
         return bool(draw.boundary and choice.n_matched)
 
     def chosen(
         self, state: _Step, sentence: str, embedding: np.ndarray, pool: np.ndarray, pick: Pick
-    ) -> dict[str, Any]:
-        c, choice = self.config, _step_choice(pick)
+    ) -> dict[str, object]:
+        n, choice = self.config.selection.ngram_n, _step_choice(pick)
         previous = state.history
         state.history = np.vstack([previous, embedding])
         new_words = words(sentence)
         state.context_words.extend(new_words)
         # only the n-grams that end in the new sentence are new
-        state.context_ngrams.update(
-            ngrams(state.context_words[-(len(new_words) + c.ngram_n - 1) :], c.ngram_n)
-        )
+        state.context_ngrams.update(ngrams(state.context_words[-(len(new_words) + n - 1) :], n))
         state.vocabulary.update(new_words)
-        step: dict[str, Any] = {
+        step: dict[str, object] = {
             "kind": choice.kind,
             "candidates": choice.n_candidates,
             "ngram_pass": choice.n_ngram_pass,
@@ -272,7 +280,7 @@ class SAMark(SentenceLevelWatermark):
             "saturated": choice.n_saturated,
             "matched_terms": choice.matched_terms,
         }
-        if c.record_signal and not self.cells:
+        if self.config.research.record_signal and not self.cells:
             step.update(step_signal(pool, pick.index, previous, self._pivots, state.flags))
         return step
 
@@ -290,8 +298,8 @@ def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
     wanted = [
         name
         for name, on, able in (
-            ("steer > 0", c.steer > 0, can.steering),
-            ("prune_at", bool(c.prune_at), can.prune),
+            ("steer > 0", c.research.steer > 0, can.steering),
+            ("prune_at", bool(c.research.prune_at), can.prune),
         )
         if on and not able
     ]
@@ -308,7 +316,7 @@ def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
 class _Step:
     """One SAMark generation's running state."""
 
-    steer: Any
+    steer: LogitsBias | None
     flags: np.ndarray
     rng: np.random.Generator
     context_words: list[str]
@@ -342,16 +350,18 @@ def step_signal(
 
 
 def samark_config_from_params(
-    shared: SharedResources | None,
-    config: SAMarkConfig | None,
-    params: dict[str, Any],
-) -> tuple[SAMarkConfig, dict[str, Any]]:
-    """(the config: ``config`` or the defaults with the fields ``params`` names, the
-    constructor's other arguments with the shared models)."""
-    built, rest = SAMarkConfig.split(params, config)
+    shared: SharedResources | None, params: Mapping[str, object]
+) -> tuple[SAMarkConfig, dict[str, object]]:
+    """(the config: ``params``'s ``config`` or the defaults, with the flat parameters
+    ``params`` names; the other params), the research records on where ``shared`` asks."""
+    rest = dict(params)
+    config = rest.pop("config", None)
+    if not (config is None or isinstance(config, SAMarkConfig)):
+        raise TypeError(f"config must be a SAMarkConfig, got {type(config).__name__}")
+    built, rest = SAMarkConfig.split(rest, config)
     if shared is not None and shared.research_records:
         built = built.replace(record_signal=True)
-    return built, with_shared_models(shared, rest)
+    return built, rest
 
 
 @register_scheme("samark-dagger")
@@ -362,7 +372,10 @@ class SAMarkDagger(SAMark):
     name = "samark-dagger"
 
     def __init__(
-        self, key: WatermarkKey, config: SAMarkConfig | None = None, **kwargs: Any
+        self,
+        key: WatermarkKey,
+        config: SAMarkConfig | None = None,
+        **models: Unpack[SentenceModels],
     ) -> None:
-        super().__init__(key, (config or SAMarkConfig()).replace(**SAMarkConfig.DAGGER), **kwargs)
+        super().__init__(key, (config or SAMarkConfig()).replace(**SAMarkConfig.DAGGER), **models)
         self.detector.label = self.name

@@ -25,19 +25,25 @@ import hashlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from samark.embed import Embedder
 from samark.models import cache_dir
+from samark.sampling.base import LogitsBias
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 #: whole-word tokens embedded by default (the first ones in id order: BPE vocabularies list
 #: frequent merges first)
 DEFAULT_WORDS = 8000
 
 
-def word_tokens(tokenizer: Any, limit: int = DEFAULT_WORDS) -> tuple[np.ndarray, list[str]]:
+def word_tokens(
+    tokenizer: PreTrainedTokenizerBase, limit: int = DEFAULT_WORDS
+) -> tuple[np.ndarray, list[str]]:
     """The first ``limit`` token ids that decode to a space and a whole alphabetic word of
     at least 3 letters, and those words."""
     ids: list[int] = []
@@ -54,7 +60,10 @@ def word_tokens(tokenizer: Any, limit: int = DEFAULT_WORDS) -> tuple[np.ndarray,
 
 
 def word_embeddings(
-    embedder: Embedder, tokenizer: Any, generator: str, limit: int = DEFAULT_WORDS
+    embedder: Embedder,
+    tokenizer: PreTrainedTokenizerBase,
+    generator: str,
+    limit: int = DEFAULT_WORDS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(token ids, their unit embeddings), computed once per embedder, generator and
     ``limit`` and cached in samark's cache folder."""
@@ -111,7 +120,7 @@ class SemanticSteer:
 class SummedBias:
     """Several logit biases applied together (a token watermark and the steering)."""
 
-    def __init__(self, *layers: Any) -> None:
+    def __init__(self, *layers: LogitsBias) -> None:
         self.layers = layers
         self.context = max(int(layer.context) for layer in layers)
 
