@@ -63,7 +63,7 @@ class Fidelity:
     word_overlap: float
     similarity: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
