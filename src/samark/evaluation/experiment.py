@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,7 +43,7 @@ class DatasetSpec:
     # when the non-overlapping windows run out, add windows shifted by half a window
     # (each shares half its sentences with two others: more texts, correlated ones)
     negative_overlap: bool = False
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
 
 
 #: the attack label of a text as written
@@ -59,6 +60,7 @@ def item_seed(base: int, *parts: str) -> int:
 class SchemeSpec:
     name: str
     label: str
+    #: the scheme's keyword arguments, as the TOML gives them (its constructor checks them)
     params: dict[str, Any] = field(default_factory=dict)
     prompts: int | None = None  # fewer prompts than the data set's, for costly rows
     #: a detection-only row: score the texts (and attacked texts) of the row with this
@@ -115,7 +117,7 @@ class SchemeSpec:
 class AttackSpec:
     name: str
     label: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
