@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+
 from samark.schemes.base import scheme_info
 from samark.schemes.catalog import SchemeInfo
 
