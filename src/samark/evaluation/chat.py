@@ -150,7 +150,7 @@ def _template_ids(tok: Any, messages: Messages) -> list[int]:
 
 
 class OpenAIChatModel:
-    """Any OpenAI-compatible chat endpoint, with retries and timeouts."""
+    """A chat endpoint that speaks OpenAI's API, with retries and timeouts."""
 
     def __init__(
         self,
