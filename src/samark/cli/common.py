@@ -181,7 +181,7 @@ def sentence_progress(
 
     start = last
 
-    def on_sentence(sentence: str, step: Any) -> None:
+    def on_sentence(sentence: str, step: Mapping[str, Any]) -> None:
         nonlocal last, done
         now = time.monotonic()
         done += 1
