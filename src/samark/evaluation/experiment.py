@@ -247,7 +247,7 @@ class Experiment:
         )
 
 
-def _dataset(raw: dict[str, Any], where: str) -> DatasetSpec:
+def _dataset(raw: Mapping[str, object], where: str) -> DatasetSpec:
     """The ``[dataset]`` table, validated."""
     dataset_raw = _fields(raw.get("dataset", {}), DatasetSpec, f"{where} [dataset]")
     if "negatives_from" in dataset_raw:
@@ -260,17 +260,19 @@ def _dataset(raw: dict[str, Any], where: str) -> DatasetSpec:
 
 
 def _rows(
-    raw: dict[str, Any], dataset: DatasetSpec, where: str
+    raw: Mapping[str, object], dataset: DatasetSpec, where: str
 ) -> tuple[tuple[SchemeSpec, ...], tuple[AttackSpec, ...]]:
     """The ``[[schemes]]`` and ``[[attacks]]``, validated (labels unique and free of the
     CLI's separators; ``texts_from`` resolved)."""
     schemes = tuple(
-        _scheme(s, f"{where} [[schemes]] #{i + 1}") for i, s in enumerate(raw.get("schemes", []))
+        _scheme(s, f"{where} [[schemes]] #{i + 1}")
+        for i, s in enumerate(_array(raw.get("schemes", []), f"{where} [[schemes]]"))
     )
     if not schemes:
         raise ExperimentError(f"{where}: name at least one [[schemes]]")
     attacks = tuple(
-        _attack(a, f"{where} [[attacks]] #{i + 1}") for i, a in enumerate(raw.get("attacks", []))
+        _attack(a, f"{where} [[attacks]] #{i + 1}")
+        for i, a in enumerate(_array(raw.get("attacks", []), f"{where} [[attacks]]"))
     )
     schemes = _resolve_texts_from(schemes, where)
     for s in schemes:
@@ -295,18 +297,18 @@ def _rows(
 
 
 def _metrics(
-    raw: dict[str, Any],
+    raw: Mapping[str, object],
     dataset: DatasetSpec,
     schemes: tuple[SchemeSpec, ...],
     attacks: tuple[AttackSpec, ...],
     where: str,
 ) -> MetricsSpec:
     """The ``[metrics]`` table, validated against the rows and attacks."""
-    metrics_raw = dict(raw.get("metrics", {}))
+    metrics_raw = _fields(raw.get("metrics", {}), MetricsSpec, f"{where} [metrics]")
     for f in ("quality", "fprs", "lengths", "length_attacks", "plot_attacks"):
         if f in metrics_raw:
             metrics_raw[f] = tuple(metrics_raw[f])
-    metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
+    metrics = MetricsSpec(**metrics_raw)
     from samark.evaluation.text_metrics import TEXT_METRICS
 
     known = [*TEXT_METRICS.names(), "perplexity", "judge"]
@@ -334,7 +336,7 @@ def _metrics(
     return metrics
 
 
-def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]:
+def _key_settings(top: Mapping[str, object], where: str) -> tuple[str, tuple[str, ...]]:
     """The experiment's key kind and the domains its key avoids."""
     key = str(top.get("key", "secret"))
     if key not in KEY_KINDS:
@@ -352,7 +354,7 @@ def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]
     return key, tuple(avoided)
 
 
-def _key_cells(top: dict[str, Any], key: str, where: str) -> int:
+def _key_cells(top: Mapping[str, object], key: str, where: str) -> int:
     """The cells a public key names: an int, or "default" for a new key's."""
     from samark.keys.samark_material import DEFAULT_CELLS, check_cells
 
@@ -443,7 +445,15 @@ def _take(raw: dict[str, Any], where: str, scalars: list[str], tables: list[str]
     return {k: raw[k] for k in scalars if k in raw}
 
 
-def _fields(raw: Any, cls: type, where: str) -> dict[str, Any]:
+def _array(raw: object, where: str) -> list[object]:
+    """An array of tables (``[[schemes]]``, ``[[attacks]]``), each checked by its reader."""
+    if not isinstance(raw, list):
+        raise ExperimentError(f"{where}: expected an array of tables")
+    return raw
+
+
+def _fields(raw: object, cls: type, where: str) -> dict[str, Any]:
+    """A table's fields, each one a field of ``cls`` (its constructor takes them)."""
     if not isinstance(raw, dict):
         raise ExperimentError(f"{where}: expected a table")
     known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
@@ -453,7 +463,7 @@ def _fields(raw: Any, cls: type, where: str) -> dict[str, Any]:
     return dict(raw)
 
 
-def _scheme(raw: Any, where: str) -> SchemeSpec:
+def _scheme(raw: object, where: str) -> SchemeSpec:
     from samark.schemes import scheme_names
 
     fields = _fields(raw, SchemeSpec, where)
@@ -487,7 +497,7 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
     return SchemeSpec(**fields)
 
 
-def _attack(raw: Any, where: str) -> AttackSpec:
+def _attack(raw: object, where: str) -> AttackSpec:
     from samark.evaluation.attacks import ATTACKS
 
     fields = _fields(raw, AttackSpec, where)
