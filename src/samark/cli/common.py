@@ -8,9 +8,9 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
 from rich.console import Console
@@ -97,17 +97,16 @@ def progress() -> Progress | LineProgress:
     )
 
 
-@dataclass
-class _LineTask:
+class LineTask(TypedDict):
     """A :class:`LineProgress` task: its description, total and unit, its count, the
     count last printed and when its line was last shown."""
 
     description: str
     total: float | None
     unit: object
-    done: float = 0
-    printed: float = 0
-    shown: float = field(default_factory=time.monotonic)
+    done: float
+    printed: float
+    shown: float
 
 
 class LineProgress:
@@ -119,7 +118,7 @@ class LineProgress:
 
     def __init__(self, every: float = 10.0) -> None:
         self.every = every
-        self.tasks: dict[TaskID, _LineTask] = {}
+        self.tasks: dict[TaskID, LineTask] = {}
         self.start = time.monotonic()
 
     def __enter__(self) -> LineProgress:
@@ -127,12 +126,19 @@ class LineProgress:
 
     def __exit__(self, *exc: object) -> None:
         for task, state in self.tasks.items():
-            if state.done != state.printed:
+            if state["done"] != state["printed"]:
                 self._print_count(task)
 
     def add_task(self, description: str, total: float | None = None, **fields: object) -> TaskID:
         task = TaskID(len(self.tasks))
-        self.tasks[task] = _LineTask(description, total, fields.get("unit", ""))
+        self.tasks[task] = {
+            "description": description,
+            "total": total,
+            "unit": fields.get("unit", ""),
+            "done": 0,
+            "printed": 0,
+            "shown": time.monotonic(),
+        }
         err.print(description, highlight=False, soft_wrap=True)  # what starts now
         return task
 
@@ -141,28 +147,28 @@ class LineProgress:
     ) -> None:
         state = self.tasks[task]
         if completed is not None:
-            state.done = completed
-        if description is not None and description != state.description:
-            state.description = description
-            state.shown = time.monotonic()
-            state.printed = state.done
+            state["done"] = completed
+        if description is not None and description != state["description"]:
+            state["description"] = description
+            state["shown"] = time.monotonic()
+            state["printed"] = state["done"]
             err.print(description, highlight=False, soft_wrap=True)
-        elif time.monotonic() - state.shown >= self.every:
+        elif time.monotonic() - state["shown"] >= self.every:
             self._print_count(task)
 
     def advance(self, task: TaskID, amount: float = 1) -> None:
-        self.update(task, completed=self.tasks[task].done + amount)
+        self.update(task, completed=self.tasks[task]["done"] + amount)
 
     def _print_count(self, task: TaskID) -> None:
         state = self.tasks[task]
-        state.shown = time.monotonic()
-        state.printed = state.done
-        total = state.total
-        count = f"{state.done:g}/{total:g}" if total else f"{state.done:g}"
-        unit = f" {state.unit}" if state.unit else ""
+        state["shown"] = time.monotonic()
+        state["printed"] = state["done"]
+        total = state["total"]
+        count = f"{state['done']:g}/{total:g}" if total else f"{state['done']:g}"
+        unit = f" {state['unit']}" if state["unit"] else ""
         elapsed = time.monotonic() - self.start
         err.print(
-            f"{state.description}: {count}{unit} ({elapsed:.0f} s)",
+            f"{state['description']}: {count}{unit} ({elapsed:.0f} s)",
             highlight=False,
             soft_wrap=True,
         )
