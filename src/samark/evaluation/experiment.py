@@ -60,7 +60,6 @@ def item_seed(base: int, *parts: str) -> int:
 class SchemeSpec:
     name: str
     label: str
-    #: the scheme's keyword arguments, as the TOML gives them (its constructor checks them)
     params: dict[str, Any] = field(default_factory=dict)
     prompts: int | None = None  # fewer prompts than the data set's, for costly rows
     #: a detection-only row: score the texts (and attacked texts) of the row with this
@@ -260,19 +259,17 @@ def _dataset(raw: Mapping[str, object], where: str) -> DatasetSpec:
 
 
 def _rows(
-    raw: Mapping[str, object], dataset: DatasetSpec, where: str
+    raw: dict[str, Any], dataset: DatasetSpec, where: str
 ) -> tuple[tuple[SchemeSpec, ...], tuple[AttackSpec, ...]]:
     """The ``[[schemes]]`` and ``[[attacks]]``, validated (labels unique and free of the
     CLI's separators; ``texts_from`` resolved)."""
     schemes = tuple(
-        _scheme(s, f"{where} [[schemes]] #{i + 1}")
-        for i, s in enumerate(_array(raw.get("schemes", []), f"{where} [[schemes]]"))
+        _scheme(s, f"{where} [[schemes]] #{i + 1}") for i, s in enumerate(raw.get("schemes", []))
     )
     if not schemes:
         raise ExperimentError(f"{where}: name at least one [[schemes]]")
     attacks = tuple(
-        _attack(a, f"{where} [[attacks]] #{i + 1}")
-        for i, a in enumerate(_array(raw.get("attacks", []), f"{where} [[attacks]]"))
+        _attack(a, f"{where} [[attacks]] #{i + 1}") for i, a in enumerate(raw.get("attacks", []))
     )
     schemes = _resolve_texts_from(schemes, where)
     for s in schemes:
@@ -445,15 +442,7 @@ def _take(raw: dict[str, Any], where: str, scalars: list[str], tables: list[str]
     return {k: raw[k] for k in scalars if k in raw}
 
 
-def _array(raw: object, where: str) -> list[object]:
-    """An array of tables (``[[schemes]]``, ``[[attacks]]``), each checked by its reader."""
-    if not isinstance(raw, list):
-        raise ExperimentError(f"{where}: expected an array of tables")
-    return raw
-
-
 def _fields(raw: object, cls: type, where: str) -> dict[str, Any]:
-    """A table's fields, each one a field of ``cls`` (its constructor takes them)."""
     if not isinstance(raw, dict):
         raise ExperimentError(f"{where}: expected a table")
     known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
