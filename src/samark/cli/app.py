@@ -3,8 +3,6 @@ commands to them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 import typer.core
 
@@ -19,7 +17,7 @@ def _hide_flag_types() -> None:
     if shown is None or getattr(shown, "_samark", False):
         return
 
-    def display_type_rich(self: Any, ctx: Any) -> str | None:
+    def display_type_rich(self: typer.core.TyperOption, ctx: object) -> str | None:
         return None if getattr(self, "is_flag", False) else shown(self, ctx)
 
     display_type_rich._samark = True  # type: ignore[attr-defined]

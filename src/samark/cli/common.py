@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import typer
 from rich.console import Console
@@ -97,6 +97,18 @@ def progress() -> Progress | LineProgress:
     )
 
 
+class LineTask(TypedDict):
+    """A :class:`LineProgress` task: its description, total and unit, its count, the
+    count last printed and when its line was last shown."""
+
+    description: str
+    total: float | None
+    unit: object
+    done: float
+    printed: float
+    shown: float
+
+
 class LineProgress:
     """The subset of rich's Progress the commands use, as stderr lines: a task's
     description when it starts, each new one as it stands (it says what happened: a
@@ -106,7 +118,7 @@ class LineProgress:
 
     def __init__(self, every: float = 10.0) -> None:
         self.every = every
-        self.tasks: dict[TaskID, dict[str, Any]] = {}
+        self.tasks: dict[TaskID, LineTask] = {}
         self.start = time.monotonic()
 
     def __enter__(self) -> LineProgress:
@@ -117,7 +129,7 @@ class LineProgress:
             if state["done"] != state["printed"]:
                 self._print_count(task)
 
-    def add_task(self, description: str, total: float | None = None, **fields: Any) -> TaskID:
+    def add_task(self, description: str, total: float | None = None, **fields: object) -> TaskID:
         task = TaskID(len(self.tasks))
         self.tasks[task] = {
             "description": description,
@@ -181,7 +193,7 @@ def sentence_progress(
 
     start = last
 
-    def on_sentence(sentence: str, step: Any) -> None:
+    def on_sentence(sentence: str, step: Mapping[str, Any]) -> None:
         nonlocal last, done
         now = time.monotonic()
         done += 1

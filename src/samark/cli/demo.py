@@ -8,10 +8,10 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import RenderableType
@@ -36,8 +36,10 @@ from samark.schemes.catalog import DEFAULT_SCHEME
 from samark.text import counted
 
 if TYPE_CHECKING:
+    from samark.detection_result import Detection
     from samark.embed import Embedder
     from samark.keys import WatermarkKey
+    from samark.schemes.base import Generation, Watermark
 
 #: the demo's settings (the paper's are N = 64 and 12-sentence texts from 8B-24B models)
 DEMO_CANDIDATES = 32
@@ -145,17 +147,18 @@ class DemoRequest:
             soft_wrap=True,
         )
 
-    def _write(self, start: float) -> tuple[Any, Any, dict[str, Any]]:
+    def _write(self, start: float) -> tuple[Generation, Watermark, dict[str, str]]:
         """Load the models and write the marked continuation, shown as it grows; returns
         the generation, the scheme and the demo's data."""
         from samark.embed import load_embedder
         from samark.schemes import create_scheme
+        from samark.schemes.sentence_loop import SentenceLevelWatermark
 
         data = demo_data()
         err.print("loading the embedder ...", highlight=False)
         try:
             embedder = load_embedder(DEFAULT_EMBEDDER)
-            scheme: Any = create_scheme(
+            scheme = create_scheme(
                 DEFAULT_SCHEME,
                 key=demo_key(embedder, self.seed, self.cells),
                 embedder=embedder,
@@ -164,6 +167,7 @@ class DemoRequest:
             err.print(
                 f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False
             )
+            assert isinstance(scheme, SentenceLevelWatermark)  # SAMark: it draws candidates
             scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
         except SamarkError as exc:
             raise fail(f"{exc} (run `samark models install`)") from None
@@ -172,7 +176,7 @@ class DemoRequest:
             task = bar.add_task("drawing candidates for sentence 1", total=self.sentences)
             show = sentence_progress(bar, task, self.sentences)
 
-            def on_sentence(sentence: str, step: Any) -> None:
+            def on_sentence(sentence: str, step: Mapping[str, object]) -> None:
                 if isinstance(bar, _DemoProgress):
                     bar.written.append(sentence)
                 show(sentence, step)
@@ -258,7 +262,7 @@ def demo_key(embedder: Embedder, seed: int | None, cells: int = DEFAULT_CELLS) -
     return WatermarkKey(secret, embedder.identity, draw)
 
 
-def _results_table(results: Iterable[tuple[str, Any]]) -> Table:
+def _results_table(results: Iterable[tuple[str, Detection]]) -> Table:
     """The detections, one row per text; no column wraps its label or number (fits 80
     columns)."""
     table = Table(title="Detection (p < 0.01 means watermarked)", title_justify="left")

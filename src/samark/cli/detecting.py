@@ -11,7 +11,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -54,6 +54,9 @@ from samark.errors import SamarkError
 from samark.provenance.c2pa_manifest import strip_manifest
 from samark.text import counted
 from samark.verdict import MarkEvidence, RecordEvidence, verdict
+
+if TYPE_CHECKING:
+    from samark.provenance import ProvenanceRecord
 
 #: a Ray batch's records (``--ray``); a file's records are detected ``DEFAULT_CHUNK`` at a
 #: time (``--chunk``)
@@ -340,7 +343,7 @@ def _detect_file(
     field: str,
     details: bool,
     chunk: int,
-    provenance: Any = None,
+    provenance: ProvenanceRecord | None = None,
 ) -> int:
     """One result line per record of a JSONL or Parquet file (``total`` records),
     streamed in chunks whose sentences are embedded together (constant memory); a record

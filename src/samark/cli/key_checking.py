@@ -7,7 +7,7 @@ import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +28,9 @@ from samark.cli.loading import (
 )
 from samark.errors import SamarkError
 from samark.text import counted
+
+if TYPE_CHECKING:
+    from samark.detection.record_files import BatchDetector
 
 SourceArgument = Annotated[
     str,
@@ -158,7 +161,7 @@ def check_key(
 
 
 def _report_check(
-    detector: Any, texts: list[str], alpha: float, name: str, tag: dict[str, Any]
+    detector: BatchDetector, texts: list[str], alpha: float, name: str, tag: dict[str, object]
 ) -> bool:
     """One key check: its JSON line, its verdict on stderr, and whether it holds."""
     from samark.detection.key_check import check_key as run_check

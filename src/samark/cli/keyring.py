@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -20,6 +20,12 @@ from samark.cli.common import (
 )
 from samark.errors import SamarkError
 from samark.models import DEFAULT_EMBEDDER
+
+if TYPE_CHECKING:
+    from samark.detection.key_check import KeyCheck
+    from samark.embed import Embedder
+    from samark.keys import WatermarkKey
+    from samark.keys.keyring import Keyring
 from samark.schemes.catalog import DEFAULT_SCHEME
 from samark.text import counted
 
@@ -68,25 +74,25 @@ RING_SCHEME = DEFAULT_SCHEME
 
 
 def _key_maker(
-    embedder: Any,
+    embedder: Embedder,
     corpora: list[list[str]],
     cells: int,
     null_draws: str | None = None,
     scheme: str | None = RING_SCHEME,
-) -> Callable[[], Any]:
+) -> Callable[[], tuple[WatermarkKey, int]]:
     """Draws a new key for ``embedder`` naming ``cells`` keyed cells (and ``null_draws``:
     default, a new key's), made for ``scheme``; with screening ``corpora``, one that passes
     ``check-key`` at p < 0.01 on each (redrawn otherwise). Returns (key, refused)."""
     from samark.embed import new_key
 
-    def make() -> Any:
+    def make() -> WatermarkKey:
         return new_key(embedder, cells=cells, null_draws=null_draws, scheme=scheme)
 
     if not corpora:
         return lambda: (make(), 0)
     from samark.detection.key_check import check_key, screen_key, screening_detector
 
-    def audit(key: Any) -> list[Any]:
+    def audit(key: WatermarkKey) -> list[KeyCheck]:
         detector = screening_detector(key, embedder)
         return [check_key(detector, human) for human in corpora]
 
@@ -217,7 +223,7 @@ def keyring_add(
     err.print(f"added key {entry.key_id} as {entry.label!r} (position {len(opened) - 1}){screened}")
 
 
-def _draw_of(ring: Any) -> tuple[int, str | None, str | None]:
+def _draw_of(ring: Keyring) -> tuple[int, str | None, str | None]:
     """A new key's cells, null draws and scheme in ``ring``: its keys' (a ring scores its
     keys in one pass only when they share them), else a new ring's."""
     for entry in ring.entries:

@@ -267,7 +267,7 @@ def load_ring_detector(
 
 def ring_key_file(
     ring: Path, label: str | None, payload: int | None
-) -> tuple[Path, dict[str, Any], tuple[int, ...]]:
+) -> tuple[Path, dict[str, str | int], tuple[int, ...]]:
     """The key file of ``ring`` that marks text: the key ``label``, the one that writes
     ``payload``, or the current key; what the output says of it (never the secret); and
     the flags that write the payload's flag bits (empty: none)."""
@@ -289,7 +289,7 @@ def ring_key_file(
             entry = opened.current()
     except SamarkError as exc:
         raise fail(str(exc)) from None
-    said: dict[str, Any] = {"key_label": entry.label}
+    said: dict[str, str | int] = {"key_label": entry.label}
     if payload is not None:
         said["payload"] = payload
     return opened.path / entry.file, said, flags

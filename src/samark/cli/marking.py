@@ -229,7 +229,7 @@ class GenerateRequest:
         if not text.strip():
             raise fail("the prompt is empty")
         signer = manifest_signer(self.c2pa_cert, self.c2pa_key)  # before any model loads
-        marked_by: dict[str, str] = {}
+        marked_by: dict[str, str | int] = {}
         flags: tuple[int, ...] = ()
         if self.keyring is not None:
             key, marked_by, flags = ring_key_file(self.keyring, self.label, self.payload)
@@ -287,7 +287,7 @@ class GenerateRequest:
         key: Path,
         written_by: EngineSpec | None,
         text: str,
-        marked_by: dict[str, str],
+        marked_by: dict[str, str | int],
         signer: ManifestSigner | None = None,
     ) -> None:
         """A scheme that writes through an LM's logits (no candidates): one generation,

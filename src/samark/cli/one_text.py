@@ -4,7 +4,7 @@ on stdout and in words on stderr, with one verdict where more than the mark was 
 from __future__ import annotations
 
 import json
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
@@ -16,13 +16,17 @@ from samark.errors import SamarkError
 from samark.provenance.c2pa_manifest import read_manifest
 from samark.verdict import RecordEvidence, verdict
 
+if TYPE_CHECKING:
+    from samark.provenance import ProvenanceRecord
+    from samark.provenance.c2pa_manifest import ManifestVerifier
+
 
 def detect_one_text(
     scheme: RingDetector,
     text: AdmittedText,
     details: bool,
-    provenance: Any = None,
-    verifier: Any = None,
+    provenance: ProvenanceRecord | None = None,
+    verifier: ManifestVerifier | None = None,
     long: bool = False,
 ) -> NoReturn:
     """Detect with ``scheme`` (a key or keyring) in one admitted text, prepared once and

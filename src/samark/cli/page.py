@@ -12,7 +12,7 @@ import threading
 import time
 import webbrowser
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +30,9 @@ from samark.cli.loading import (
 )
 from samark.cli.manifest_options import C2paTrustOption, manifest_verifier
 from samark.cli.record import RecordOption, check_record_url, open_record
+
+if TYPE_CHECKING:
+    import uvicorn
 
 
 @app.command()
@@ -115,7 +118,7 @@ def _listener(port: int) -> socket.socket:
     return listener
 
 
-def _announce(server: Any, address: str, opener: Path | None) -> None:
+def _announce(server: uvicorn.Server, address: str, opener: Path | None) -> None:
     """Once the server answers: say where the page is, and open it (through a file in
     the folder ``opener``; None: no browser)."""
     while not server.started:

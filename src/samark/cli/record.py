@@ -176,7 +176,7 @@ def info(url: UrlArgument) -> None:
     no key."""
     with _failing(_open_keyless(url)) as store:
         binding = store.binding
-        out: dict[str, Any] = {"stored": store.count()}
+        out: dict[str, object] = {"stored": store.count()}
     if binding is not None:
         out.update(binding.to_meta())
         out["dim"] = binding.dim

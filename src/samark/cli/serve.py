@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging.config
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -343,7 +343,7 @@ def serve(
     ).run()
 
 
-def log_config() -> dict[str, Any]:
+def log_config() -> dict[str, object]:
     """uvicorn's logging, with the server's own logger (``samark.serve``: one line per
     completion naming its key id, and errors) on uvicorn's stderr handler at INFO;
     without a handler of its own Python prints only its warnings."""
@@ -351,7 +351,7 @@ def log_config() -> dict[str, Any]:
 
     from uvicorn.config import LOGGING_CONFIG
 
-    config: dict[str, Any] = copy.deepcopy(LOGGING_CONFIG)
+    config = copy.deepcopy(LOGGING_CONFIG)  # uvicorn's dictConfig schema
     config["loggers"]["samark.serve"] = {
         "handlers": ["default"],
         "level": "INFO",

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TextIO
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from samark.detection.record_files import UnreadableRecord, numbered_jsonl
 from samark.errors import SamarkError
 from samark.evaluation import fidelity
 from samark.evaluation.attacks import Attack
+from samark.json_types import JSONObject
 
 BATCH = 8
 
@@ -51,10 +52,10 @@ class AttackSummary:
         )
 
 
-def parse_params(pairs: list[str]) -> dict[str, Any]:
+def parse_params(pairs: list[str]) -> JSONObject:
     """``["ratio=0.3", "via=pt"]`` -> ``{"ratio": 0.3, "via": "pt"}`` (values as JSON when
     they parse as JSON, else as strings)."""
-    params: dict[str, Any] = {}
+    params: JSONObject = {}
     for pair in pairs:
         name, sep, raw = pair.partition("=")
         if not sep or not name.strip():
@@ -73,16 +74,22 @@ def check_records(path: Path, text_field: str = "text", human_field: str | None 
     return sum(1 for _ in _records(path, text_field, human_field))
 
 
-def _records(path: Path, text_field: str, human_field: str | None) -> Iterator[dict[str, Any]]:
-    """The records of ``path``; the first one that cannot be used stops the run (an attack
-    output must hold every input record)."""
+def _records(
+    path: Path, text_field: str, human_field: str | None
+) -> Iterator[tuple[JSONObject, str, str | None]]:
+    """The records of ``path``, each with its text and (with ``human_field``) its human
+    text; the first one that cannot be used stops the run (an attack output must hold
+    every input record)."""
     for number, record in numbered_jsonl(path):
         if isinstance(record, UnreadableRecord):
             raise SamarkError(f"{path}:{number}: {record['error']}")
-        for name in (text_field, human_field):
-            if name is not None and not isinstance(record.get(name), str):
-                raise SamarkError(f"{path}:{number}: no string field {name!r}")
-        yield record
+        text = record.get(text_field)
+        if not isinstance(text, str):
+            raise SamarkError(f"{path}:{number}: no string field {text_field!r}")
+        human = None if human_field is None else record.get(human_field)
+        if human_field is not None and not isinstance(human, str):
+            raise SamarkError(f"{path}:{number}: no string field {human_field!r}")
+        yield record, text, human if isinstance(human, str) else None
 
 
 def record_seed(seed: int, record: int) -> int:
@@ -94,7 +101,7 @@ def record_seed(seed: int, record: int) -> int:
 
 def attack_jsonl(
     attack: Attack,
-    params: dict[str, Any],
+    params: JSONObject,
     source: Path,
     destination: Path,
     encoder: fidelity.SentenceEncoder,
@@ -115,18 +122,18 @@ def attack_jsonl(
     destination.parent.mkdir(parents=True, exist_ok=True)
     summary = AttackSummary()
 
-    def flush(batch: list[dict[str, Any]], out: Any) -> None:
-        texts = [r[text_field] for r in batch]
-        humans = [r[human_field] for r in batch] if human_field else None
+    def flush(batch: list[tuple[JSONObject, str, str | None]], out: TextIO) -> None:
+        texts = [text for _, text, _ in batch]
+        humans = [human or "" for *_, human in batch] if human_field else None
         seeds = [record_seed(seed, summary.records + i) for i in range(len(batch))]
         attacked = attack.apply_batch(texts, seeds=seeds, human=humans)
-        for record, s, new, fid in zip(
+        for (record, text, _), s, new, fid in zip(
             batch, seeds, attacked, fidelity.measure(encoder, texts, attacked), strict=True
         ):
-            result = {
+            result: dict[str, object] = {
                 **record,
                 text_field: new,
-                f"original_{text_field}": record[text_field],
+                f"original_{text_field}": text,
                 "attack": {"name": attack.name, "params": params, "seed": s},
                 "fidelity": fid.to_dict(),
             }
@@ -140,7 +147,7 @@ def attack_jsonl(
     fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", dir=destination.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            batch: list[dict[str, Any]] = []
+            batch: list[tuple[JSONObject, str, str | None]] = []
             for record in _records(source, text_field, human_field):
                 batch.append(record)
                 if len(batch) == BATCH:

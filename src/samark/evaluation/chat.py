@@ -88,7 +88,7 @@ class LocalChatModel:
             pad_token_id=pad,
             eos_token_id=sorted(lm.eos_ids) or None,
         )
-        model: Any = lm.model
+        model = lm.model
         with lm.model_lock:  # not beside a shared-prefix decode of the same model
             gen = model.generate(
                 input_ids=ids.to(lm.device),
@@ -113,7 +113,7 @@ class LocalChatModel:
             own = ids[len(head) :] if ids[: len(head)] == head else None
             tails.append(own or tok.encode(option, add_special_tokens=False))
         longest = max(len(t) for t in tails)
-        model: Any = self.lm.model
+        model = self.lm.model
         out = []
         for messages in conversations:
             context = (_template_ids(tok, messages) + head)[-(self.lm.max_context - longest) :]
@@ -150,7 +150,7 @@ def _template_ids(tok: Any, messages: Messages) -> list[int]:
 
 
 class OpenAIChatModel:
-    """Any OpenAI-compatible chat endpoint, with retries and timeouts."""
+    """A chat endpoint that speaks OpenAI's API, with retries and timeouts."""
 
     def __init__(
         self,

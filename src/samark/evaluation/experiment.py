@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,7 +43,7 @@ class DatasetSpec:
     # when the non-overlapping windows run out, add windows shifted by half a window
     # (each shares half its sentences with two others: more texts, correlated ones)
     negative_overlap: bool = False
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
 
 
 #: the attack label of a text as written
@@ -115,7 +116,7 @@ class SchemeSpec:
 class AttackSpec:
     name: str
     label: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def fingerprint(self) -> str:
@@ -245,7 +246,7 @@ class Experiment:
         )
 
 
-def _dataset(raw: dict[str, Any], where: str) -> DatasetSpec:
+def _dataset(raw: Mapping[str, object], where: str) -> DatasetSpec:
     """The ``[dataset]`` table, validated."""
     dataset_raw = _fields(raw.get("dataset", {}), DatasetSpec, f"{where} [dataset]")
     if "negatives_from" in dataset_raw:
@@ -293,18 +294,18 @@ def _rows(
 
 
 def _metrics(
-    raw: dict[str, Any],
+    raw: Mapping[str, object],
     dataset: DatasetSpec,
     schemes: tuple[SchemeSpec, ...],
     attacks: tuple[AttackSpec, ...],
     where: str,
 ) -> MetricsSpec:
     """The ``[metrics]`` table, validated against the rows and attacks."""
-    metrics_raw = dict(raw.get("metrics", {}))
+    metrics_raw = _fields(raw.get("metrics", {}), MetricsSpec, f"{where} [metrics]")
     for f in ("quality", "fprs", "lengths", "length_attacks", "plot_attacks"):
         if f in metrics_raw:
             metrics_raw[f] = tuple(metrics_raw[f])
-    metrics = MetricsSpec(**_fields(metrics_raw, MetricsSpec, f"{where} [metrics]"))
+    metrics = MetricsSpec(**metrics_raw)
     from samark.evaluation.text_metrics import TEXT_METRICS
 
     known = [*TEXT_METRICS.names(), "perplexity", "judge"]
@@ -332,7 +333,7 @@ def _metrics(
     return metrics
 
 
-def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]]:
+def _key_settings(top: Mapping[str, object], where: str) -> tuple[str, tuple[str, ...]]:
     """The experiment's key kind and the domains its key avoids."""
     key = str(top.get("key", "secret"))
     if key not in KEY_KINDS:
@@ -350,7 +351,7 @@ def _key_settings(top: dict[str, Any], where: str) -> tuple[str, tuple[str, ...]
     return key, tuple(avoided)
 
 
-def _key_cells(top: dict[str, Any], key: str, where: str) -> int:
+def _key_cells(top: Mapping[str, object], key: str, where: str) -> int:
     """The cells a public key names: an int, or "default" for a new key's."""
     from samark.keys.samark_material import DEFAULT_CELLS, check_cells
 
@@ -441,7 +442,7 @@ def _take(raw: dict[str, Any], where: str, scalars: list[str], tables: list[str]
     return {k: raw[k] for k in scalars if k in raw}
 
 
-def _fields(raw: Any, cls: type, where: str) -> dict[str, Any]:
+def _fields(raw: object, cls: type, where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ExperimentError(f"{where}: expected a table")
     known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
@@ -451,7 +452,7 @@ def _fields(raw: Any, cls: type, where: str) -> dict[str, Any]:
     return dict(raw)
 
 
-def _scheme(raw: Any, where: str) -> SchemeSpec:
+def _scheme(raw: object, where: str) -> SchemeSpec:
     from samark.schemes import scheme_names
 
     fields = _fields(raw, SchemeSpec, where)
@@ -485,7 +486,7 @@ def _scheme(raw: Any, where: str) -> SchemeSpec:
     return SchemeSpec(**fields)
 
 
-def _attack(raw: Any, where: str) -> AttackSpec:
+def _attack(raw: object, where: str) -> AttackSpec:
     from samark.evaluation.attacks import ATTACKS
 
     fields = _fields(raw, AttackSpec, where)

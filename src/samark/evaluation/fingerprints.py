@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from samark.schemes.base import scheme_info
 from samark.schemes.catalog import SchemeInfo
@@ -12,7 +12,7 @@ from samark.schemes.catalog import SchemeInfo
 
 def row_fingerprint(
     name: str,
-    params: dict[str, Any],
+    params: Mapping[str, object],
     revision: int,
     pivot_space: str | None,
     preset: str,
@@ -21,7 +21,7 @@ def row_fingerprint(
     """The scheme, its parameters as :func:`fingerprint_params` sees them, its revision
     (0: as before revisions existed), the row's pivot space, preset (the paper's: none)
     and keyring size (one key: none)."""
-    parts: list[Any] = [name, fingerprint_params(params, scheme_info(name))]
+    parts: list[object] = [name, fingerprint_params(params, scheme_info(name))]
     if revision:
         parts.append({"revision": revision})
     if pivot_space is not None:
@@ -32,7 +32,7 @@ def row_fingerprint(
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
-def fingerprint_params(params: dict[str, Any], info: SchemeInfo) -> dict[str, Any]:
+def fingerprint_params(params: Mapping[str, object], info: SchemeInfo) -> dict[str, object]:
     """A row's parameters as its fingerprint sees them, across the scheme's changed
     defaults (``SchemeInfo.changed_defaults``): a row that names a field's old default is
     the row that once left it out (its records stay found), and a row that leaves it out

@@ -22,6 +22,7 @@ import numpy as np
 from samark.evaluation.chat import ChatModel, LocalChatModel, chat_model
 from samark.evaluation.records import JudgeRecord, RankRecord
 from samark.evaluation.stages import RunContext
+from samark.json_types import JSONObject
 
 PAIRWISE_SYSTEM = {
     "booksum": "Compare Summary A/B by accuracy, completeness, coherence, writing quality, and "
@@ -102,7 +103,7 @@ def parse_ranking(reply: str, n: int) -> list[float] | None:
 
 def _endpoint_pairwise(
     model: ChatModel, task: str, prompt: str, mine: str, ref: str, *, flip: bool
-) -> dict[str, Any]:
+) -> JSONObject:
     """The paper's protocol: one blind judgement, A/B order drawn per item."""
     a, b = (ref, mine) if flip else (mine, ref)
     reply = model.chat(
@@ -115,7 +116,7 @@ def _endpoint_pairwise(
 
 def _local_pairwise(
     model: LocalChatModel, task: str, prompt: str, mine: str, ref: str
-) -> dict[str, Any]:
+) -> JSONObject:
     """Both A/B orders, each verdict the most likely one after ``{"winner": "``; a win or a
     loss counts only when both orders agree, otherwise a tie (the position-consistency rule
     of MT-Bench). A small model picks one position whatever the texts; this cancels it."""
@@ -128,7 +129,7 @@ def _local_pairwise(
     first, second = _outcome(winners[0], mine="A"), _outcome(winners[1], mine="B")
     return {
         "pairwise": first if first == second else "tie",
-        "positions": winners,
+        "positions": list(winners),
         "logprobs": [dict(zip(PAIRWISE_OPTIONS, s, strict=True)) for s in scores],
     }
 
@@ -145,8 +146,7 @@ def run_judge(run: RunContext) -> None:
     reference = exp.reference_row()
     if reference is None:
         return
-    judge_spec: Any = exp.metrics.judge
-    model = chat_model(judge_spec)
+    model = chat_model(exp.metrics.judge)
     task = exp.metrics.judge_task
     ref = {g["item"]: g for g in run.row_generations(reference, written=True)}
     for spec in exp.schemes:

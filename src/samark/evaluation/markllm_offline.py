@@ -27,7 +27,7 @@ import random
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import NoReturn, Protocol
 
 #: modules MarkLLM imports for online features only: a stand-in each where not installed
 _ONLINE_ONLY = ("tiktoken", "translate")
@@ -43,10 +43,10 @@ class _Unavailable:
     def __init__(self, what: str) -> None:
         self._what = what
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> NoReturn:
         raise OfflineFeatureError(f"{self._what} is not available offline (samark's MarkLLM stubs)")
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
         raise OfflineFeatureError(f"{self._what} is not available offline (samark's MarkLLM stubs)")
 
 
@@ -54,11 +54,11 @@ class _Translator:
     """``translate.Translator`` where the package is absent: MarkLLM builds one as a default
     argument when its text editors are imported; translating raises."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
         self.translate = _Unavailable("translate.Translator (pip install translate)")
 
 
-def _no_encoding(model: str) -> Any:
+def _no_encoding(model: str) -> _Unavailable:
     """``tiktoken.encoding_for_model`` while offline: no download; using it raises."""
     return _Unavailable(f"tiktoken's {model} encoding")
 
@@ -72,7 +72,7 @@ def _stand_in(name: str) -> types.ModuleType:
     return module
 
 
-def _wordnet_only(info_or_id: Any = None, *args: Any, **kwargs: Any) -> bool:
+def _wordnet_only(info_or_id: object = None, *args: object, **kwargs: object) -> bool:
     """``nltk.download`` while offline: WordNet is found where samark keeps it; anything
     else is refused (never downloaded)."""
     if info_or_id != "wordnet":
@@ -94,11 +94,11 @@ def offline() -> Iterator[None]:
         if name not in sys.modules and importlib.util.find_spec(name) is None:
             sys.modules[name] = _stand_in(name)
             added.append(name)
-    restore: list[tuple[Any, str, Any]] = []
+    restore: list[tuple[object, str, object]] = []  # (owner, attribute, value)
     if "tiktoken" not in added and importlib.util.find_spec("tiktoken") is not None:
-        tiktoken: Any = importlib.import_module("tiktoken")
+        tiktoken = importlib.import_module("tiktoken")
         restore.append((tiktoken, "encoding_for_model", tiktoken.encoding_for_model))
-        tiktoken.encoding_for_model = _no_encoding
+        setattr(tiktoken, "encoding_for_model", _no_encoding)  # noqa: B010
     if importlib.util.find_spec("nltk") is not None:
         import nltk
 
@@ -113,7 +113,13 @@ def offline() -> Iterator[None]:
             sys.modules.pop(name, None)
 
 
-def seeded_edit(editor: Any, text: str, seed: int) -> str:
+class TextEditor(Protocol):
+    """A MarkLLM text editor (its ``edit``)."""
+
+    def edit(self, text: str) -> object: ...
+
+
+def seeded_edit(editor: TextEditor, text: str, seed: int) -> str:
     """MarkLLM text editor ``editor`` applied to ``text`` under ``seed``: its editors draw
     from Python's global ``random``, which is seeded for the call and put back after, so a
     text's edit depends on its seed alone."""

@@ -13,11 +13,12 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, NotRequired, TypedDict, TypeVar, Unpack
 
 from samark.detection.ring_detector import RingDetection
 from samark.detection_result import Detection
 from samark.errors import SamarkError
+from samark.json_types import JSONObject, JSONValue
 from samark.schemes.base import Generation
 
 R = TypeVar("R", bound="_Record")
@@ -30,10 +31,10 @@ class RecordError(SamarkError, ValueError):
 class _Record:
     kind: ClassVar[str]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JSONObject:
         """The stored layout: an optional field left at ``None`` is left out (a required
         one is kept); ``extra`` is spread into the record."""
-        out: dict[str, Any] = {}
+        out: JSONObject = {}
         for f in _schema(type(self))[1]:
             value = getattr(self, f.name)
             if value is None and f.default is None:
@@ -45,10 +46,10 @@ class _Record:
         return out
 
     @classmethod
-    def from_json(cls: type[R], record: Mapping[str, Any]) -> R:
+    def from_json(cls: type[R], record: Mapping[str, object]) -> R:
         hints, fields = _schema(cls)
         names = [f.name for f in fields]
-        values: dict[str, Any] = {}
+        values: dict[str, object] = {}
         for f in fields:
             if f.name == "extra":
                 continue
@@ -69,17 +70,19 @@ class _Record:
         return cls(**values)
 
 
-_SCHEMAS: dict[type, tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]] = {}
+#: a record type's field types (``typing.get_type_hints``) and fields
+_Schema = tuple[dict[str, object], tuple[dataclasses.Field[object], ...]]
+_SCHEMAS: dict[type, _Schema] = {}
 
 
-def _schema(cls: type) -> tuple[dict[str, Any], tuple[dataclasses.Field[Any], ...]]:
+def _schema(cls: type) -> _Schema:
     """A record type's field types and fields (looked up once per type)."""
     if cls not in _SCHEMAS:
         _SCHEMAS[cls] = (typing.get_type_hints(cls), dataclasses.fields(cls))
     return _SCHEMAS[cls]
 
 
-def _fits(value: Any, hint: Any) -> bool:
+def _fits(value: object, hint: object) -> bool:
     options = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
     if value is None:
         return type(None) in options
@@ -87,7 +90,7 @@ def _fits(value: Any, hint: Any) -> bool:
         if option is type(None):
             continue
         origin = typing.get_origin(option) or option
-        if origin is Any or (isinstance(origin, type) and isinstance(value, origin)):
+        if isinstance(origin, type) and isinstance(value, origin):
             if origin is int and isinstance(value, bool):
                 continue
             return True
@@ -96,7 +99,7 @@ def _fits(value: Any, hint: Any) -> bool:
     return False
 
 
-def _short(record: Mapping[str, Any]) -> str:
+def _short(record: Mapping[str, object]) -> str:
     return str({k: record[k] for k in ("key", "scheme", "item", "attack") if k in record})
 
 
@@ -111,9 +114,9 @@ class GenerationRecord(_Record):
     seed: int
     prompt: str
     text: str
-    sentences: list[Any]
+    sentences: list[JSONValue]
     #: every other field of the Generation (token and time accounting, fallbacks, steps)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
 
     @classmethod
     def of(cls, label: str, item: str, seed: int, generation: Generation) -> GenerationRecord:
@@ -139,7 +142,18 @@ class AttackRecord(_Record):
     source_empty: bool | None = None
     strength_embedder: str | None = None
     #: the fidelity fields (similarity, sentences kept, ...)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+class DetectionMeta(TypedDict):
+    """What a detection record says beyond the detection: the detector, the row's label
+    (or "human"), the item, the attack and (length stage) the prefix length scored."""
+
+    detector: str
+    scheme: str
+    item: str
+    attack: str
+    sentences: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -166,10 +180,12 @@ class DetectionRecord(_Record):
     sentences: int | None = None
     #: a keyring row's answer (``SchemeSpec.ring_keys``): its method and size, the key it
     #: attributes and that key's own p-value (:meth:`RingDetection.ring_fields`)
-    ring: dict[str, Any] | None = None
+    ring: Mapping[str, JSONValue] | None = None
 
     @classmethod
-    def of(cls, detection: Detection, seconds: float, **meta: Any) -> DetectionRecord:
+    def of(
+        cls, detection: Detection, seconds: float, **meta: Unpack[DetectionMeta]
+    ) -> DetectionRecord:
         """The record of ``detection``: its fields as :meth:`Detection.to_dict` writes
         them (the one serialisation of a detection) and ``meta`` (detector, row, item...)."""
         out = detection.to_dict()
@@ -186,14 +202,16 @@ class DetectionRecord(_Record):
         )
 
     @classmethod
-    def of_answer(cls, found: RingDetection, seconds: float, **meta: Any) -> DetectionRecord:
+    def of_answer(
+        cls, found: RingDetection, seconds: float, **meta: Unpack[DetectionMeta]
+    ) -> DetectionRecord:
         """The record of a key's or keyring's answer: its detection
         (:meth:`RingDetection.as_detection`) and, for a keyring, the ring's fields."""
         ring = found.ring_fields() or None
         return dataclasses.replace(cls.of(found.as_detection(), seconds, **meta), ring=ring)
 
     @classmethod
-    def nothing_to_score(cls, seconds: float, **meta: Any) -> DetectionRecord:
+    def nothing_to_score(cls, seconds: float, **meta: Unpack[DetectionMeta]) -> DetectionRecord:
         """A text without a sentence: a miss (p = 1), not a gap."""
         return cls(
             p_value=1.0, z=0.0, statistic="none", score=0.0, n_units=0, seconds=seconds, **meta
@@ -208,7 +226,7 @@ class QualityRecord(_Record):
     scheme: str
     item: str
     #: metric name -> value
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -221,7 +239,7 @@ class JudgeRecord(_Record):
     item: str
     judge: str
     #: the judge's verdict fields
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -232,7 +250,7 @@ class RankRecord(_Record):
     item: str
     judge: str
     #: row label -> rank; ``None`` when the reply could not be parsed
-    ranks: dict[str, Any] | None
+    ranks: dict[str, float] | None
     reply: str
 
 
@@ -246,7 +264,7 @@ _TYPES: dict[str, type[_Record] | dict[str, type[_Record]]] = {
 }
 
 
-def parse_record(store: str, record: Mapping[str, Any]) -> _Record:
+def parse_record(store: str, record: Mapping[str, object]) -> _Record:
     """A stored record of ``store`` (generations, attacks, detections, lengths, quality)
     as its type."""
     kinds = _TYPES.get(store)

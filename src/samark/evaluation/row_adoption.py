@@ -15,16 +15,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from samark.errors import SamarkError
 from samark.evaluation.store import FolderLock, sealed_path
+
+if TYPE_CHECKING:
+    from samark.schemes.base import Watermark
 
 #: the kinds of record keyed by (kind, row label, row fingerprint, ...)
 ROW_KINDS = frozenset({"gen", "attack", "detect", "length", "quality", "judge"})
 
 
-def same_configuration(a: Any, b: Any) -> list[str]:
+def same_configuration(a: Watermark, b: Watermark) -> list[str]:
     """What differs between two built schemes as they write and detect (empty: nothing):
     their class, config, detector and, for a layered mark, token layer and combination."""
     diffs = []
@@ -41,11 +44,16 @@ def same_configuration(a: Any, b: Any) -> list[str]:
     return diffs
 
 
-def _resolved(scheme: Any, name: str) -> Any:
+def _resolved(scheme: Watermark, name: str) -> object:
     """A scheme's attribute as it acts: a config's ``cells`` left to the key (None) is the
     key's own, as the scheme resolved it."""
-    value: Any = getattr(scheme, name, None)
-    if name == "config" and getattr(value, "cells", 0) is None and hasattr(scheme, "cells"):
+    value = getattr(scheme, name, None)  # any attribute, compared with ==
+    if (
+        name == "config"
+        and value is not None
+        and getattr(value, "cells", 0) is None
+        and hasattr(scheme, "cells")
+    ):
         return value.replace(cells=scheme.cells)
     return value
 

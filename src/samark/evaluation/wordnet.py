@@ -12,11 +12,14 @@ import functools
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from samark.datasets.debian_packages import unpack_debian_packages
 from samark.errors import SamarkError
 from samark.models import cache_dir
+
+if TYPE_CHECKING:
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
 SYSTEM_DIR = Path("/usr/share/wordnet")
 PACKAGES = ("wordnet-base", "wordnet-sense-index")
@@ -117,7 +120,7 @@ def _nltk_root(source: Path) -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def load_wordnet() -> Any:
+def load_wordnet() -> WordNetCorpusReader:
     """nltk's WordNet reader over the Debian files."""
     source = wordnet_source()
     if source is None:

@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markllm.visualize.data_for_visualization import DataForVisualization
 from markllm.watermark import auto_watermark
@@ -53,6 +56,14 @@ from samark.schemes import create_scheme
 from samark.schemes.base import Watermark
 from samark.schemes.lm_generate import LMGenerateScheme
 from samark.segment import split_sentences
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    # what ``AutoModelForCausalLM.from_pretrained`` gives: the model an engine holds
+    from transformers.models.auto.modeling_auto import _BaseModelWithGenerate
+
+    from samark.sampling.transformers_engine import TransformersSampler
 
 #: the name the adapter registers in MarkLLM's AutoWatermark
 ALGORITHM_NAME = "samark"
@@ -76,8 +87,21 @@ def register() -> None:
     auto_watermark.WATERMARK_MAPPING_NAMES[ALGORITHM_NAME] = f"{__name__}.SamarkWatermark"
 
 
-def _read_config(algorithm_config: str | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(algorithm_config, dict):
+@dataclass(frozen=True)
+class _AlgorithmConfig:
+    """A samark algorithm config, checked: the scheme (None: the key's own), the key
+    file, the scheme's parameters and the first generation's seed."""
+
+    scheme: str | None
+    key: str | os.PathLike[str]
+    #: the scheme's keyword arguments (its constructor checks them)
+    params: dict[str, Any]
+    seed: int | None
+
+
+def _read_config(algorithm_config: str | Mapping[str, object]) -> _AlgorithmConfig:
+    config: object
+    if isinstance(algorithm_config, Mapping):
         config = dict(algorithm_config)
     else:
         try:
@@ -99,10 +123,19 @@ def _read_config(algorithm_config: str | dict[str, Any]) -> dict[str, Any]:
         raise SamarkError("a samark algorithm config's seed is an integer")
     if "key" not in config:
         raise SamarkError('a samark algorithm config names its key file ("key")')
-    return config
+    scheme, key, params = config.get("scheme"), config["key"], config.get("params", {})
+    if scheme is not None and not isinstance(scheme, str):
+        raise SamarkError("a samark algorithm config's scheme is a scheme name")
+    if not isinstance(key, str | os.PathLike):
+        raise SamarkError("a samark algorithm config's key is a key file's path")
+    if not isinstance(params, dict):
+        raise SamarkError("a samark algorithm config's params are an object")
+    return _AlgorithmConfig(scheme, key, dict(params), seed)
 
 
-def _given_engine(model: Any, tokenizer: Any) -> Any:
+def _given_engine(
+    model: _BaseModelWithGenerate, tokenizer: PreTrainedTokenizerBase
+) -> TransformersSampler:
     """samark's transformers engine over a model and tokenizer already loaded (MarkLLM's),
     instead of loading its own copy: the fields ``TransformersSampler`` sets when it loads."""
     import torch
@@ -130,7 +163,7 @@ def _given_engine(model: Any, tokenizer: Any) -> Any:
 class _Config:
     """What MarkLLM reads from a watermark's ``config`` (its unwatermarked generation)."""
 
-    def __init__(self, transformers_config: Any) -> None:
+    def __init__(self, transformers_config: object) -> None:
         self.generation_model = getattr(transformers_config, "model", None)
         self.generation_tokenizer = getattr(transformers_config, "tokenizer", None)
         self.vocab_size = getattr(transformers_config, "vocab_size", None)
@@ -143,10 +176,10 @@ class SamarkWatermark(BaseWatermark):
 
     def __init__(
         self,
-        algorithm_config: str | dict[str, Any] | Watermark,
-        transformers_config: Any = None,
-        *args: Any,
-        **kwargs: Any,
+        algorithm_config: str | Mapping[str, object] | Watermark,
+        transformers_config: object = None,
+        *args: object,
+        **kwargs: object,
     ) -> None:
         self.config = _Config(transformers_config)
         #: the next generation's seed (None: unseeded)
@@ -155,9 +188,9 @@ class SamarkWatermark(BaseWatermark):
             self.scheme = algorithm_config
         else:
             c = _read_config(algorithm_config)
-            self.seed = c.get("seed")
-            key = WatermarkKey.load(c["key"])
-            self.scheme = create_scheme(c.get("scheme"), key=key, **dict(c.get("params", {})))
+            self.seed = c.seed
+            key = WatermarkKey.load(c.key)
+            self.scheme = create_scheme(c.scheme, key=key, **c.params)
         #: whether the scheme writes with MarkLLM's model object (else samark's own)
         self.uses_given_model = False
         model, tokenizer = self.config.generation_model, self.config.generation_tokenizer
@@ -169,7 +202,7 @@ class SamarkWatermark(BaseWatermark):
             self.scheme._lm = _given_engine(model, tokenizer)
             self.uses_given_model = True
 
-    def generate_watermarked_text(self, prompt: str, *args: Any, **kwargs: Any) -> str:
+    def generate_watermarked_text(self, prompt: str, *args: object, **kwargs: object) -> str:
         """The scheme's text for ``prompt`` (without the prompt)."""
         return self.scheme.generate(prompt, seed=self._next_seed()).text
 
@@ -179,7 +212,7 @@ class SamarkWatermark(BaseWatermark):
             self.seed = seed + 1
         return seed
 
-    def generate_unwatermarked_text(self, prompt: str, *args: Any, **kwargs: Any) -> str:
+    def generate_unwatermarked_text(self, prompt: str, *args: object, **kwargs: object) -> str:
         """MarkLLM's own unwatermarked generation where it was given a model, else samark's
         unmarked row with the scheme's generator (without the prompt either way)."""
         if self.config.generation_model is not None:
@@ -190,8 +223,8 @@ class SamarkWatermark(BaseWatermark):
         return plain.generate(prompt, seed=self._next_seed()).text
 
     def detect_watermark(
-        self, text: str, return_dict: bool = True, *args: Any, **kwargs: Any
-    ) -> dict[str, Any] | tuple[bool, float]:
+        self, text: str, return_dict: bool = True, *args: object, **kwargs: object
+    ) -> dict[str, bool | float] | tuple[bool, float]:
         """samark's detection in MarkLLM's form; a text with nothing to score reads as
         unmarked (p = 1), as MarkLLM's pipelines cannot skip one."""
         try:
@@ -220,7 +253,9 @@ class SamarkWatermark(BaseWatermark):
                 values.append(1.0)
         return sentences, values
 
-    def get_data_for_visualization(self, text: str, *args: Any, **kwargs: Any) -> Any:
+    def get_data_for_visualization(
+        self, text: str, *args: object, **kwargs: object
+    ) -> DataForVisualization:
         sentences, p = self.sentence_p_values(text)
         return DataForVisualization(
             [s + " " for s in sentences], [int(v < 0.5) for v in p], [1.0 - v for v in p]

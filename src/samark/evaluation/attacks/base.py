@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 import random
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from samark.errors import SamarkError
 from samark.evaluation.attacks.catalog import CATALOG
@@ -75,7 +75,7 @@ ATTACKS: Registry[type[Attack]] = Registry("attack", catalog=CATALOG)
 register_attack = ATTACKS.register
 
 
-def create_attack(name: str, **params: Any) -> Attack:
+def create_attack(name: str, **params: object) -> Attack:
     attack_class = ATTACKS.get(name)
     try:
         return attack_class(**params)

@@ -178,7 +178,7 @@ class TokenStealing(Attack):
         self.delta = float(delta)
         self.sentences, self.max_new_tokens = sentences, sentences * tokens_per_sentence
         self.temperature, self.top_p = temperature, top_p
-        tok: Any = self.lm.tokenizer
+        tok = self.lm.tokenizer
         encode = lambda t: tok(t, add_special_tokens=False)["input_ids"]  # noqa: E731
         self.stolen = StolenPreferences(
             [encode(t) for t in texts],

@@ -8,9 +8,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from samark.evaluation.experiment import SchemeSpec
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    #: what a legend shows for a series: an artist, or a container of them (error bars)
+    LegendHandle: TypeAlias = Artist | tuple[Artist, ...]
 
 COLUMNS = 4
 MAX_SERIES = 8
@@ -23,7 +31,14 @@ FONT = {"title": 12, "label": 11, "tick": 10, "legend": 11}
 LEADER = {"arrowstyle": "-", "color": "0.55", "lw": 0.6, "shrinkA": 1, "shrinkB": 4}
 
 
-def _style(i: int) -> dict[str, Any]:
+class Style(TypedDict):
+    """A series' look: its colour (RGBA) and marker."""
+
+    color: tuple[float, float, float, float]
+    marker: str
+
+
+def _style(i: int) -> Style:
     """Series ``i`` of a panel: its own colour (tab10, skipping grey) and marker."""
     import matplotlib
 
@@ -32,7 +47,7 @@ def _style(i: int) -> dict[str, Any]:
     return {"color": colours[i % MAX_SERIES], "marker": MARKERS[i % MAX_SERIES]}
 
 
-def _grid(panels: int, legend_rows: int) -> tuple[Any, list[Any], Any]:
+def _grid(panels: int, legend_rows: int) -> tuple[Figure, list[Axes], Axes]:
     """A figure of ``panels`` axes, ``COLUMNS`` across, and where its legend goes: an
     axes spanning the last row's free cells, or, where that row is full, a strip below
     the panels sized for ``legend_rows`` rows of entries."""
@@ -51,9 +66,13 @@ def _grid(panels: int, legend_rows: int) -> tuple[Any, list[Any], Any]:
     return fig, axes, legend_ax
 
 
-def _legend(legend_ax: Any, handles: Sequence[Any], labels: Sequence[str], **kw: Any) -> None:
+def _legend(
+    legend_ax: Axes, handles: Sequence[LegendHandle], labels: Sequence[str], **kw: object
+) -> None:
     """The figure's legend in its own cell(s), in columns that fit them."""
-    width = legend_ax.get_position().width * legend_ax.figure.get_figwidth()
+    figure = legend_ax.get_figure(root=True)
+    assert figure is not None  # a legend cell of a figure (:func:`_grid`)
+    width = legend_ax.get_position().width * figure.get_figwidth()
     longest = max((len(label) for label in labels), default=1)
     # an entry is about its label's width in characters of the legend font, plus its marker
     per_entry = (longest * 0.6 + 3.5) * FONT["legend"] / 72
@@ -69,7 +88,7 @@ def _legend(legend_ax: Any, handles: Sequence[Any], labels: Sequence[str], **kw:
     )
 
 
-def _save(fig: Any, path: Path) -> None:
+def _save(fig: Figure, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
@@ -77,7 +96,7 @@ def _save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def _decorate(ax: Any, title: str, xlabel: str, ylabel: str) -> None:
+def _decorate(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
     ax.set_title(title, fontsize=FONT["title"])
     ax.set_xlabel(xlabel, fontsize=FONT["label"])
     ax.set_ylabel(ylabel, fontsize=FONT["label"])

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -36,6 +36,12 @@ from samark.evaluation.report.plot_style import (
 )
 from samark.evaluation.report.tables import fpr_tag, human_records, unfaithful_attacks
 from samark.evaluation.runner import Run
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.transforms import Bbox
+
+    from samark.evaluation.report.plot_style import LegendHandle
 
 
 def plot_attacks(run: Run) -> list[str]:
@@ -104,7 +110,7 @@ def _cost(
     tag = fpr_tag(run.experiment.metrics.fprs[0])
     attacks = [a for a in [NO_ATTACK, *plot_attacks(run)] if (det["attack"] == a).any()]
     fig, axes, legend_ax = _grid(len(attacks), math.ceil(len(shown) / 3))
-    handles: dict[str, Any] = {}
+    handles: dict[str, LegendHandle] = {}
     xs = [tok_out[spec.label] for spec in shown]
     # a row's place: its Tok/Out, moved 4% a step from rows within 10% of it
     place = {}
@@ -160,7 +166,7 @@ def _roc(
     """One panel per row: its ROC under no attack and the plotted attacks."""
     attacks = [NO_ATTACK, *plot_attacks(run)]
     fig, axes, legend_ax = _grid(len(rows), math.ceil(len(attacks) / 4))
-    handles: dict[str, Any] = {}
+    handles: dict[str, LegendHandle] = {}
     for ax, spec in zip(axes, rows, strict=True):
         mine = records[records["scheme"] == spec.label]
         neg = evidence(humans_of[spec.label]["p_value"], humans_of[spec.label]["z"])
@@ -203,7 +209,7 @@ def _p_values(
     decision's line."""
     alpha = run.experiment.metrics.alpha
     fig, axes, legend_ax = _grid(len(rows), 1)
-    handles: dict[str, Any] = {}
+    handles: dict[str, LegendHandle] = {}
     for ax, spec in zip(axes, rows, strict=True):
         mine = records[records["scheme"] == spec.label]
         groups = {
@@ -221,11 +227,13 @@ def _p_values(
                 # the human texts filled, the watermarked ones as outlines over them
                 *_, patches = ax.hist(
                     logp[name],
-                    bins=bins,
+                    bins=bins.tolist(),
                     color=_style(i)["color"],
                     label=name,
                     **({"alpha": 0.45} if i == 0 else {"histtype": "step", "lw": 1.4}),
                 )
+                # one data set: its bars (a BarContainer) or its outline ([Polygon])
+                assert isinstance(patches, list | tuple)
                 handles.setdefault(name, patches[0])
         ax.axvline(-math.log10(alpha), color="k", lw=0.9, ls="--")
         ax.set_yscale("log")
@@ -306,14 +314,18 @@ def _tradeoff(
     return True
 
 
-def _name_points(ax: Any, points: list[tuple[str, float, float]]) -> None:
+def _name_points(ax: Axes, points: list[tuple[str, float, float]]) -> None:
     """Write each point's name beside it, at the first of a few offsets (right, left,
     above, below, then farther out) where the name overlaps no name already placed, no
     point and no edge of the axes; the name keeps the point's nearest offset otherwise."""
-    renderer = ax.figure.canvas.get_renderer()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = ax.figure.canvas
+    assert isinstance(canvas, FigureCanvasAgg)  # the report's backend (``write_plots``)
+    renderer = canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     dots = [ax.transData.transform((x, y)) for _, x, y in points]
-    placed: list[Any] = []
+    placed: list[Bbox] = []
     offsets = [  # points from the dot: beside it, above or below, then farther out
         (7, 0, "left"),
         (-7, 0, "right"),

@@ -31,7 +31,7 @@ def detection_table(run: Run) -> pd.DataFrame:
     """One row per (scheme, attack): TP@FP, AUC with bootstrap CIs, calibrated rates."""
     exp = run.experiment
     det = pd.DataFrame(run.current_records(run.detections))
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     if det.empty:
         return pd.DataFrame(rows)
     alpha = exp.metrics.alpha
@@ -46,7 +46,7 @@ def detection_table(run: Run) -> pd.DataFrame:
             if sub.empty:
                 continue
             pos = evidence(sub["p_value"], sub["z"])
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "scheme": spec.label,
                 "attack": attack,
                 "n_positive": len(pos),
@@ -69,7 +69,7 @@ def length_table(run: Run) -> pd.DataFrame:
     first k sentences, scored by the same detector) and the calibrated rates. The full
     length comes from the detect stage."""
     exp = run.experiment
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     lengths = pd.DataFrame(run.current_records(run.lengths))
     if not exp.metrics.lengths or lengths.empty:
         return pd.DataFrame(rows)
@@ -150,7 +150,7 @@ def corpus_fpr_table(run: Run) -> pd.DataFrame:
     FPR can hide a corpus on which a key's p-values sit low."""
     exp = run.experiment
     det = pd.DataFrame(run.current_records(run.detections))
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     if det.empty:
         return pd.DataFrame(rows)
     for spec in exp.schemes:
@@ -192,7 +192,7 @@ def quality_table(run: Run) -> pd.DataFrame:
     ranked = list(best.values())
     rows = []
     for spec in exp.schemes:
-        row: dict[str, Any] = {"scheme": spec.label}
+        row: dict[str, object] = {"scheme": spec.label}
         if not per_text.empty:
             sub = per_text[per_text["scheme"] == spec.label]
             row["n"] = len(sub)
@@ -312,7 +312,7 @@ def signal_table(run: Run) -> pd.DataFrame:
         for attack, sub in groups:
             if sub.empty:
                 continue
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "scheme": spec.label,
                 "attack": attack,
                 "n": len(sub),

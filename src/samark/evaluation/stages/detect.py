@@ -4,7 +4,6 @@ attacked."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
@@ -12,7 +11,7 @@ from samark.detection.pipeline import prepare, score
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
-from samark.evaluation.records import DetectionRecord
+from samark.evaluation.records import DetectionMeta, DetectionRecord
 from samark.evaluation.stages import RunContext
 from samark.evaluation.store import RecordStore
 
@@ -49,24 +48,21 @@ def _detect_all(run: RunContext, known: dict[str, np.ndarray]) -> None:
                     detector,
                     run.keys.human_detection(det, doc.id),
                     doc.text,
-                    {"detector": det, "scheme": "human", "item": doc.id, "attack": NO_ATTACK},
+                    DetectionMeta(detector=det, scheme="human", item=doc.id, attack=NO_ATTACK),
                     memo,
                 )
         texts = [
-            (run.keys.detection(spec, item, attack), text, {"item": item, "attack": attack})
+            (
+                run.keys.detection(spec, item, attack),
+                text,
+                DetectionMeta(detector=det, scheme=spec.label, item=item, attack=attack),
+            )
             for item, attack, text in run.row_texts(spec, exp.attacks)
         ]
         todo_t = run.in_order([t for t in texts if t[0] not in run.detections])
         for key, text, meta in run.bar(todo_t, f"detect {spec.label}"):
             share_work(run.detections)
-            detect_into(
-                run.detections,
-                detector,
-                key,
-                text,
-                {"detector": det, "scheme": spec.label, **meta},
-                memo,
-            )
+            detect_into(run.detections, detector, key, text, meta, memo)
 
 
 def share_work(store: RecordStore) -> None:
@@ -80,7 +76,7 @@ def detect_into(
     detector: RingDetector,
     key: tuple[str, ...],
     text: str,
-    meta: dict[str, Any],
+    meta: DetectionMeta,
     known: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Score ``text`` through the pipeline (:mod:`samark.detection.pipeline`: prepared,

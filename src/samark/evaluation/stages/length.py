@@ -12,9 +12,8 @@ across sentences.
 
 from __future__ import annotations
 
-from typing import Any
-
 from samark.evaluation.experiment import NO_ATTACK, SchemeSpec
+from samark.evaluation.records import DetectionMeta
 from samark.evaluation.stages import RunContext
 from samark.evaluation.stages.detect import detect_into, share_work
 from samark.segment import split_sentences
@@ -40,11 +39,13 @@ def run_stage(run: RunContext) -> None:
             det = run.detector_id(spec)
             assert det is not None
             # rows that share a detector share its negatives' records
-            todo: list[tuple[tuple[str, ...], str, dict[str, Any]]] = [
+            todo: list[tuple[tuple[str, ...], str, DetectionMeta]] = [
                 (
                     run.keys.human_length(det, doc.id, k),
                     doc.text,
-                    {"scheme": "human", "item": doc.id, "attack": NO_ATTACK, "sentences": k},
+                    DetectionMeta(
+                        detector=det, scheme="human", item=doc.id, attack=NO_ATTACK, sentences=k
+                    ),
                 )
                 for doc in run.row_negatives(spec)
                 for k in lengths
@@ -53,7 +54,9 @@ def run_stage(run: RunContext) -> None:
                 (
                     run.keys.length(spec, item, attack, k),
                     text,
-                    {"scheme": spec.label, "item": item, "attack": attack, "sentences": k},
+                    DetectionMeta(
+                        detector=det, scheme=spec.label, item=item, attack=attack, sentences=k
+                    ),
                 )
                 for item, attack, text in run.row_texts(spec, attacks)
                 for k in lengths
@@ -63,7 +66,7 @@ def run_stage(run: RunContext) -> None:
                 share_work(run.lengths)
                 # segmented here, for the work left only
                 text = prefix(text, meta["sentences"])
-                detect_into(run.lengths, detector, key, text, {"detector": det, **meta})
+                detect_into(run.lengths, detector, key, text, meta)
 
 
 class LengthStage:

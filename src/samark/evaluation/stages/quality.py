@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from samark.errors import SamarkError
 from samark.evaluation.experiment import SchemeSpec
 from samark.evaluation.records import QualityRecord
@@ -31,7 +29,7 @@ def run_stage(run: RunContext) -> None:
             if run.keys.quality(spec, g["item"]) not in run.quality
         ]
         for g in run.bar(todo, f"quality {spec.label}"):
-            scores: dict[str, Any] = {name: TEXT_METRICS.get(name)(g["text"]) for name in names}
+            scores: dict[str, float] = {name: TEXT_METRICS.get(name)(g["text"]) for name in names}
             if oracle is not None:
                 scores["perplexity"] = oracle.perplexity(g["prompt"], g["text"])
             record = QualityRecord(scheme=spec.label, item=g["item"], extra=scores)
