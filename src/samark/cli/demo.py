@@ -152,7 +152,6 @@ class DemoRequest:
         the generation, the scheme and the demo's data."""
         from samark.embed import load_embedder
         from samark.schemes import create_scheme
-        from samark.schemes.sentence_loop import SentenceLevelWatermark
 
         data = demo_data()
         err.print("loading the embedder ...", highlight=False)
@@ -167,8 +166,7 @@ class DemoRequest:
             err.print(
                 f"loading the generator ... ({time.monotonic() - start:.0f} s)", highlight=False
             )
-            assert isinstance(scheme, SentenceLevelWatermark)  # SAMark: it draws candidates
-            scheme.sampler  # noqa: B018 -- load it now, not inside the first sentence's timing
+            scheme.engine  # noqa: B018 -- load it now, not inside the first sentence's timing
         except SamarkError as exc:
             raise fail(f"{exc} (run `samark models install`)") from None
         out.print(f"[bold]Prompt:[/] {data['prompt']}\n", highlight=False, soft_wrap=True)
