@@ -121,7 +121,8 @@ class RingDetection:
         None: unmarked, or the ring carries none."""
         if not (self.is_watermarked and self.payload_bits):
             return None
-        flags = self.detection.details.get("flags", ())
+        found = self.detection.details.get("flags", ())
+        flags = [f for f in found if isinstance(f, int)] if isinstance(found, tuple) else []
         return self.position << self.flag_bits | flag_value(flags, self.flag_bits)
 
     @property
@@ -189,14 +190,14 @@ class RingDetection:
             f"{counted(self.ring_size, 'key')} ({self.method}; alpha {self.alpha}), {units}"
         )
 
-    def to_dict(self, *, details: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, details: bool = False) -> dict[str, object]:
         """JSON-ready fields (flat, so that they become table columns); with ``details``
         the best key's own detection in full and every key's p-values by label. One key
         (not a keyring) gives its detection's fields (:meth:`Detection.to_dict`) and its
         key's public id."""
         if self.single_key:
-            return self.detection.to_dict(details=details) | {"key_id": self.best.key_id}
-        out: dict[str, Any] = {
+            return {**self.detection.to_dict(details=details), "key_id": self.best.key_id}
+        out: dict[str, object] = {
             "scheme": self.detection.scheme,
             "p_value": self.p_value,
             "is_watermarked": self.is_watermarked,
