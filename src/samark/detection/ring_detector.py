@@ -146,7 +146,7 @@ class RingDetection:
             return self.detection
         return dataclasses.replace(self.detection, p_value=self.p_value, alpha=self.alpha)
 
-    def ring_fields(self) -> dict[str, Any]:
+    def ring_fields(self) -> dict[str, str | int | float]:
         """A keyring's answer beyond its p-value: its method and size, and the key it
         attributes (label, own p-value); empty for one key."""
         if self.single_key:
@@ -162,7 +162,7 @@ class RingDetection:
         """The mark's part of the one verdict (:mod:`samark.verdict`): this answer's
         p-value (a keyring's family-wise one) and, for one key, its layers and null draws."""
         d = self.detection
-        fields: dict[str, Any] = {"p_value": self.p_value, "alpha": self.alpha}
+        fields: dict[str, object] = {"p_value": self.p_value, "alpha": self.alpha}
         fields.update(n_units=d.n_units, unit=d.unit)
         if self.single_key:
             fields["details"] = d.details
