@@ -38,6 +38,7 @@ from typing import Any, Literal, TypedDict
 from samark.errors import SamarkError
 from samark.provenance.c2pa_native import (
     C2paUnavailableError,
+    DataHash,
     placeholder_size,
     sign_data_hashed,
 )
@@ -227,7 +228,7 @@ class ManifestSigner:
             # removes the wrapper and hands the reader the rest; a strict C2PA 2.4 A.8
             # reader says assertion.dataHash.malformed (docs/compliance.md, "Limits we
             # know of"; docs/results/2026-12-05-c2pa-exclusion).
-            data_hash = {
+            data_hash: DataHash = {
                 "name": "jumbf manifest",
                 "alg": "sha256",
                 "hash": list(hashlib.sha256(data).digest()),
