@@ -4,7 +4,31 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypeAlias, TypedDict, overload
+
+#: a value of :attr:`Detection.details`: a number, a name, or a tuple of them (nested)
+Detail: TypeAlias = float | int | str | bool | tuple["Detail", ...] | None
+#: a :data:`Detail` as JSON (:meth:`Detection.to_dict`): tuples as lists, non-finite as null
+JSONDetail: TypeAlias = float | int | str | bool | list["JSONDetail"] | None
+
+
+class DetectionFields(TypedDict):
+    """:meth:`Detection.to_dict`: its fields as JSON, a non-finite float as null."""
+
+    scheme: str
+    p_value: float | None
+    is_watermarked: bool
+    alpha: float | None
+    z: float | None
+    statistic: str
+    score: float | None
+    n_units: int
+    unit: str
+    #: the signal diagnostics; with ``details``, every entry of ``Detection.details``
+    details: dict[str, JSONDetail]
+    #: with ``details`` only
+    sentences: NotRequired[list[str]]
+    sentence_p_values: NotRequired[list[float | None]]
 
 
 @dataclass(frozen=True)
@@ -41,7 +65,7 @@ class Detection:
     #: mark); exact for each sentence of a text that does not depend on the key
     sentence_p_values: tuple[float, ...] = field(default=(), repr=False)
     #: the scheme's own quantities: float signal diagnostics and its other structures
-    details: dict[str, Any] = field(default_factory=dict, repr=False)
+    details: dict[str, Detail] = field(default_factory=dict, repr=False)
 
     @property
     def diagnostics(self) -> dict[str, float]:
@@ -65,29 +89,48 @@ class Detection:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         return tuple(i for i, p in enumerate(self.sentence_p_values) if p < alpha)
 
-    def to_dict(self, *, details: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, details: bool = False) -> DetectionFields:
         """JSON-ready fields with the signal diagnostics; with ``details``, the sentences,
-        their p-values and every entry of ``details`` too."""
-        out = {
+        their p-values and every entry of ``details`` too (each float as :func:`json_safe`
+        writes it)."""
+        shown: dict[str, Detail] = dict(self.details) if details else dict(self.diagnostics)
+        out: DetectionFields = {
             "scheme": self.scheme,
-            "p_value": self.p_value,
+            "p_value": _finite(self.p_value),
             "is_watermarked": self.is_watermarked,
-            "alpha": self.alpha,
-            "z": self.z,
+            "alpha": _finite(self.alpha),
+            "z": _finite(self.z),
             "statistic": self.statistic,
-            "score": self.score,
+            "score": _finite(self.score),
             "n_units": self.n_units,
             "unit": self.unit,
-            "details": dict(self.diagnostics),
+            "details": {k: _json_detail(v) for k, v in shown.items()},
         }
         if details:
             out["sentences"] = list(self.sentences)
-            out["sentence_p_values"] = list(self.sentence_p_values)
-            out["details"] = dict(self.details)
-        return json_safe(out)
+            out["sentence_p_values"] = [_finite(p) for p in self.sentence_p_values]
+        return out
 
 
-def json_safe(value: Any) -> Any:
+def _finite(value: float) -> float | None:
+    """A float as JSON holds it: a non-finite one as null (:func:`json_safe`)."""
+    return value if math.isfinite(value) else None
+
+
+def _json_detail(value: Detail) -> JSONDetail:
+    """One entry of ``details`` as :func:`json_safe` writes it."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, tuple | list):
+        return [_json_detail(v) for v in value]
+    return value
+
+
+@overload
+def json_safe(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def json_safe(value: object) -> object: ...
+def json_safe(value: object) -> object:
     """``value`` with every non-finite float (JSON has none) as null, through dicts,
     lists and tuples (as lists). The one JSON encoding of numbers in samark's outputs:
     detections (CLI, server, Ray), rings and the evaluation's records."""

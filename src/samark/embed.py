@@ -8,7 +8,7 @@ import json
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -177,10 +177,20 @@ def new_key(
     )
 
 
+class ReferenceDirections(TypedDict):
+    """One embedder's shipped reference directions (``resources/reference_directions.json``):
+    the embedder's fingerprint, the domains, their sources and one direction per domain."""
+
+    fingerprint: str
+    domains: list[str]
+    sources: list[str]
+    directions: list[list[float]]
+
+
 @functools.cache
-def _reference_table() -> dict[str, Any]:
+def _reference_table() -> dict[str, ReferenceDirections]:
     """The shipped reference directions, per embedder (read once per process)."""
-    table: dict[str, Any] = json.loads(
+    table: dict[str, ReferenceDirections] = json.loads(
         resources.files("samark").joinpath("resources/reference_directions.json").read_text()
     )
     return table

@@ -23,11 +23,15 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from samark.errors import ModelNotAvailableError
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
 
 
 def cache_dir() -> Path:
@@ -38,7 +42,7 @@ def cache_dir() -> Path:
     return path
 
 
-def resolve_device(device: Any = None) -> str:
+def resolve_device(device: str | torch.device | None = None) -> str:
     """Where samark's models run: ``device`` when given, else the ``SAMARK_DEVICE``
     environment variable, else ``"cuda"`` when torch sees a GPU, else ``"cpu"``."""
     if device is not None:
@@ -333,7 +337,7 @@ def resolve_generator(name_or_path: str) -> tuple[str, Path]:
 
 
 @functools.lru_cache(maxsize=4)
-def generator_tokenizer(path: str) -> Any:
+def generator_tokenizer(path: str) -> PreTrainedTokenizerBase:
     """The tokenizer of the generator in folder ``path`` (cached: schemes that read a text's
     tokens without the engine share it)."""
     from transformers import AutoTokenizer

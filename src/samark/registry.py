@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from samark.errors import SamarkError
 
@@ -17,7 +17,7 @@ class CatalogModules(Mapping[str, str]):
     live (an entry added to the catalog later counts): a :class:`Registry`'s ``catalog``
     where the catalog also describes what it names (schemes, engines)."""
 
-    def __init__(self, catalog: Mapping[str, tuple[str, Any]]) -> None:
+    def __init__(self, catalog: Mapping[str, tuple[str, object]]) -> None:
         self._catalog = catalog
 
     def __getitem__(self, name: str) -> str:

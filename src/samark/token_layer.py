@@ -37,10 +37,13 @@ import functools
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from scipy.stats import binom
+
+if TYPE_CHECKING:
+    import torch
 
 _PHI = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -55,12 +58,23 @@ def _as_int64(u: int) -> int:
     return u - 2**64 if u >= 2**63 else u
 
 
-def _shift_right(x: Any, k: int) -> Any:
+def _shift_right(x: torch.Tensor, k: int) -> torch.Tensor:
     """A logical right shift of an int64 tensor's bits (torch's ``>>`` is arithmetic)."""
     return (x >> k) & ((1 << (64 - k)) - 1)
 
 
 _DOMAIN = b"samark/token-layer/v1"
+
+
+class TokenLayerSpec(TypedDict):
+    """A :class:`GreenListLayer` as another process rebuilds it (:meth:`GreenListLayer.to_spec`):
+    its derived secret in hex, its vocabulary and its :class:`TokenLayerConfig`."""
+
+    secret: str
+    vocab_size: int
+    gamma: float
+    delta: float
+    context: int
 
 
 @dataclass(frozen=True)
@@ -129,13 +143,13 @@ class GreenListLayer:
         self._threshold = np.uint64(self._threshold_int)
         self._tokens = np.arange(vocab_size, dtype=np.uint64) * _PHI
         self._green = functools.lru_cache(maxsize=256)(self._green_uncached)
-        self._tokens_held: dict[str, Any] = {}  # _tokens on a torch device (bias_on)
+        self._tokens_held: dict[str, torch.Tensor] = {}  # _tokens on a torch device (bias_on)
 
     def __repr__(self) -> str:  # never the secret
         c = self.config
         return f"GreenListLayer(gamma={c.gamma}, delta={c.delta}, context={c.context})"
 
-    def to_spec(self) -> dict[str, Any]:
+    def to_spec(self) -> TokenLayerSpec:
         """Everything a process needs to rebuild this layer (its derived secret included):
         for an engine in another process of this machine (vLLM's engine core). A secret:
         never log, print or store it."""
@@ -149,7 +163,7 @@ class GreenListLayer:
         }
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any]) -> GreenListLayer:
+    def from_spec(cls, spec: TokenLayerSpec) -> GreenListLayer:
         """The layer :meth:`to_spec` describes."""
         config = TokenLayerConfig(spec["gamma"], spec["delta"], spec["context"])
         layer = cls(b"\0" * 16, int(spec["vocab_size"]), config)
@@ -199,7 +213,9 @@ class GreenListLayer:
             out[i, :v][self.green_mask(ctx)[:v]] = self.config.delta
         return out
 
-    def bias_on(self, contexts: Sequence[Sequence[int]], width: int, device: Any) -> Any:
+    def bias_on(
+        self, contexts: Sequence[Sequence[int]], width: int, device: torch.device | str
+    ) -> torch.Tensor:
         """:meth:`bias` computed on ``device`` as a torch tensor (rows, width): the same
         values, with the rows x vocabulary hash run there (on a GPU, not on the CPU). The
         hash's unsigned 64-bit arithmetic runs in int64: products and xors wrap alike,
@@ -220,7 +236,7 @@ class GreenListLayer:
         out[:, :v] = green.to(torch.float32) * float(self.config.delta)
         return out
 
-    def _tokens_on(self, device: Any) -> Any:
+    def _tokens_on(self, device: torch.device | str) -> torch.Tensor:
         """The token ids' hashes (``_tokens``) as an int64 tensor on ``device``, kept."""
         import torch
 

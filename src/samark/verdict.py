@@ -20,9 +20,10 @@ it changes the story, the conclusion's first words.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 #: a text of fewer sentences than this is *short*: a marked text this short is often
 #: missed (3 back-translated sentences were found 62.5% of the time at N = 64, issue 65),
@@ -116,10 +117,11 @@ class MarkEvidence:
         return floor is not None and p <= floor * (1 + 1e-9)
 
     @classmethod
-    def of_answer(cls, answer: dict[str, Any]) -> MarkEvidence:
+    def of_answer(cls, answer: Mapping[str, object]) -> MarkEvidence:
         """From a detection's JSON (``Detection.to_dict`` or ``/v1/detect``'s answer):
         ``p_value``, ``alpha``, ``n_units`` and, where given, ``details``' layers."""
-        details = answer.get("details") or {}
+        given = answer.get("details")
+        details: Mapping[str, object] = given if isinstance(given, Mapping) else {}
         floor = None
         draws = details.get("null_draws_made") or details.get("n_null")
         if isinstance(draws, int) and draws > 0:
@@ -127,14 +129,43 @@ class MarkEvidence:
         p_sem = details.get("p_semantic")
         p_tok = details.get("p_token")
         return cls(
-            p_value=float(answer["p_value"]),
-            alpha=float(answer["alpha"]),
-            n_sentences=int(answer.get("n_units") or 0),
+            p_value=_number(answer["p_value"]),
+            alpha=_number(answer["alpha"]),
+            n_sentences=int(_number(answer.get("n_units") or 0)),
             unit=str(answer.get("unit") or "sentence"),
             p_semantic=float(p_sem) if isinstance(p_sem, float) else None,
             p_token=float(p_tok) if isinstance(p_tok, float) else None,
             semantic_floor=floor,
         )
+
+
+def _number(value: object) -> float:
+    """A number of a detection's JSON (a JSON number, or a numeric string)."""
+    if isinstance(value, str | int | float):
+        return float(value)
+    raise TypeError(f"a detection's field is {type(value).__name__}, not a number")
+
+
+class RecordCounts(TypedDict):
+    """What :meth:`RecordEvidence.of_report` reads of the record's JSON report
+    (``ProvenanceReport.to_dict``, which has more)."""
+
+    served: int
+    paraphrase: int
+    not_served: int
+
+
+class VerdictFields(TypedDict):
+    """:meth:`Verdict.to_dict`: the verdict as JSON."""
+
+    code: str
+    headline: str
+    conclusion: str
+    reasons: list[str]
+    tone: str
+    mark: str
+    record: str
+    manifest: str | None
 
 
 @dataclass(frozen=True)
@@ -169,7 +200,7 @@ class RecordEvidence:
         )
 
     @classmethod
-    def of_report(cls, report: dict[str, Any]) -> RecordEvidence:
+    def of_report(cls, report: RecordCounts) -> RecordEvidence:
         """From the record's JSON report (``ProvenanceReport.to_dict``)."""
         return cls(int(report["served"]), int(report["paraphrase"]), int(report["not_served"]))
 
@@ -190,7 +221,7 @@ class Verdict:
     record: RecordState
     manifest: ManifestState | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> VerdictFields:
         return {
             "code": self.code,
             "headline": self.headline,

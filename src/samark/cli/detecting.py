@@ -370,7 +370,7 @@ def _detect_file(
                 if failed_record(record):
                     failed.append(number)
                 elif provenance is not None:
-                    body = strip_manifest(record[field])  # the record never sees a manifest
+                    body = strip_manifest(str(record[field]))  # the record never sees a manifest
                     report = record["provenance"] = provenance.check(body).to_dict()
                     said = verdict(MarkEvidence.of_answer(record), RecordEvidence.of_report(report))
                     record["verdict"] = said.to_dict()

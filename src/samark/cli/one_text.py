@@ -46,12 +46,13 @@ def detect_one_text(
     except SamarkError as exc:
         raise fail(str(exc)) from None
     out = result.to_dict(details=details)
-    if report is not None:
-        out["provenance"] = report.to_dict()
+    said = None if report is None else report.to_dict()
+    if said is not None:
+        out["provenance"] = said
     out["manifest"] = manifest.to_dict()
     found = verdict(
         result.mark_evidence(),
-        None if report is None else RecordEvidence.of_report(out["provenance"]),
+        None if said is None else RecordEvidence.of_report(said),
         None if manifest.state == "none" else manifest.state,
     )
     told = report is not None or manifest.state != "none"

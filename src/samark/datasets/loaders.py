@@ -213,7 +213,7 @@ def wikipedia_leads(limit: int | None = None) -> list[Document]:
 
 @register_dataset("jsonl")
 def jsonl(path: str | os.PathLike[str], field: str = "text") -> list[Document]:
-    """Any JSONL file with a text field."""
+    """A JSONL file of documents, each with a text field."""
     return read_jsonl(path, field=field)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -22,9 +22,26 @@ from samark.detection.record_files import BatchDetector
 from samark.errors import SamarkError
 from samark.keys import WatermarkKey
 
+if TYPE_CHECKING:
+    from samark.embed import Embedder
+
 #: the fewest human texts a check accepts; its power grows with their number (at
 #: alpha = 1%, 500 texts bound the count at 13, 2.6%; 20 texts only at 3, 15%)
 MIN_TEXTS = 20
+
+
+class KeyCheckFields(TypedDict):
+    """:meth:`KeyCheck.to_dict`: a key's check on human texts as JSON."""
+
+    texts: int
+    flagged: int
+    fpr: float
+    fpr_95: list[float]
+    alpha: float
+    confidence: float
+    bound: int
+    ks_pvalue: float
+    holds: bool
 
 
 @dataclass(frozen=True)
@@ -69,7 +86,7 @@ class KeyCheck:
             ks_pvalue=float(stats.kstest(p, "uniform", alternative="greater").pvalue),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> KeyCheckFields:
         return {
             "texts": self.texts,
             "flagged": self.flagged,
@@ -130,7 +147,7 @@ def screen_key(
     )
 
 
-def screening_detector(key: WatermarkKey, embedder: Any) -> BatchDetector:
+def screening_detector(key: WatermarkKey, embedder: Embedder) -> BatchDetector:
     """The detector a new key is screened with (``keyring new --screen``): SAMark's on the
     key's static pivots, with its default statistic, the pivots a leaning key tilts."""
     from samark.schemes import create_scheme

@@ -14,10 +14,14 @@ permissions); the secret never travels through Ray's object store or logs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samark.detection.record_files import no_text_field, result_columns
 from samark.provenance.c2pa_manifest import strip_manifest
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from ray.data import ActorPoolStrategy, Dataset
 
 _DTYPES = {
     "p_value": "Float64",
@@ -60,7 +64,7 @@ class _ActorDetector:
         self.ring = keyring is not None
         self.field = field
 
-    def __call__(self, batch: Any) -> Any:
+    def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
         import pandas as pd
 
         values = list(batch[self.field])
@@ -76,7 +80,7 @@ class _ActorDetector:
 
 
 def detect_dataset(
-    ds: Any,
+    ds: Dataset,
     key_path: str | None = None,
     *,
     keyring: str | None = None,
@@ -88,7 +92,7 @@ def detect_dataset(
     batch_size: int = 64,
     threads_per_worker: int = 1,
     cells: int | None = None,
-) -> Any:
+) -> Dataset:
     """``ds`` with ``p_value``, ``is_watermarked``, ``n_units``, ``statistic`` and
     ``error`` columns, computed by ``workers`` actors (lazy, like every Ray Dataset).
     ``scheme`` is any registered scheme; ``statistic`` (SAMark's family only) defaults to
@@ -123,7 +127,7 @@ def detect_dataset(
     )
 
 
-def _actor_pool(workers: int) -> Any:
+def _actor_pool(workers: int) -> ActorPoolStrategy:
     import ray.data
 
     return ray.data.ActorPoolStrategy(size=workers)

@@ -13,10 +13,10 @@ mark and the record see the same words with or without it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
@@ -24,7 +24,11 @@ from samark.intake import TextRefused, admit
 from samark.provenance.c2pa_manifest import strip_manifest
 from samark.schemes.features import TextFeatures, text_features
 
-Record = dict[str, Any]
+if TYPE_CHECKING:
+    from samark.detection.ring_detector import RingDetection
+    from samark.detection_result import Detection
+
+Record = dict[str, object]
 Advance = Callable[[int], None]
 
 #: records whose sentences are embedded together (the embedder batches across texts)
@@ -32,7 +36,7 @@ DEFAULT_CHUNK = 32
 NO_SENTENCE = "the text has no sentence to score"
 
 
-class UnreadableRecord(dict[str, Any]):
+class UnreadableRecord(dict[str, object]):
     """The place of a line that could not be read: ``{"line", "error"}`` (a class of its
     own, so that a record's own ``error`` field is never taken for one)."""
 
@@ -47,7 +51,7 @@ class Result(Protocol):
     @property
     def is_watermarked(self) -> bool: ...
 
-    def to_dict(self, *, details: bool = False) -> dict[str, Any]: ...
+    def to_dict(self, *, details: bool = False) -> Mapping[str, object]: ...
 
 
 class BatchDetector(Protocol):
@@ -195,11 +199,13 @@ def no_text_field(field: str) -> str:
     return f"record has no string field {field!r}"
 
 
-def result_columns(results: Sequence[Any], *, ring: bool = False) -> dict[str, list[Any]]:
+def result_columns(
+    results: Sequence[Detection | RingDetection | None], *, ring: bool = False
+) -> dict[str, list[object]]:
     """The summary fields of many detections (``Detection`` or, with ``ring``,
     ``RingDetection``; None for a text without a sentence) as columns (a table's new
     columns)."""
-    columns: dict[str, list[Any]] = {
+    columns: dict[str, list[object]] = {
         "p_value": [r.p_value if r else None for r in results],
         "is_watermarked": [r.is_watermarked if r else None for r in results],
         "n_units": [r.n_units if r else 0 for r in results],
@@ -207,7 +213,10 @@ def result_columns(results: Sequence[Any], *, ring: bool = False) -> dict[str, l
         "error": [None if r else NO_SENTENCE for r in results],
     }
     if ring:
-        columns["key_label"] = [r.label if r else None for r in results]
-        columns["key_id"] = [r.key_id if r else None for r in results]
-        columns["payload"] = [r.payload if r else None for r in results]
+        from samark.detection.ring_detector import RingDetection
+
+        found = [r if isinstance(r, RingDetection) else None for r in results]
+        columns["key_label"] = [r.label if r else None for r in found]
+        columns["key_id"] = [r.key_id if r else None for r in found]
+        columns["payload"] = [r.payload if r else None for r in found]
     return columns

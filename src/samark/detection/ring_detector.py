@@ -121,7 +121,8 @@ class RingDetection:
         None: unmarked, or the ring carries none."""
         if not (self.is_watermarked and self.payload_bits):
             return None
-        flags = self.detection.details.get("flags", ())
+        found = self.detection.details.get("flags", ())
+        flags = [f for f in found if isinstance(f, int)] if isinstance(found, tuple) else []
         return self.position << self.flag_bits | flag_value(flags, self.flag_bits)
 
     @property
@@ -145,7 +146,7 @@ class RingDetection:
             return self.detection
         return dataclasses.replace(self.detection, p_value=self.p_value, alpha=self.alpha)
 
-    def ring_fields(self) -> dict[str, Any]:
+    def ring_fields(self) -> dict[str, str | int | float]:
         """A keyring's answer beyond its p-value: its method and size, and the key it
         attributes (label, own p-value); empty for one key."""
         if self.single_key:
@@ -161,7 +162,7 @@ class RingDetection:
         """The mark's part of the one verdict (:mod:`samark.verdict`): this answer's
         p-value (a keyring's family-wise one) and, for one key, its layers and null draws."""
         d = self.detection
-        fields: dict[str, Any] = {"p_value": self.p_value, "alpha": self.alpha}
+        fields: dict[str, object] = {"p_value": self.p_value, "alpha": self.alpha}
         fields.update(n_units=d.n_units, unit=d.unit)
         if self.single_key:
             fields["details"] = d.details
@@ -189,14 +190,14 @@ class RingDetection:
             f"{counted(self.ring_size, 'key')} ({self.method}; alpha {self.alpha}), {units}"
         )
 
-    def to_dict(self, *, details: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, details: bool = False) -> dict[str, object]:
         """JSON-ready fields (flat, so that they become table columns); with ``details``
         the best key's own detection in full and every key's p-values by label. One key
         (not a keyring) gives its detection's fields (:meth:`Detection.to_dict`) and its
         key's public id."""
         if self.single_key:
-            return self.detection.to_dict(details=details) | {"key_id": self.best.key_id}
-        out: dict[str, Any] = {
+            return {**self.detection.to_dict(details=details), "key_id": self.best.key_id}
+        out: dict[str, object] = {
             "scheme": self.detection.scheme,
             "p_value": self.p_value,
             "is_watermarked": self.is_watermarked,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, NotRequired, TypedDict, TypeVar, Unpack
 
 from samark.detection.ring_detector import RingDetection
-from samark.detection_result import Detection
+from samark.detection_result import Detection, JSONDetail
 from samark.errors import SamarkError
 from samark.json_types import JSONObject, JSONValue
 from samark.schemes.base import Generation
@@ -175,7 +175,7 @@ class DetectionRecord(_Record):
     seconds: float
     unit: str | None = None
     #: the scheme's float diagnostics (``Detection.diagnostics``)
-    details: dict[str, float] | None = None
+    details: dict[str, JSONDetail] | None = None
     #: the prefix length scored (length stage only)
     sentences: int | None = None
     #: a keyring row's answer (``SchemeSpec.ring_keys``): its method and size, the key it
@@ -190,7 +190,7 @@ class DetectionRecord(_Record):
         them (the one serialisation of a detection) and ``meta`` (detector, row, item...)."""
         out = detection.to_dict()
         return cls(
-            p_value=out["p_value"],
+            p_value=detection.p_value,  # a probability: finite (the store writes it as JSON)
             z=out["z"],
             statistic=out["statistic"],
             score=out["score"],

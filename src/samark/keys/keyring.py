@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from samark.errors import EmbedderMismatchError, KeyFileError, SamarkError
 from samark.keys import EmbedderIdentity, WatermarkKey
@@ -49,6 +49,15 @@ _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 class KeyringError(SamarkError):
     """A keyring is missing, malformed, or asked for a key it does not hold."""
+
+
+class EntryFields(TypedDict):
+    """:meth:`RingEntry.to_dict`: one key of a ring as JSON (never the key)."""
+
+    label: str
+    key_id: str
+    created: str
+    retired: str | None
 
 
 @dataclass(frozen=True)
@@ -68,7 +77,7 @@ class RingEntry:
     def file(self) -> str:
         return f"{self.label}.key"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> EntryFields:
         return {
             "label": self.label,
             "key_id": self.key_id,

@@ -30,7 +30,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -77,20 +77,41 @@ class PivotSpace:
         """Hash of the basis as little-endian float64: what a key file pins."""
         return hashlib.sha256(self.basis.astype("<f8").tobytes()).hexdigest()
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> SpaceRecord:
         """What a key file stores: the name and hash, never the (shipped) basis."""
         return {"name": self.name, "rank": self.rank, "dim": self.dim, "sha256": self.sha256}
 
 
-def _index() -> dict[str, dict[str, Any]]:
+class SpaceRecord(TypedDict):
+    """:meth:`PivotSpace.to_record`: a key file's pivot space (name and hash)."""
+
+    name: str
+    rank: int
+    dim: int
+    sha256: str
+
+
+class ShippedSpace(TypedDict):
+    """One entry of the shipped index (``resources/pivot_spaces.json``): the embedder
+    (preset and fingerprint) a space belongs to, its rank, file, hash and sources."""
+
+    embedder: str
+    fingerprint: str
+    rank: int
+    file: str
+    sha256: str
+    sources: dict[str, str]
+
+
+def _index() -> dict[str, ShippedSpace]:
     path = resources.files("samark").joinpath(_INDEX)
     if not path.is_file():
         return {}
-    table: dict[str, dict[str, Any]] = json.loads(path.read_text())
+    table: dict[str, ShippedSpace] = json.loads(path.read_text())  # shipped with samark
     return table
 
 
-def shipped_pivot_spaces(embedder: str | None = None) -> dict[str, dict[str, Any]]:
+def shipped_pivot_spaces(embedder: str | None = None) -> dict[str, ShippedSpace]:
     """Name -> description (embedder, fingerprint, rank, sources) of every shipped space,
     optionally only those of one embedder preset."""
     return {

@@ -13,13 +13,14 @@ key's pivots, their public law and the detector's null pivots from that law.
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
 from samark.errors import EmbedderMismatchError
-from samark.keys.pivot_spaces import PivotSpace, load_pivot_space
+from samark.keys.pivot_spaces import PivotSpace, SpaceRecord, load_pivot_space
 from samark.keys.pivots import PivotLaw, derive_pivots, derive_pivots_in_space
 
 #: the key file version of a key without a pivot space, and of one with (a samark that reads
@@ -64,6 +65,23 @@ def check_cells(cells: object) -> int:
     if type(cells) is not int or cells < 0 or cells == 1:
         raise ValueError(f"cells must be 0 (static pivots) or at least 2, got {cells!r}")
     return cells
+
+
+class AvoidRecord(TypedDict):
+    """A key file's avoided directions: rows x dim float64, little-endian, base64."""
+
+    rows: int
+    dim: int
+    float64_le: str
+
+
+class DrawRecord(TypedDict):
+    """:meth:`PivotDraw.to_record`: the key file's fields for a draw."""
+
+    avoid: AvoidRecord
+    space: NotRequired[SpaceRecord]
+    cells: NotRequired[int]
+    null_draws: NotRequired[str]
 
 
 @dataclass(frozen=True, eq=False)
@@ -126,10 +144,10 @@ class PivotDraw:
         another id; nothing otherwise (the avoided directions leave the id as it was)."""
         return b"" if self.space is None else f"/space/{self.space.sha256}".encode()
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> DrawRecord:
         """The key file's fields for the draw (``avoid`` always, ``space``, ``cells`` and
         ``null_draws`` if any)."""
-        record: dict[str, Any] = {
+        record: DrawRecord = {
             "avoid": {
                 "rows": int(self.avoid.shape[0]),
                 "dim": int(self.avoid.shape[1]) if self.avoid.size else 0,
@@ -145,22 +163,27 @@ class PivotDraw:
         return record
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], fingerprint: str) -> PivotDraw:
+    def from_record(cls, record: Mapping[str, object], fingerprint: str) -> PivotDraw:
         """The draw a key file's ``record`` stores, for a key of the embedder with
         ``fingerprint``. Raises ``KeyError``/``TypeError``/``ValueError`` on a damaged
         record and :class:`~samark.keys.pivot_spaces.UnknownPivotSpaceError` for
         a space this samark does not ship."""
         avoid_rec = record.get("avoid") or {"rows": 0, "dim": 0, "float64_le": ""}
+        if not isinstance(avoid_rec, dict):
+            raise TypeError("a key file's avoided directions are an object")
         flat = np.frombuffer(base64.b64decode(avoid_rec["float64_le"], validate=True), "<f8")
         rows, dim = int(avoid_rec["rows"]), int(avoid_rec["dim"])
         space_rec = record.get("space")
         space = None
         if space_rec is not None:
+            if not isinstance(space_rec, dict):
+                raise TypeError("a key file's pivot space is an object")
             space = load_pivot_space(
                 str(space_rec["name"]), fingerprint=fingerprint, sha256=str(space_rec["sha256"])
             )
         avoid = flat.reshape(rows, dim) if rows else np.zeros((0, 0))
-        return cls(avoid, space, record.get("cells", 0), str(record.get("null_draws", "full")))
+        cells = check_cells(record.get("cells", 0))
+        return cls(avoid, space, cells, str(record.get("null_draws", "full")))
 
 
 class SAMarkKeyMaterial:

@@ -32,11 +32,13 @@ import unicodedata
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from types import ModuleType
+from typing import Any, Literal, TypedDict
 
 from samark.errors import SamarkError
 from samark.provenance.c2pa_native import (
     C2paUnavailableError,
+    DataHash,
     placeholder_size,
     sign_data_hashed,
 )
@@ -61,7 +63,8 @@ class ManifestError(SamarkError, ValueError):
     """A C2PA certificate or key is missing, unreadable or unusable."""
 
 
-def _modules() -> tuple[Any, Any]:
+def _modules() -> tuple[ModuleType, ModuleType]:
+    """The CAI library (``c2pa``) and its text wrapper (``c2pa_text``), or the extra's hint."""
     try:
         import c2pa
         import c2pa_text
@@ -165,9 +168,9 @@ class ManifestSigner:
         last = x509.load_pem_x509_certificates(self.cert_chain)[-1]
         return last.public_bytes(Encoding.PEM).decode()
 
-    def definition(self, model: str, key_id: str | None, when: datetime) -> dict[str, Any]:
+    def definition(self, model: str, key_id: str | None, when: datetime) -> dict[str, object]:
         """The manifest's content: made by AI, by which model, with which key (its public id)."""
-        generation: dict[str, Any] = {"model": model, "time": when.isoformat()}
+        generation: dict[str, str] = {"model": model, "time": when.isoformat()}
         if key_id is not None:
             generation["key_id"] = key_id
         return {
@@ -225,7 +228,7 @@ class ManifestSigner:
             # removes the wrapper and hands the reader the rest; a strict C2PA 2.4 A.8
             # reader says assertion.dataHash.malformed (docs/compliance.md, "Limits we
             # know of"; docs/results/2026-12-05-c2pa-exclusion).
-            data_hash = {
+            data_hash: DataHash = {
                 "name": "jumbf manifest",
                 "alg": "sha256",
                 "hash": list(hashlib.sha256(data).digest()),
@@ -237,6 +240,20 @@ class ManifestSigner:
             builder.close()
             signer.close()
         return str(c2pa_text.embed_manifest(body, store))
+
+
+class ManifestFields(TypedDict):
+    """:meth:`ManifestCheck.to_dict`: a manifest's check as JSON."""
+
+    state: ManifestState
+    signer: str | None
+    issuer: str | None
+    model: str | None
+    key_id: str | None
+    signed_at: str | None
+    digital_source_type: str | None
+    codes: list[str]
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -254,7 +271,7 @@ class ManifestCheck:
     codes: tuple[str, ...] = ()
     detail: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ManifestFields:
         """The JSON form (``manifest`` in ``samark detect --json`` and ``/v1/detect``)."""
         return {
             "state": self.state,
@@ -305,7 +322,7 @@ class ManifestVerifier:
 
     def __init__(self, trust_anchors: str | None = None) -> None:
         c2pa, _ = _modules()
-        settings: dict[str, Any] = {"verify": {"verify_trust": True}}
+        settings: dict[str, dict[str, object]] = {"verify": {"verify_trust": True}}
         if trust_anchors:
             settings["trust"] = {"trust_anchors": trust_anchors}
         self._context = c2pa.Context.from_dict(settings)

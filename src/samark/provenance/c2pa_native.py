@@ -18,25 +18,39 @@ from __future__ import annotations
 
 import ctypes
 import json
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from samark.errors import SamarkError
 
+if TYPE_CHECKING:
+    from c2pa import Builder, Signer
+
 _BYTES_OUT = ctypes.POINTER(ctypes.POINTER(ctypes.c_ubyte))
+
+
+class DataHash(TypedDict):
+    """A ``c2pa.hash.data`` assertion as the CAI library reads it: the hash's name and
+    algorithm, its bytes, the byte ranges it leaves out and its padding."""
+
+    name: str
+    alg: str
+    hash: list[int]
+    exclusions: list[dict[str, int]]
+    pad: list[int]
 
 
 class C2paUnavailableError(SamarkError):
     """c2pa-python or c2pa-text is missing, or lacks the calls this module needs."""
 
 
-def _library() -> Any:
+def _library() -> ctypes.CDLL:
     try:
         from c2pa import c2pa as c2pa_module
     except ImportError as error:  # pragma: no cover - exercised without the extra
         raise C2paUnavailableError(
             "C2PA manifests need the c2pa extra: pip install 'samark[c2pa]'"
         ) from error
-    lib = c2pa_module._lib
+    lib: ctypes.CDLL = c2pa_module._lib
     for name in (
         "c2pa_builder_data_hashed_placeholder",
         "c2pa_builder_sign_data_hashed_embeddable",
@@ -62,7 +76,7 @@ def _library() -> Any:
     return lib
 
 
-def _take(lib: Any, size: int, out: Any, what: str) -> bytes:
+def _take(lib: ctypes.CDLL, size: int, out: ctypes._Pointer[ctypes.c_ubyte], what: str) -> bytes:
     if size < 0 or not out:
         from c2pa import c2pa as c2pa_module
 
@@ -74,7 +88,7 @@ def _take(lib: Any, size: int, out: Any, what: str) -> bytes:
         lib.c2pa_manifest_bytes_free(ctypes.cast(out, ctypes.c_void_p))
 
 
-def placeholder_size(builder: Any, signer: Any, format: str) -> int:
+def placeholder_size(builder: Builder, signer: Signer, format: str) -> int:
     """The size in bytes of the signed manifest store ``builder`` will make with ``signer``.
 
     The CAI library pads the signed store to exactly this size, so the wrapper that
@@ -91,7 +105,7 @@ def placeholder_size(builder: Any, signer: Any, format: str) -> int:
     return len(_take(lib, size, out, "reserve a manifest"))
 
 
-def sign_data_hashed(builder: Any, signer: Any, data_hash: dict[str, Any], format: str) -> bytes:
+def sign_data_hashed(builder: Builder, signer: Signer, data_hash: DataHash, format: str) -> bytes:
     """The signed manifest store (JUMBF) for ``builder``, hard-bound by ``data_hash``.
 
     ``data_hash`` is a ``c2pa.hash.data`` assertion as the CAI library reads it:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -35,6 +35,15 @@ class RecordEntry:
             raise ValueError("a record entry needs a request id")
 
 
+class StoredSentenceFields(TypedDict):
+    """:meth:`StoredSentence.to_dict`: a stored sentence as JSON (its time in ISO 8601)."""
+
+    request_id: str
+    key_id: str
+    time: str
+    text: NotRequired[str]
+
+
 @dataclass(frozen=True)
 class StoredSentence:
     """A sentence found in the record (without its embedding): its row, the request that
@@ -46,8 +55,8 @@ class StoredSentence:
     created: datetime
     text: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> StoredSentenceFields:
+        out: StoredSentenceFields = {
             "request_id": self.request_id,
             "key_id": self.key_id,
             "time": iso_utc(self.created),

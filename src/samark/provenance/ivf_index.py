@@ -26,7 +26,8 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def faiss_available() -> bool:
     return True
 
 
-def _faiss() -> Any:
+def _faiss() -> ModuleType:
     try:
         import faiss
     except ImportError:
@@ -83,13 +84,26 @@ def lists_for(n: int) -> int:
     return int(min(MAX_LISTS, max(MIN_LISTS, 2 ** round(math.log2(want)))))
 
 
+class IndexHeader(TypedDict):
+    """An index file's header line (JSON): its dimension and owner and, once saved, the
+    record's last row id and deletions it reflects, its size and its lists."""
+
+    dim: int
+    owner: str
+    last_id: NotRequired[int]
+    deletions: NotRequired[int]
+    ntotal: NotRequired[int]
+    lists: NotRequired[int]
+
+
 class SentenceIndex:
     """The IVF index of one record, in memory, and its file (see the module docstring).
 
     ``owner`` is what binds it to its record (the record key's and the embedder's
     fingerprints): a file of another record is not used."""
 
-    def __init__(self, path: Path, index: Any, header: dict[str, Any]) -> None:
+    # faiss' stubs type the IVF wrapper's numpy calls (remove_ids) as its C++ ones
+    def __init__(self, path: Path, index: Any, header: IndexHeader) -> None:
         self.path = path
         self.index = index
         self.dim = int(header["dim"])
@@ -150,7 +164,7 @@ class SentenceIndex:
     def save(self) -> None:
         """Write the file whole, atomically: beside it, fsynced, then renamed over it."""
         faiss = _faiss()
-        header = {
+        header: IndexHeader = {
             "dim": self.dim,
             "owner": self.owner,
             "last_id": self.last_id,
@@ -220,7 +234,7 @@ class SentenceIndex:
 
 
 # -- kept in step with the record's table --------------------------------------------------
-def _embeddings(rows: list[tuple[Any, ...]], dim: int) -> tuple[np.ndarray, np.ndarray]:
+def _embeddings(rows: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.ndarray]:
     ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
     emb = np.frombuffer(b"".join(r[1] for r in rows), EMBEDDING_DTYPE).reshape(len(rows), dim)
     return ids, emb

@@ -11,7 +11,7 @@
   committed with ``synchronous_commit = on``: once it returns, its rows are in the
   server's write-ahead log on disk; a client killed mid-write leaves nothing of its
   unfinished transaction. (The server's own ``fsync`` must be on, its default.)
-- **Shared.** Any number of processes and machines write one record: rows are appended
+- **Shared.** However many processes and machines write one record: rows are appended
   (no row is updated), so writers never wait on each other.
 - **Search.** Embeddings are ``halfvec`` (float16, as the SQLite store keeps them).
   Nearest neighbours are exact: the server orders every row by inner product with the
@@ -38,7 +38,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import numpy as np
@@ -54,6 +55,7 @@ from samark.provenance.store import (
 
 if TYPE_CHECKING:
     import psycopg
+    from psycopg.rows import TupleRow
 
 META = "samark_provenance_meta"
 SENTENCES = "samark_provenance_sentences"
@@ -74,7 +76,7 @@ _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 _COPY_TRAILER = struct.pack(">h", -1)
 
 
-def _psycopg() -> Any:
+def _psycopg() -> ModuleType:
     try:
         import psycopg
     except ImportError:
@@ -119,7 +121,7 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._keyed = binding is not None
         self._closed = False
-        self._params: dict[str, Any] = {"autocommit": True}
+        self._params: dict[str, object] = {"autocommit": True}
         if "connect_timeout" not in pg.conninfo.conninfo_to_dict(url):
             self._params["connect_timeout"] = connect_timeout
         self._conn = self._connect()
@@ -134,10 +136,10 @@ class PostgresStore:
             self._conn.close()
             raise
 
-    def _connect(self) -> psycopg.Connection[Any]:
+    def _connect(self) -> psycopg.Connection[TupleRow]:
         pg = _psycopg()
         try:
-            conn: psycopg.Connection[Any] = pg.connect(self.url, **self._params)
+            conn: psycopg.Connection[TupleRow] = pg.connect(self.url, **self._params)
             # durable once add returns, whatever the server's default
             conn.execute("SET synchronous_commit = on")
             # an operator's HNSW index searched wide enough (an ef_search the URL or the
@@ -182,7 +184,7 @@ class PostgresStore:
             binding.check(stored, redact(self.url))
         return stored
 
-    def _create(self, conn: psycopg.Connection[Any], binding: StoreBinding) -> None:
+    def _create(self, conn: psycopg.Connection[TupleRow], binding: StoreBinding) -> None:
         has_vector = conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone()
         if has_vector is None:
             try:
@@ -217,7 +219,7 @@ class PostgresStore:
             cur.executemany(f"INSERT INTO {META} VALUES (%s, %s)", list(fresh.items()))
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+    def _transaction(self) -> Iterator[psycopg.Connection[TupleRow]]:
         """One transaction on the store's connection, committed or rolled back whole. A
         connection the server dropped (a restart, a terminated backend) is made anew
         here; the call that met the drop has failed (a write is not retried: whether its
@@ -363,7 +365,7 @@ class PostgresStore:
         return f"PostgresStore({redact(self.url)!r})"
 
     # -- helpers ------------------------------------------------------------------------
-    def _query(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, params: tuple[object, ...]) -> list[TupleRow]:
         """A read, tried once more on a new connection where the server dropped this one
         (a read is safe to repeat)."""
         pg = _psycopg()
@@ -378,7 +380,7 @@ class PostgresStore:
                 raise self._failed("read", exc) from None
         raise AssertionError("unreachable")
 
-    def _delete(self, where: str, params: tuple[Any, ...]) -> int:
+    def _delete(self, where: str, params: tuple[object, ...]) -> int:
         try:
             with self._transaction() as conn:
                 return int(conn.execute(f"DELETE FROM {SENTENCES} WHERE {where}", params).rowcount)
@@ -417,7 +419,7 @@ def _vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(repr(float(np.float32(x))) for x in vector) + "]"
 
 
-def _stored(row: Sequence[Any]) -> StoredSentence:
+def _stored(row: TupleRow) -> StoredSentence:
     created: datetime = row[3]
     return StoredSentence(
         row=int(row[0]),

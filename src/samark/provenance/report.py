@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from samark.provenance.entries import StoredSentence
+from samark.provenance.entries import StoredSentence, StoredSentenceFields
 
 
 class ProvenanceState(StrEnum):
@@ -19,6 +19,30 @@ class ProvenanceState(StrEnum):
     PARAPHRASE = "paraphrase"
     #: neither: the record does not vouch for it (written by someone else, or inserted)
     NOT_SERVED = "not_served"
+
+
+class SentenceFields(TypedDict):
+    """:meth:`SentenceProvenance.to_dict`: one checked sentence as JSON."""
+
+    index: int
+    sentence: str
+    state: str
+    cosine: NotRequired[float]
+    times_served: NotRequired[int]
+    match: NotRequired[StoredSentenceFields]
+
+
+class ReportFields(TypedDict):
+    """:meth:`ProvenanceReport.to_dict`: the record's answer as JSON."""
+
+    served: int
+    paraphrase: int
+    not_served: int
+    requests: list[str]
+    threshold: float
+    stored_sentences: int
+    sentences: list[SentenceFields]
+    edited_found: NotRequired[dict[str, float]]
 
 
 @dataclass(frozen=True)
@@ -34,9 +58,12 @@ class SentenceProvenance:
     cosine: float | None = None
     times_served: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"index": self.index, "sentence": self.sentence}
-        out["state"] = self.state.value
+    def to_dict(self) -> SentenceFields:
+        out: SentenceFields = {
+            "index": self.index,
+            "sentence": self.sentence,
+            "state": self.state.value,
+        }
         if self.cosine is not None:
             out["cosine"] = round(self.cosine, 4)
         if self.times_served:
@@ -81,8 +108,8 @@ class ProvenanceReport:
         seen = (s.match.request_id for s in self.sentences if s.match is not None)
         return tuple(dict.fromkeys(seen))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self) -> ReportFields:
+        out: ReportFields = {
             "served": len(self.vouched),
             "paraphrase": len(self.edited),
             "not_served": len(self.not_served),
@@ -90,8 +117,10 @@ class ProvenanceReport:
             "threshold": self.threshold,
             "stored_sentences": self.stored,
             "sentences": [s.to_dict() for s in self.sentences],
-            **({"edited_found": dict(self.edited_found)} if self.edited_found else {}),
         }
+        if self.edited_found:
+            out["edited_found"] = dict(self.edited_found)
+        return out
 
     def summary(self) -> str:
         """One line: "3 of 5 sentences served verbatim, 1 edited, 1 not served"."""

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -372,14 +371,14 @@ class SqliteStore:
         return f"SqliteStore({redact(self.url)!r})"
 
     # -- helpers ------------------------------------------------------------------------
-    def _delete(self, where: str, params: tuple[Any, ...]) -> int:
+    def _delete(self, where: str, params: tuple[str | float, ...]) -> int:
         deleted = self._delete_rows(where, params)
         if deleted:
             with self._lock:
                 self.index.deleted(self._binding)
         return deleted
 
-    def _delete_rows(self, where: str, params: tuple[Any, ...]) -> int:
+    def _delete_rows(self, where: str, params: tuple[str | float, ...]) -> int:
         with self._write() as conn:
             deleted = conn.execute(f"DELETE FROM {SENTENCES} WHERE {where}", params).rowcount
             if deleted:
@@ -450,8 +449,18 @@ def _set_wal(conn: sqlite3.Connection, timeout: float) -> None:
             time.sleep(0.01)
 
 
+#: a stored sentence's columns (``_COLUMNS``): row id, request, key id, time (POSIX
+#: seconds) and text (NULL where not kept)
+StoredRow = tuple[int, str, str, float, str | None]
+
+
 def _entry(
-    url: str, row: int, digest: Any, embedding: np.ndarray, dim: int, rest: Sequence[Any]
+    url: str,
+    row: int,
+    digest: bytes,
+    embedding: np.ndarray,
+    dim: int,
+    rest: tuple[str, str, float, str | None],
 ) -> RecordEntry:
     """A stored row as a :class:`RecordEntry`, or :class:`ProvenanceError` (naming the row,
     not its content) where it is not one."""
@@ -471,7 +480,7 @@ def _entry(
         raise ProvenanceError(f"row {row} of the record {redact(url)} is damaged: {exc}") from None
 
 
-def _stored(row: Sequence[Any]) -> StoredSentence:
+def _stored(row: StoredRow) -> StoredSentence:
     return StoredSentence(
         row=int(row[0]),
         request_id=str(row[1]),

@@ -15,10 +15,9 @@ import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PreTrainedModel
 
 from samark.sampling import shared_prefix
 
@@ -92,7 +91,7 @@ def _cache_bytes(cache: DynamicCache) -> int:
     return total
 
 
-def cache_argument(model: Any) -> str:
+def cache_argument(model: PreTrainedModel) -> str:
     """The name of the KV cache in the model's forward and output: ``cache`` in recent
     transformers, ``past_key_values`` before (deprecated in 5.x, removed in 5.40)."""
     params = inspect.signature(model.forward).parameters
@@ -110,7 +109,7 @@ class BatchDecoder:
 
     def __init__(
         self,
-        model: Any,
+        model: PreTrainedModel,
         ids: list[int],
         rows: int,
         max_new_tokens: int,
@@ -123,7 +122,7 @@ class BatchDecoder:
     @classmethod
     def for_prefixes(
         cls,
-        model: Any,
+        model: PreTrainedModel,
         prefixes: Sequence[list[int]],
         rows: Sequence[int],
         max_new_tokens: int,
@@ -142,7 +141,7 @@ class BatchDecoder:
 
     def _prefill(
         self,
-        model: Any,
+        model: PreTrainedModel,
         prefixes: Sequence[list[int]],
         rows: Sequence[int],
         max_new_tokens: int,

@@ -12,7 +12,8 @@ answers are retried with backoff by the ``openai`` client; what still fails rais
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from samark.errors import SamarkError
 from samark.openai_client import openai_client
@@ -53,7 +54,7 @@ class OpenAICompletionsSampler:
         max_retries: int = 3,
         max_rounds: int | None = None,
         stop: tuple[str, ...] = ("\n",),
-        extra_body: dict[str, Any] | None = None,
+        extra_body: Mapping[str, object] | None = None,
     ) -> None:
         self.name = f"server:{model}"
         self.model = model

@@ -185,7 +185,7 @@ def shared_prefix_attention(
     return out.reshape(rows, 1, heads, dim), None
 
 
-def _no_mask(*args: Any, **kwargs: Any) -> None:
+def _no_mask(*args: object, **kwargs: object) -> None:
     """Decode steps need no mask: every row attends to its whole prefix and suffix."""
     return None
 

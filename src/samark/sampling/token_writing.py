@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from transformers import (
@@ -120,7 +119,7 @@ class Writing:
         """The processed scores of the next token, shape (1, vocab): what is sampled. They
         are computed on the CPU whatever device the model runs on (one row a step), so a
         seeded text is the same on every device up to the model's float rounding."""
-        ids: Any = torch.tensor([self.ids + self.tokens], dtype=torch.long)
+        ids = torch.LongTensor([self.ids + self.tokens])
         out: torch.Tensor = self.processors(ids, logits.float().cpu())
         return out
 

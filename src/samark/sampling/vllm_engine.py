@@ -25,7 +25,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from samark.errors import SamarkError
 from samark.sampling.base import (
@@ -41,6 +41,9 @@ from samark.token_layer import GreenListLayer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+    from vllm import RequestOutput, SamplingParams
+
+    from samark.sampling.vllm_processors import GumbelRule, RowRules
 
 INSTALL_HINT = (
     "the vLLM engine needs vLLM: pip install 'samark[vllm]' on a GPU machine, or the CPU "
@@ -62,7 +65,7 @@ class TextRequest:
     #: token ids never sampled (the model's special tokens, so that a text is not cut short)
     suppress: tuple[int, ...] = ()
     #: vLLM's Gumbel-max watermark, as ``vllm_processors.GumbelRule`` (None: plain sampling)
-    gumbel: Any = None
+    gumbel: GumbelRule | None = None
 
 
 def send_vllm_output_to_stderr() -> None:
@@ -131,7 +134,7 @@ class VLLMSampler(BatchSampler):
     abilities = EngineAbilities(token_layer=True)
     tokenizer: PreTrainedTokenizerBase
 
-    def __init__(self, model: str, **engine_args: Any) -> None:
+    def __init__(self, model: str, **engine_args: object) -> None:
         send_vllm_output_to_stderr()
         try:
             from vllm import LLM
@@ -267,8 +270,8 @@ class VLLMSampler(BatchSampler):
         top_p: float,
         max_tokens: int,
         seed: int | None,
-        rules: Any,
-    ) -> Any:
+        rules: RowRules,
+    ) -> SamplingParams:
         from vllm import SamplingParams
 
         return SamplingParams(
@@ -281,7 +284,9 @@ class VLLMSampler(BatchSampler):
             extra_args=rules.to_args(),
         )
 
-    def _generate(self, prompts: list[list[int]], settings: list[Any]) -> list[Any]:
+    def _generate(
+        self, prompts: list[list[int]], settings: list[SamplingParams]
+    ) -> list[RequestOutput]:
         from vllm.inputs import TokensPrompt
         from vllm.v1.engine.exceptions import EngineDeadError
 

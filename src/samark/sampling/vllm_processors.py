@@ -35,15 +35,22 @@ generation side only; detection is the same.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import AdapterLogitsProcessor
 
 from samark.segment import SENTENCE_END_HINTS, first_sentence, split_sentences
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+    from vllm import SamplingParams
+    from vllm.config import VllmConfig
+
+    from samark.token_layer import TokenLayerSpec
 
 #: the ``SamplingParams.extra_args`` entry that carries a request's rules
 RULES_ARG = "samark"
@@ -68,7 +75,7 @@ class RowRules:
     #: the token a row is ended with (a stop token of the request)
     stop_id: int | None = None
     suppress: tuple[int, ...] = ()
-    token_layer: dict[str, Any] | None = field(default=None, repr=False)  # to_spec(): secret
+    token_layer: TokenLayerSpec | None = field(default=None, repr=False)  # to_spec(): secret
     gumbel: GumbelRule | None = None
     #: (temperature, top_p) of the request, which the Gumbel pick and the layer need
     sampling: tuple[float, float] = field(default=(1.0, 1.0))
@@ -79,14 +86,15 @@ class RowRules:
         if self.gumbel is not None and self.token_layer is not None:
             raise ValueError("a row carries the token layer or the Gumbel mark, not both")
 
-    def to_args(self) -> dict[str, Any]:
+    def to_args(self) -> dict[str, dict[str, object]]:
         """The ``extra_args`` of a request that carries these rules."""
         return {RULES_ARG: asdict(self)}
 
     @classmethod
-    def from_args(cls, extra_args: dict[str, Any] | None) -> RowRules | None:
+    def from_args(cls, extra_args: Mapping[str, object] | None) -> RowRules | None:
+        """The rules :meth:`to_args` wrote in a request's ``extra_args`` (None: none)."""
         raw = (extra_args or {}).get(RULES_ARG)
-        if not raw:
+        if not raw or not isinstance(raw, dict):
             return None
         gumbel = raw.get("gumbel")
         return cls(
@@ -103,7 +111,7 @@ class TokenPieces:
     """Which tokens may end a sentence (a piece with an end hint) and which begin a word
     (a piece that starts with whitespace), for the tokenizer of the served model."""
 
-    def __init__(self, tokenizer: Any, vocab: int) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, vocab: int) -> None:
         self.tokenizer = tokenizer
         pieces = [str(p) for p in tokenizer.batch_decode([[i] for i in range(vocab)])]
         self.hint = np.array([any(h in p for h in SENTENCE_END_HINTS) for p in pieces])
@@ -180,7 +188,7 @@ class GumbelPick:
 class SamarkLogitsProcessor(AdapterLogitsProcessor):
     """samark's rules on the rows of requests that carry them (module docstring)."""
 
-    def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
+    def __init__(self, vllm_config: VllmConfig, device: torch.device, is_pin_memory: bool) -> None:
         super().__init__(vllm_config, device, is_pin_memory)
         self._model_config = vllm_config.model_config
 
@@ -195,7 +203,9 @@ class SamarkLogitsProcessor(AdapterLogitsProcessor):
         tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
         return TokenPieces(tokenizer, int(cfg.get_vocab_size()))
 
-    def new_req_logits_processor(self, params: Any) -> Callable[..., torch.Tensor] | None:
+    def new_req_logits_processor(
+        self, params: SamplingParams
+    ) -> Callable[..., torch.Tensor] | None:
         rules = RowRules.from_args(getattr(params, "extra_args", None))
         if rules is None:
             return None

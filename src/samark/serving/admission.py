@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from samark.intake import Limits, admit, check_binary, check_chars
+from samark.provenance.c2pa_manifest import ManifestFields
 from samark.serving.manifests import checked
 from samark.serving.settings import ServeSettings
 
@@ -21,7 +21,7 @@ class Admitted:
 
     texts: tuple[str, ...]
     sentences: tuple[tuple[str, ...], ...]
-    manifests: tuple[dict[str, Any] | None, ...]
+    manifests: tuple[ManifestFields | None, ...]
 
     @property
     def sentence_count(self) -> int:

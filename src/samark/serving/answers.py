@@ -5,14 +5,15 @@ keyring's, from :meth:`RingDetection.to_dict`, the one serialisation of a detect
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from samark.detection.pipeline import score
 from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection
 from samark.errors import SamarkError
+from samark.provenance.report import ReportFields
 from samark.schemes.features import TextFeatures
 from samark.serving.evidence import sentence_evidence
+from samark.serving.schema import Body
 from samark.verdict import RecordEvidence, verdict
 
 #: what ``/v1/detect`` answers for one key, of its detection's fields (the rest, z and the
@@ -29,9 +30,9 @@ def answers(
     detector: RingDetector,
     prepared: Sequence[TextFeatures | SamarkError],
     details: bool,
-    record_check: Callable[[TextFeatures], dict[str, Any]] | None = None,
+    record_check: Callable[[TextFeatures], ReportFields] | None = None,
     manifests: Mapping[str, str] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Body]:
     """Each prepared text's answer, the texts scored together
     (:func:`samark.detection.pipeline.score`): a key's detection (a ring of one), or a
     keyring's family-wise p-value with the key (label, id, its own p) and payload when
@@ -41,12 +42,13 @@ def answers(
     ``verdict`` (:mod:`samark.verdict`): the mark and the record as one conclusion, with
     the text's C2PA manifest state where ``manifests`` (by the text as scored, the
     manifest removed) names one."""
-    out: list[dict[str, Any]] = []
+    out: list[Body] = []
     for text, r in zip(prepared, score(detector, prepared), strict=True):
         if isinstance(r, SamarkError) or isinstance(text, SamarkError):
             out.append({"error": str(r)})
             continue
         fields = r.to_dict()
+        answer: Body
         if r.single_key:
             answer = {k: fields[k] for k in SINGLE_KEY_FIELDS}
         else:
@@ -66,7 +68,7 @@ def answers(
     return out
 
 
-def _sentences(d: Detection) -> dict[str, Any]:
+def _sentences(d: Detection) -> Body:
     return {
         "sentences": list(d.sentences),
         "sentence_p_values": list(d.sentence_p_values),

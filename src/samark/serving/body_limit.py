@@ -1,7 +1,8 @@
 """A request body's size limit, enforced before any route reads it."""
 
 import json
-from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from samark.serving.schema import error_body
 
@@ -14,11 +15,11 @@ class BodyLimitMiddleware:
     upload, as soon as the bytes read pass the limit (the body is buffered up to it and
     replayed to the route, so no route ever reads more)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -47,17 +48,16 @@ class BodyLimitMiddleware:
                 break
         replayed = False
 
-        async def replay() -> dict[str, Any]:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
                 return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-            message: dict[str, Any] = await receive()
-            return message
+            return await receive()
 
         await self.app(scope, replay, send)
 
-    async def _drain(self, receive: Any) -> None:
+    async def _drain(self, receive: Receive) -> None:
         """Read and drop the rest of a refused body (up to ``DRAIN_BYTES``), so that the
         client, still sending, receives the 413 instead of a broken connection."""
         drained = 0
@@ -69,7 +69,7 @@ class BodyLimitMiddleware:
             if not message.get("more_body", False):
                 return
 
-    async def _refuse(self, send: Any) -> None:
+    async def _refuse(self, send: Send) -> None:
         body = json.dumps(
             error_body(
                 f"the request is larger than this server takes ({_size(self.limit)}); send "

@@ -20,7 +20,7 @@ scoring against the null draws.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -46,12 +46,12 @@ class TrailPoint(TypedDict, total=False):
 
 def sentence_evidence(
     detector: RingDetector, text: TextFeatures, found: RingDetection
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The fields added to a detailed answer: ``evidence_trail`` and what the scheme
     shows of its detection (``Watermark.evidence``: a layered mark's ``sentence_layers``).
     ``detector`` (a key as a ring of one, or a keyring) scored ``text`` (prepared),
     giving ``found`` (a keyring's: its best key's detection and scheme)."""
-    out: dict[str, Any] = {"evidence_trail": evidence_trail(detector, text, found.detection)}
+    out: dict[str, object] = {"evidence_trail": evidence_trail(detector, text, found.detection)}
     out.update(detector.scheme_of(found).evidence(found.detection))
     note = short_text_note(found.detection)
     if note is not None:
@@ -112,9 +112,10 @@ def evidence_trail(
         point: TrailPoint = {"sentences": k, "p_value": float(found.p_value)}
         if found.single_key:  # a keyring's points are family-wise: no layers of their own
             layers = found.detection.details
-            if isinstance(layers.get("p_semantic"), float):
-                point["p_semantic"] = float(layers["p_semantic"])
-            if isinstance(layers.get("p_token"), float):
-                point["p_token"] = float(layers["p_token"])
+            p_semantic, p_token = layers.get("p_semantic"), layers.get("p_token")
+            if isinstance(p_semantic, float):
+                point["p_semantic"] = float(p_semantic)
+            if isinstance(p_token, float):
+                point["p_token"] = float(p_token)
         points.append(point)
     return points

@@ -9,33 +9,37 @@ text's manifest state (``manifest``) and scores the text without it.
 from __future__ import annotations
 
 import unicodedata
-from typing import Any
 
 from samark.provenance.c2pa_manifest import (
+    ManifestFields,
     ManifestSigner,
     ManifestVerifier,
     read_manifest,
     strip_manifest,
 )
+from samark.serving.schema import Body, Mark
 
 
-def _content(body: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def _content(body: Body) -> tuple[dict[str, object], str]:
     """Where a completion's (or chunk's) first choice keeps its text, and that text."""
-    choice = body["choices"][0]
-    if "message" in choice:
-        return choice["message"], "content"
-    if "delta" in choice:
-        return choice["delta"], "content"
+    choices = body["choices"]
+    if not isinstance(choices, list) or not isinstance(choices[0], dict):
+        raise TypeError("a completion's choices are a list of objects")
+    choice: dict[str, object] = choices[0]
+    for part in ("message", "delta"):
+        if part in choice:
+            holder = choice[part]
+            if not isinstance(holder, dict):
+                raise TypeError(f"a choice's {part} is an object")
+            return holder, "content"
     return choice, "text"
 
 
-def seal(
-    body: dict[str, Any], signer: ManifestSigner, model: str, mark: dict[str, Any]
-) -> dict[str, Any]:
+def seal(body: Body, signer: ManifestSigner, model: str, mark: Mark) -> Body:
     """A whole completion whose text carries a signed manifest over that text."""
     holder, name = _content(body)
-    text = holder.get(name) or ""
-    if text:  # an empty completion has nothing to vouch for
+    text = holder.get(name)
+    if isinstance(text, str) and text:  # an empty completion has nothing to vouch for
         holder[name] = signer.sign(text, model=model, key_id=mark.get("key_id"))
     return body
 
@@ -44,16 +48,17 @@ class StreamSeal:
     """A stream's manifest: the text of every chunk is kept as it is sent, and the last
     chunk carries the manifest over all of it (the wrapper alone)."""
 
-    def __init__(self, signer: ManifestSigner, model: str, mark: dict[str, Any]) -> None:
+    def __init__(self, signer: ManifestSigner, model: str, mark: Mark) -> None:
         self.signer, self.model, self.mark = signer, model, mark
         self.sent: list[str] = []
 
-    def chunk(self, body: dict[str, Any]) -> dict[str, Any]:
+    def chunk(self, body: Body) -> Body:
         holder, name = _content(body)
-        self.sent.append(holder.get(name) or "")
+        text = holder.get(name)
+        self.sent.append(text if isinstance(text, str) else "")
         return body
 
-    def last(self, body: dict[str, Any]) -> dict[str, Any]:
+    def last(self, body: Body) -> Body:
         text = "".join(self.sent)
         if not unicodedata.normalize("NFC", text):
             return body
@@ -66,7 +71,7 @@ class StreamSeal:
 
 def checked(
     texts: list[str], verifier: ManifestVerifier | None, always: bool
-) -> tuple[list[dict[str, Any] | None], list[str]]:
+) -> tuple[list[ManifestFields | None], list[str]]:
     """Each text's manifest (its JSON form), and the texts without it, to be scored.
 
     A server that neither signs nor trusts anyone (``always`` False) reports a manifest

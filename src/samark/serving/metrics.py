@@ -5,7 +5,6 @@ outcome, generated sentences, requests in flight."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -15,8 +14,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
-
-ASGIApp = Any
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300)
 
@@ -70,14 +68,14 @@ class MetricsMiddleware:
         self.metrics = metrics
         self.paths = paths
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         status = 500
         start = time.perf_counter()
 
-        async def send_status(message: dict[str, Any]) -> None:
+        async def send_status(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])

@@ -6,7 +6,7 @@ detection, and operations (health, metrics, models)."""
 # time, and the ``Authorized`` dependency is local to each router.
 import asyncio
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, ParamSpec
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -17,6 +17,7 @@ from samark.serving.admission import admit_request
 from samark.serving.errors import ApiError
 from samark.serving.manifests import StreamSeal, seal
 from samark.serving.schema import (
+    Body,
     ChatCompletionRequest,
     CompletionRequest,
     DetectRequest,
@@ -30,6 +31,7 @@ from samark.serving.settings import DECISION_FIELDS
 from samark.serving.upstream import Upstream, pass_through
 from samark.serving.worker import Worker
 
+P = ParamSpec("P")
 ChatRenderer = Callable[[list[dict[str, str]]], str]
 CallerDependency = Callable[[Request], Caller]
 
@@ -48,9 +50,7 @@ def completions_router(
     settings = worker.settings
 
     @router.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(
-        req: ChatCompletionRequest, _: Authorized
-    ) -> dict[str, Any] | Response:
+    async def chat_completions(req: ChatCompletionRequest, _: Authorized) -> Body | Response:
         if not req.watermark:
             return await pass_through(upstream, "messages", req)
         if render_chat is None:
@@ -86,7 +86,7 @@ def completions_router(
         )
 
     @router.post("/v1/completions", response_model=None)
-    async def completions(req: CompletionRequest, _: Authorized) -> dict[str, Any] | Response:
+    async def completions(req: CompletionRequest, _: Authorized) -> Body | Response:
         if not req.watermark:
             return await pass_through(upstream, "prompt", req)
         try:
@@ -117,11 +117,11 @@ async def _complete(
     req: GenerationRequest,
     prompt: str,
     budget: int | None,
-    event: Callable[[str, bool], dict[str, Any]],
-    final: Callable[[str], dict[str, Any]],
-    whole: Callable[[list[str], str, dict[str, int]], dict[str, Any]],
+    event: Callable[[str, bool], Body],
+    final: Callable[[str], Body],
+    whole: Callable[[list[str], str, dict[str, int]], Body],
     request_id: str,
-) -> dict[str, Any] | Response:
+) -> Body | Response:
     """Marked text in a route's shape: streamed, one ``event(sentence, first)`` per
     sentence then ``final(finish)``; else ``whole(sentences, finish, usage)``. Either
     answer names the key that marked it (``samark``); a server with a record records
@@ -151,9 +151,13 @@ async def _complete(
     return {**body, "samark": mark}
 
 
-def _then(make: Callable[..., dict[str, Any]], after: Callable[[dict[str, Any]], Any]) -> Any:
+def _then(make: Callable[P, Body], after: Callable[[Body], Body]) -> Callable[P, Body]:
     """``make``, then ``after`` on what it made (a chunk sealed on its way out)."""
-    return lambda *args: after(make(*args))
+
+    def both(*args: P.args, **kwargs: P.kwargs) -> Body:
+        return after(make(*args, **kwargs))
+
+    return both
 
 
 def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
@@ -165,7 +169,7 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
     budget = None if settings.detect_budget is None else DetectBudget(settings.detect_budget)
 
     @router.post("/v1/detect")
-    async def detect(req: DetectRequest, who: Authorized) -> dict[str, Any]:
+    async def detect(req: DetectRequest, who: Authorized) -> Body:
         if req.details and not who.admin:
             raise ApiError(
                 403, "localisation (details) needs an admin token", "permission_error", "admin"
@@ -210,7 +214,7 @@ def detection_router(worker: Worker, caller: CallerDependency) -> APIRouter:
             ]
         if req.text is not None:
             if "error" in results[0]:
-                raise ApiError(400, results[0]["error"], "invalid_request_error", "empty_text")
+                raise ApiError(400, str(results[0]["error"]), "invalid_request_error", "empty_text")
             return results[0]
         return {"object": "list", "data": results}
 
@@ -235,7 +239,7 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
     }
 
     @router.get("/healthz")
-    async def healthz() -> dict[str, Any]:
+    async def healthz() -> Body:
         embedder = scheme.embedder  # sentence-level schemes
         return {
             "status": "ok",
@@ -246,7 +250,7 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
         }
 
     @router.get("/readyz", response_model=None)
-    async def readyz() -> dict[str, Any] | JSONResponse:
+    async def readyz() -> Body | JSONResponse:
         # the record probe may wait on a database: off the event loop
         state = await asyncio.get_running_loop().run_in_executor(None, worker.readiness)
         body = {"status": "ready" if state["ready"] else "not_ready", **state}
@@ -257,7 +261,7 @@ def operations_router(worker: Worker, caller: CallerDependency) -> APIRouter:
         return Response(metrics.render(), media_type=metrics.content_type)
 
     @router.get("/v1/models")
-    async def models(_: Authorized) -> dict[str, Any]:
+    async def models(_: Authorized) -> Body:
         name = worker.settings.model_name
         entry = {"id": name, "object": "model", "created": 0, "owned_by": "samark"}
         return {"object": "list", "data": [entry]}

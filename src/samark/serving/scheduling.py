@@ -17,9 +17,10 @@ import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
-from typing import Any, TypeVar
+from typing import ParamSpec, TypeVar
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 #: the priorities of a unit: a whole small request, or part of a larger one
 SMALL, LARGE = 0, 1
@@ -60,7 +61,8 @@ class PriorityExecutor(Executor):
     :meth:`submit` at ``LARGE``; equal priorities run in order of arrival."""
 
     def __init__(self, thread_name: str = "samark-priority") -> None:
-        self._queue: list[tuple[int, int, Callable[[], Any], Future[Any]]] = []
+        # (priority, order, run the work into its future, cancel that future)
+        self._queue: list[tuple[int, int, Callable[[], None], Callable[[], bool]]] = []
         self._order = itertools.count()
         self._cond = threading.Condition()
         self._shutdown = False
@@ -69,22 +71,33 @@ class PriorityExecutor(Executor):
 
     def submit_at(self, priority: int, fn: Callable[[], T]) -> Future[T]:
         future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn()
+            except BaseException as exc:  # handed to the waiting caller
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
         with self._cond:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
-            heapq.heappush(self._queue, (priority, next(self._order), fn, future))
+            heapq.heappush(self._queue, (priority, next(self._order), run, future.cancel))
             self._cond.notify()
         return future
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
         return self.submit_at(LARGE, lambda: fn(*args, **kwargs))
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._cond:
             self._shutdown = True
             if cancel_futures:
-                for _, _, _, future in self._queue:
-                    future.cancel()
+                for _, _, _, cancel in self._queue:
+                    cancel()
                 self._queue.clear()
             self._cond.notify_all()
         if wait:
@@ -97,12 +110,5 @@ class PriorityExecutor(Executor):
                     self._cond.wait()
                 if not self._queue:
                     return
-                _, _, fn, future = heapq.heappop(self._queue)
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                result = fn()
-            except BaseException as exc:  # handed to the waiting caller
-                future.set_exception(exc)
-            else:
-                future.set_result(result)
+                _, _, run, _ = heapq.heappop(self._queue)
+            run()

@@ -5,16 +5,39 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Literal, NotRequired, TypeAlias, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: a JSON body the server builds and sends (a completion, a chunk, an answer): read back
+#: only where the server itself fills it in (a manifest's text), narrowed there
+Body: TypeAlias = dict[str, object]
+
+
+class Mark(TypedDict):
+    """What a marked completion says of its key (``samark``): its public id, its label
+    and, from a keyring server asked for one, the payload written."""
+
+    key_id: str
+    key_label: str | None
+    payload: NotRequired[int]
+
+
+class Readiness(TypedDict):
+    """``/readyz``'s state (``Worker.readiness``): ready or not, each check, and a load
+    failure's note."""
+
+    ready: bool
+    checks: dict[str, bool]
+    error: NotRequired[str]
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[dict[str, Any]] | None = None
+    content: str | list[dict[str, object]] | None = None
 
     def text(self) -> str:
         """The message's text; content parts other than text are refused."""
@@ -22,9 +45,10 @@ class ChatMessage(BaseModel):
             return self.content or ""
         pieces = []
         for part in self.content:
-            if part.get("type") != "text" or not isinstance(part.get("text"), str):
+            text = part.get("text")
+            if part.get("type") != "text" or not isinstance(text, str):
                 raise ValueError("only text content parts are supported")
-            pieces.append(part["text"])
+            pieces.append(text)
         return "".join(pieces)
 
 
@@ -100,9 +124,7 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
-def chat_completion(
-    cid: str, model: str, text: str, finish: str, use: dict[str, int]
-) -> dict[str, Any]:
+def chat_completion(cid: str, model: str, text: str, finish: str, use: dict[str, int]) -> Body:
     return {
         "id": cid,
         "object": "chat.completion",
@@ -120,9 +142,7 @@ def chat_completion(
     }
 
 
-def chat_chunk(
-    cid: str, model: str, delta: dict[str, str], finish: str | None = None
-) -> dict[str, Any]:
+def chat_chunk(cid: str, model: str, delta: dict[str, str], finish: str | None = None) -> Body:
     return {
         "id": cid,
         "object": "chat.completion.chunk",
@@ -134,8 +154,8 @@ def chat_chunk(
 
 def text_completion(
     cid: str, model: str, text: str, finish: str | None, use: dict[str, int] | None
-) -> dict[str, Any]:
-    out: dict[str, Any] = {
+) -> Body:
+    out: Body = {
         "id": cid,
         "object": "text_completion",
         "created": int(time.time()),
@@ -147,10 +167,10 @@ def text_completion(
     return out
 
 
-def error_body(message: str, kind: str, code: str | None = None) -> dict[str, Any]:
+def error_body(message: str, kind: str, code: str | None = None) -> Body:
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def sse(payload: dict[str, Any]) -> str:
+def sse(payload: Mapping[str, object]) -> str:
     """One server-sent event carrying ``payload`` as JSON."""
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"

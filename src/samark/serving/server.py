@@ -70,7 +70,7 @@ class ServerConfig:
     alpha: float = 0.01
     centring: Path | str | None = None
     cells: int | None = None
-    scheme_params: Mapping[str, Any] = field(default_factory=dict)
+    scheme_params: Mapping[str, object] = field(default_factory=dict)
     #: the provenance record's URL (docs/provenance.md): every served sentence is
     #: recorded under the completion's id before it is sent, and ``/v1/detect`` with
     #: ``details`` reports each sentence's provenance; None: no record. Left out of the

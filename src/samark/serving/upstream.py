@@ -3,12 +3,16 @@ OpenAI-compatible server behind the sampler, unchanged but for its model."""
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel
 
 from samark.serving.errors import ApiError
-from samark.serving.schema import GenerationRequest, error_body, sse
+from samark.serving.schema import Body, GenerationRequest, error_body, sse
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 
 @dataclass(frozen=True)
@@ -16,13 +20,13 @@ class Upstream:
     """The OpenAI-compatible server behind the sampler, for unwatermarked pass-through
     (``"watermark": false``): an ``openai.AsyncOpenAI`` client and its model name."""
 
-    client: Any
+    client: "AsyncOpenAI"
     model: str
 
 
 async def pass_through(
     upstream: Upstream | None, input_field: str, req: GenerationRequest
-) -> dict[str, Any] | Response:
+) -> Body | Response:
     """An unwatermarked request, sent to the upstream unchanged (but for its model):
     ``input_field`` is "messages" (chat) or "prompt" (completions)."""
     import openai
@@ -39,7 +43,8 @@ async def pass_through(
     given = {input_field: body.pop(input_field)}  # the rest goes as it came
     client = upstream.client
     endpoint = client.chat.completions if input_field == "messages" else client.completions
-    call: Callable[..., Awaitable[Any]] = endpoint.create
+    # one call for both endpoints; what it returns is narrowed below
+    call: Callable[..., Awaitable[object]] = endpoint.create
     try:
         result = await call(
             model=upstream.model,
@@ -59,7 +64,11 @@ async def pass_through(
             "upstream",
         ) from None
     if not stream:
+        if not isinstance(result, BaseModel):
+            raise TypeError(f"the upstream client answered a {type(result).__name__}")
         return dict(result.model_dump(mode="json", exclude_unset=True))
+    if not isinstance(result, openai.AsyncStream):
+        raise TypeError(f"the upstream client streamed a {type(result).__name__}")
 
     async def events() -> AsyncIterator[str]:
         try:

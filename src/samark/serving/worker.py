@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from samark.detection.pipeline import prepare
 from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.provenance import ProvenanceRecord, new_request_id, normalise
+from samark.provenance.report import ReportFields
 from samark.sampling.batching import BatchingSampler
 from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
 from samark.schemes.base import Watermark
@@ -36,11 +37,14 @@ from samark.serving.answers import answers
 from samark.serving.errors import ApiError, timeout_error
 from samark.serving.metrics import ServeMetrics
 from samark.serving.scheduling import LARGE, SMALL, PriorityExecutor, split_units
-from samark.serving.schema import GenerationRequest, error_body, sse, usage
+from samark.serving.schema import Body, GenerationRequest, Mark, Readiness, error_body, sse, usage
 from samark.serving.settings import ServeSettings
 
 log = logging.getLogger("samark.serve")
 T = TypeVar("T")
+#: what a streamed generation's worker thread hands the event loop: ("sentence", text),
+#: ("done", finish reason) or ("error", the error to answer)
+_Item = tuple[str, str] | tuple[str, ApiError]
 
 
 @dataclass(frozen=True)
@@ -110,7 +114,7 @@ class Worker:
             return
         self.warmed.set()
 
-    def readiness(self) -> dict[str, Any]:
+    def readiness(self) -> Readiness:
         """Whether the server can answer now: the models loaded and warm, the record (if
         any) reachable, and a remote engine (an OpenAI-compatible server) answering.
         ``ready`` is their conjunction; ``checks`` each one."""
@@ -120,7 +124,7 @@ class Worker:
         server = self._remote_engine()
         if server is not None:
             checks["engine"] = server.reachable()
-        out: dict[str, Any] = {"ready": all(checks.values()), "checks": checks}
+        out: Readiness = {"ready": all(checks.values()), "checks": checks}
         if self.warm_error is not None:
             out["error"] = "the models failed to load; see the server's log"
         return out
@@ -141,7 +145,7 @@ class Worker:
         self._detection_pool.shutdown(wait=False, cancel_futures=True)
 
     # ---- marking ----
-    def marking(self, req: GenerationRequest) -> tuple[Watermark, dict[str, Any]]:
+    def marking(self, req: GenerationRequest) -> tuple[Watermark, Mark]:
         """The scheme that marks this request's text, and what its response says of the
         key (id, label, payload)."""
         keys = self.keys
@@ -203,8 +207,8 @@ class Worker:
         prompt: str,
         req: GenerationRequest,
         budget: int | None,
-        event: Callable[[str, bool], dict[str, Any]],
-        final: Callable[[str], dict[str, Any]],
+        event: Callable[[str, bool], Body],
+        final: Callable[[str], Body],
         marker: Watermark,
         request_id: str | None = None,
     ) -> AsyncIterator[str]:
@@ -213,7 +217,7 @@ class Worker:
         before this returns, so that an upstream failure is still an HTTP error, not a
         broken stream."""
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        queue: asyncio.Queue[_Item] = asyncio.Queue()
         cancelled = threading.Event()
         deadline = loop.time() + self.settings.request_timeout_s
 
@@ -232,7 +236,7 @@ class Worker:
                 failure = ApiError(500, "internal server error", "server_error")
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", failure))
 
-        async def next_item() -> tuple[str, Any]:
+        async def next_item() -> _Item:
             try:
                 return await asyncio.wait_for(queue.get(), max(0.0, deadline - loop.time()))
             except TimeoutError:
@@ -241,23 +245,23 @@ class Worker:
 
         self._generation_pool.submit(work)
         first = await next_item()
-        if first[0] == "error":
+        if isinstance(first[1], ApiError):  # an "error" item
             raise first[1]
 
         async def events() -> AsyncIterator[str]:
-            item = first
+            item: _Item = first
             at_start = True
             try:
                 while True:
                     kind, value = item
+                    if isinstance(value, ApiError):  # an "error" item
+                        yield sse(error_body(value.message, value.kind, value.code))
+                        break
                     if kind == "sentence":
                         yield sse(event(value, at_start))
                         at_start = False
-                    elif kind == "done":
+                    else:  # "done"
                         yield sse(final(value))
-                        break
-                    else:
-                        yield sse(error_body(value.message, value.kind, value.code))
                         break
                     item = await next_item()
                 yield "data: [DONE]\n\n"
@@ -285,7 +289,7 @@ class Worker:
         used = 0
         served = self._recorder(request_id)
 
-        def on_sentence(sentence: str, _step: Mapping[str, Any]) -> bool:
+        def on_sentence(sentence: str, _step: Mapping[str, object]) -> bool:
             nonlocal used
             if cancelled.is_set():
                 return True
@@ -320,7 +324,7 @@ class Worker:
         return _Served(self.record, request_id or new_request_id(), self.store_text)
 
     # ---- detection ----
-    async def detect(self, admitted: Admitted, details: bool) -> list[dict[str, Any]]:
+    async def detect(self, admitted: Admitted, details: bool) -> list[Body]:
         """Each admitted text's detection (against the ring, if the server has one), or
         its error; counted in the metrics. With ``details`` and a record, each sentence's
         provenance too (``provenance``: served verbatim, a close paraphrase of a served
@@ -336,7 +340,7 @@ class Worker:
         cancelled = threading.Event()
         deadline = time.monotonic() + self.settings.request_timeout_s
         embedder = self.detector.embedder
-        out: list[dict[str, Any]] = []
+        out: list[Body] = []
         states = admitted.manifest_states()
         groups = split_units(admitted.sentences)
         # a request that is one unit goes before the units of larger ones
@@ -390,14 +394,14 @@ class Worker:
         details: bool,
         known: dict[str, np.ndarray],
         manifests: dict[str, str] | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[Body]:
         """One unit's texts prepared (their sentences given, the embeddings in ``known``
         reused: nothing is split or embedded twice) and scored together."""
         prepared = prepare(self.detector, texts, sentences=sentences, known=known)
         check = self._provenance if details and self.record is not None else None
         return answers(self.detector, prepared, details, check, manifests)
 
-    def _provenance(self, text: TextFeatures) -> dict[str, Any]:
+    def _provenance(self, text: TextFeatures) -> ReportFields:
         """The record's report on ``text``'s sentences, or 503 where the record cannot
         be read (as a generation answers where it cannot be written)."""
         assert self.record is not None
