@@ -108,3 +108,60 @@ def test_the_check_sees_an_arrow_up(tmp_path) -> None:
     ]
     rooms = [FLOORS[_room(_module_name(p))] for p in (SRC / "cli" / "app.py", SRC / "text.py")]
     assert rooms == [7, 1]
+
+
+#: the most lines a file in ``src/samark`` may have (docs/architecture.md, "Thin commands"):
+#: a file that grows past it holds more than one idea
+MOST_LINES = 500
+#: the most lines in ``src/samark`` that say ``Any`` outside an import (issue 64: the core
+#: interfaces, ``Watermark``, ``from_params``, ``Detection`` and the engines, say none)
+MOST_ANY = 120
+
+
+def test_no_file_in_src_is_over_500_lines() -> None:
+    files = [
+        p for p in SRC.rglob("*") if p.is_file() and p.suffix in {".py", ".js", ".css", ".html"}
+    ]
+    long = {
+        str(p.relative_to(SRC)): n
+        for p in files
+        if (n := len(p.read_text().splitlines())) > MOST_LINES
+    }
+    assert not long, f"files over {MOST_LINES} lines: {long}"
+
+
+def _any_lines(path: Path) -> list[int]:
+    """The lines of ``path`` whose code (not an import, not a comment or string) names
+    ``typing.Any``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return sorted(
+        {
+            node.lineno
+            for node in ast.walk(tree)
+            if (isinstance(node, ast.Name) and node.id == "Any")
+            or (isinstance(node, ast.Attribute) and node.attr == "Any")
+            or (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and _says_any(node.value)
+            )
+        }
+    )
+
+
+def _says_any(annotation: str) -> bool:
+    """A string annotation (``"dict[str, Any]"``) that names Any."""
+    try:
+        tree = ast.parse(annotation, mode="eval")
+    except SyntaxError:
+        return False
+    return any(isinstance(n, ast.Name) and n.id == "Any" for n in ast.walk(tree))
+
+
+def test_any_is_rare_and_absent_from_the_core_interfaces() -> None:
+    counts = {str(p.relative_to(SRC)): len(_any_lines(p)) for p in sorted(SRC.rglob("*.py"))}
+    total = sum(counts.values())
+    worst = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
+    assert total <= MOST_ANY, f"{total} lines say Any (at most {MOST_ANY}); most in {worst}"
+    core = ["detection_result.py", "sampling/base.py", "schemes/base.py"]
+    assert {f: counts[f] for f in core} == dict.fromkeys(core, 0)

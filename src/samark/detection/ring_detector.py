@@ -44,16 +44,13 @@ from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.keys.keyring import Keyring, RingEntry, flag_value
 from samark.schemes.base import (
-    HOLM,
-    RingScore,
-    RingScoring,
     SharedResources,
     Watermark,
     create_scheme,
-    holm_adjusted,
     scheme_class,
 )
 from samark.schemes.features import TextFeatures, text_features
+from samark.schemes.ring_scores import HOLM, RingScore, RingScoring, holm_adjusted
 
 # SAMark's ring pass lives with SAMark; these names keep working from here
 from samark.schemes.samark.ring_scoring import MAX_STATISTIC, ring_null_count

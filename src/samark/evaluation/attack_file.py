@@ -19,7 +19,7 @@ from typing import TextIO
 
 import numpy as np
 
-from samark.detection.record_files import UnreadableRecord, numbered_jsonl
+from samark.detection.record_files import Record, UnreadableRecord, numbered_jsonl
 from samark.errors import SamarkError
 from samark.evaluation import fidelity
 from samark.evaluation.attacks import Attack
@@ -76,7 +76,7 @@ def check_records(path: Path, text_field: str = "text", human_field: str | None 
 
 def _records(
     path: Path, text_field: str, human_field: str | None
-) -> Iterator[tuple[JSONObject, str, str | None]]:
+) -> Iterator[tuple[Record, str, str | None]]:
     """The records of ``path``, each with its text and (with ``human_field``) its human
     text; the first one that cannot be used stops the run (an attack output must hold
     every input record)."""
@@ -122,7 +122,7 @@ def attack_jsonl(
     destination.parent.mkdir(parents=True, exist_ok=True)
     summary = AttackSummary()
 
-    def flush(batch: list[tuple[JSONObject, str, str | None]], out: TextIO) -> None:
+    def flush(batch: list[tuple[Record, str, str | None]], out: TextIO) -> None:
         texts = [text for _, text, _ in batch]
         humans = [human or "" for *_, human in batch] if human_field else None
         seeds = [record_seed(seed, summary.records + i) for i in range(len(batch))]
@@ -147,7 +147,7 @@ def attack_jsonl(
     fd, tmp = tempfile.mkstemp(prefix=f".{destination.name}.", dir=destination.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            batch: list[tuple[JSONObject, str, str | None]] = []
+            batch: list[tuple[Record, str, str | None]] = []
             for record in _records(source, text_field, human_field):
                 batch.append(record)
                 if len(batch) == BATCH:

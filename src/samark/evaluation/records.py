@@ -121,9 +121,18 @@ class GenerationRecord(_Record):
     @classmethod
     def of(cls, label: str, item: str, seed: int, generation: Generation) -> GenerationRecord:
         rec = generation.to_dict()
-        rec.pop("scheme")
-        core = {k: rec.pop(k) for k in ("prompt", "text", "sentences")}
-        return cls(scheme=label, item=item, seed=seed, extra=rec, **core)
+        for name in ("scheme", "prompt", "text", "sentences"):
+            del rec[name]
+        sentences: list[JSONValue] = list(generation.sentences)
+        return cls(
+            scheme=label,
+            item=item,
+            seed=seed,
+            prompt=generation.prompt,
+            text=generation.text,
+            sentences=sentences,
+            extra=rec,
+        )
 
 
 @dataclass(frozen=True)

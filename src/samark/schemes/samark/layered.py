@@ -40,7 +40,7 @@ from typing import ClassVar, Literal, Self, cast
 import numpy as np
 from scipy.stats import norm
 
-from samark.detection_result import Detection
+from samark.detection_result import Detail, Detection
 from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
@@ -52,9 +52,6 @@ from samark.models import (
 )
 from samark.sampling.base import CandidateSampler, engine_abilities
 from samark.schemes.base import (
-    HOLM,
-    RingScore,
-    RingScoring,
     SharedResources,
     Watermark,
     register_scheme,
@@ -62,6 +59,7 @@ from samark.schemes.base import (
     split_params,
 )
 from samark.schemes.features import TextFeatures, text_features
+from samark.schemes.ring_scores import HOLM, RingScore, RingScoring
 from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import embedded_of, ring_passes
 from samark.schemes.samark.ring_scoring import share_null
@@ -289,7 +287,7 @@ class SAMarkLayered(SAMark):
         p_sem, p_tok = semantic.p_value, token.p_value
         p = combine_p_values(p_sem, p_tok, method=self.combine, contradiction=self.contradiction)
         z = combined_z(p)
-        details: dict[str, object] = {
+        details: dict[str, Detail] = {
             "p_semantic": float(p_sem),
             "p_token": float(p_tok),
             "semantic_score": float(semantic.score),

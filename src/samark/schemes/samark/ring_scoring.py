@@ -22,8 +22,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from samark.errors import EmptyTextError, SamarkError
-from samark.schemes.base import HOLM, RingScore
 from samark.schemes.features import TextFeatures
+from samark.schemes.ring_scores import HOLM, RingScore
 from samark.schemes.samark.detector import (
     CellRingPass,
     RingPass,
