@@ -24,23 +24,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
+from samark.detection import pipeline
+from samark.detection.ring_detector import RingDetector
 from samark.detection_result import Detection
-from samark.errors import EmptyTextError, SamarkError
+from samark.errors import SamarkError
 from samark.evaluation.attacks.base import Attack
 from samark.evaluation.detection_metrics import rate_below
+from samark.schemes.base import Watermark
 
 #: the significance level of the forgery results (docs/results/2026-11-26-forgery)
 ALPHA = 0.01
 
 
-class TextDetector(Protocol):
-    """Anything that detects one text: a scheme, or a ring's detector."""
-
-    def detect(self, text: str) -> Detection: ...
+#: what detects the forgeries: a scheme (its key as a ring of one) or a keyring's detector
+TextDetector = Watermark | RingDetector
 
 
 @dataclass(frozen=True)
@@ -73,15 +73,12 @@ class ForgeryOutcome:
 
 
 def detect_forgeries(detector: TextDetector, texts: Sequence[str]) -> list[Detection | None]:
-    """Each forged text's detection, or None where it has nothing to score
-    (``EmptyTextError``: a forgery nothing detects)."""
-    out: list[Detection | None] = []
-    for text in texts:
-        try:
-            out.append(detector.detect(text))
-        except EmptyTextError:
-            out.append(None)
-    return out
+    """Each forged text's detection through the one detection pipeline (prepared once,
+    scored together: :mod:`samark.detection.pipeline`; a keyring's the family-wise one), or
+    None where it has nothing to score (a forgery nothing detects)."""
+    ring = RingDetector.of_scheme(detector) if isinstance(detector, Watermark) else detector
+    answers = pipeline.detect(ring, texts, limits=None)
+    return [None if isinstance(a, SamarkError) else a.as_detection() for a in answers]
 
 
 def forgery_p_values(detections: Sequence[Detection | None]) -> list[float]:
