@@ -9,7 +9,7 @@ import torch
 from scipy.stats import binom, chisquare, combine_pvalues, kstest
 
 from samark.errors import SamarkError
-from samark.schemes.samark.layered import combine_p_values, combined_z, fisher_two
+from samark.schemes.samark.layer_combination import combine_p_values, combined_z, fisher_two
 from samark.token_layer import GreenListLayer, TokenLayerConfig
 
 VOCAB = 49152
@@ -220,12 +220,12 @@ def test_layered_p_value_is_valid_on_human_text_over_keys(mpnet, news_leads) -> 
 def test_layered_scheme_refuses_an_engine_that_cannot_apply_its_token_layer(
     mpnet, mpnet_key
 ) -> None:
-    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.sampling.openai_server import OpenAICompletionsEngine
     from samark.schemes import create_scheme
 
-    remote = OpenAICompletionsSampler("http://127.0.0.1:9/v1", "some-model")
+    remote = OpenAICompletionsEngine("http://127.0.0.1:9/v1", "some-model")
     with pytest.raises(SamarkError, match=r"transformers engine.*vLLM"):
-        create_scheme("samark-layered", key=mpnet_key, embedder=mpnet, sampler=remote)
+        create_scheme("samark-layered", key=mpnet_key, embedder=mpnet, engine=remote)
     with pytest.raises(ValueError, match="combine"):
         create_scheme("samark-layered", key=mpnet_key, embedder=mpnet, combine="sum")
     with pytest.raises(ValueError, match="gamma"):

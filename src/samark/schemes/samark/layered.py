@@ -35,10 +35,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import ClassVar, Literal, Self, cast
+from typing import ClassVar, Self, cast
 
 import numpy as np
-from scipy.stats import norm
 
 from samark.detection_result import Detail, Detection
 from samark.embed import Embedder
@@ -50,7 +49,7 @@ from samark.models import (
     generator_vocab_size,
     resolve_generator,
 )
-from samark.sampling.base import CandidateSampler, engine_abilities
+from samark.sampling.base import Engine, engine_abilities
 from samark.schemes.base import (
     SharedResources,
     Watermark,
@@ -62,57 +61,24 @@ from samark.schemes.features import TextFeatures, text_features
 from samark.schemes.ring_scores import HOLM, RingScore, RingScoring
 from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import embedded_of, ring_passes
+from samark.schemes.samark.layer_combination import (
+    COMBINES,
+    Combine,
+    combine_p_values,
+    combined_z,
+)
 from samark.schemes.samark.ring_scoring import share_null
 from samark.schemes.samark.scheme import SAMark, samark_config_from_params
 from samark.schemes.sentence_loop import sentence_models
 from samark.token_layer import GreenListLayer, TokenLayerConfig, TokenLayerScore
 
-Combine = Literal["fisher", "cauchy", "both"]
-COMBINES: tuple[str, ...] = ("fisher", "cauchy", "both")
 #: candidates a sentence when a config leaves them out: half the paper's 64, the shipped
 #: default since 2026-12-05 (issue 63: every paper-protocol column within 2.5 points of
 #: N = 64 at half the tokens; docs/parameters.md, "Candidates: 32 by default"). The paper's
 #: ``samark`` keeps 64
 DEFAULT_CANDIDATES = 32
 #: engines that can apply a token layer on every candidate row
-TOKEN_LAYER_ENGINES = "the local transformers engine (TransformersSampler) or vLLM (VLLMSampler)"
-
-
-def fisher_two(p1: float, p2: float) -> float:
-    """Fisher's combination of two independent p-values: P(chi2_4 >= -2 ln(p1 p2)),
-    in closed form ``x (1 - ln x)`` with ``x = p1 p2``."""
-    x = p1 * p2
-    if x <= 0.0:
-        return 0.0
-    return min(1.0, x * (1.0 - math.log(x)))
-
-
-def cauchy_two(p1: float, p2: float) -> float:
-    """The Cauchy combination (Liu and Xie 2020) of two independent p-values: the mean of
-    ``tan((1/2 - p) pi)``, a standard Cauchy variable for each uniform p, is itself
-    standard Cauchy, so its tail is exact. It behaves like twice the smaller p-value when
-    one layer is destroyed, where Fisher's pays for the destroyed layer."""
-    t = 0.5 * sum(1.0 / math.tan(math.pi * min(max(p, 1e-300), 1.0 - 1e-16)) for p in (p1, p2))
-    return math.atan(1.0 / t) / math.pi if t > 0 else 0.5 - math.atan(t) / math.pi
-
-
-def combine_p_values(
-    p_semantic: float, p_token: float, *, method: Combine = "fisher", contradiction: float = 0.99
-) -> float:
-    """The layered mark's one p-value from its two layers' p-values (module docstring)."""
-    if method == "both":
-        return max(p_semantic, p_token)
-    if max(p_semantic, p_token) >= contradiction:
-        return max(p_semantic, p_token)
-    if method == "cauchy":
-        return cauchy_two(p_semantic, p_token)
-    return fisher_two(p_semantic, p_token)
-
-
-def combined_z(p: float) -> float:
-    """The layered detection's ``z``: the normal quantile of its combined p-value, kept
-    finite (p = 1 after a contradiction would give -inf, which no record can hold)."""
-    return float(norm.isf(min(max(p, 1e-300), 1.0 - 1e-16)))
+TOKEN_LAYER_ENGINES = "the local transformers engine (TransformersEngine) or vLLM (VLLMEngine)"
 
 
 def token_layer_of(
@@ -151,24 +117,22 @@ class SAMarkLayered(SAMark):
         combine: Combine = "fisher",
         contradiction: float = 0.99,
         embedder: Embedder | None = None,
-        sampler: CandidateSampler | None = None,
+        engine: Engine | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         if combine not in COMBINES:
             raise ValueError(f"combine must be one of {COMBINES}, got {combine!r}")
         if not 0.5 < contradiction <= 1.0:
             raise ValueError(f"contradiction must be in (0.5, 1], got {contradiction}")
-        if sampler is not None and not engine_abilities(sampler).token_layer:
+        if engine is not None and not engine_abilities(engine).token_layer:
             raise SamarkError(
                 f"samark-layered applies its token layer inside the candidate engine, and "
-                f"{type(sampler).__name__} cannot (a remote server samples on its own); use "
+                f"{type(engine).__name__} cannot (a remote server samples on its own); use "
                 f"{TOKEN_LAYER_ENGINES}, or the scheme 'samark'"
             )
         if config is None:
             config = SAMarkConfig.of(candidates=DEFAULT_CANDIDATES)
-        super().__init__(
-            key, config=config, embedder=embedder, sampler=sampler, generator=generator
-        )
+        super().__init__(key, config=config, embedder=embedder, engine=engine, generator=generator)
         self.combine: Combine = combine
         self.contradiction = contradiction
         self.generator_name, path = resolve_generator(generator)

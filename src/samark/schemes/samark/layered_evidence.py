@@ -10,13 +10,25 @@ that does not depend on the key the combination is as valid as the text's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from collections.abc import Sequence
+from typing import Protocol, TypedDict
 
 from samark.detection_result import Detection
-from samark.schemes.samark.layered import combine_p_values
+from samark.schemes.samark.layer_combination import Combine, combine_p_values
+from samark.token_layer import GreenListLayer
 
-if TYPE_CHECKING:
-    from samark.schemes.samark.layered import SAMarkLayered
+
+class LayeredScheme(Protocol):
+    """What the evidence reads of a layered mark (``SAMarkLayered``): its token layer, how
+    it tokenises a sentence and how it joins the layers."""
+
+    @property
+    def token_layer(self) -> GreenListLayer: ...
+
+    def token_ids(self, text: str) -> Sequence[int]: ...
+
+    combine: Combine
+    contradiction: float
 
 
 class SentenceLayers(TypedDict):
@@ -29,7 +41,7 @@ class SentenceLayers(TypedDict):
     p_combined: float
 
 
-def sentence_layers(scheme: SAMarkLayered, detection: Detection) -> list[SentenceLayers]:
+def sentence_layers(scheme: LayeredScheme, detection: Detection) -> list[SentenceLayers]:
     """Each sentence's part in each layer (module docstring)."""
     parts: list[SentenceLayers] = []
     for sentence, p_semantic in zip(detection.sentences, detection.sentence_p_values, strict=True):
