@@ -51,7 +51,7 @@ def main() -> None:
         config=SAMarkConfig.of(candidates=args.candidates),
         generator=args.generator,
     )
-    _ = scheme.sampler
+    _ = scheme.engine
     load_s = time.perf_counter() - t0
     gens = []
     for i, doc in enumerate(load_dataset("cnn_dailymail")[: args.prompts]):
@@ -66,7 +66,7 @@ def main() -> None:
     t1 = time.perf_counter()
     detections = [scheme.detect(g.text) for g in gens]
     det_s = time.perf_counter() - t1
-    oracle_name = args.oracle or ORACLES.get(scheme.sampler.name)
+    oracle_name = args.oracle or ORACLES.get(scheme.engine.name)
     ppl: list[float] = []
     if oracle_name:
         from samark.evaluation.perplexity import Perplexity
@@ -79,7 +79,7 @@ def main() -> None:
         with open(args.out, "w", encoding="utf-8") as f:
             for i, (g, d) in enumerate(zip(gens, detections, strict=True)):
                 rec = {
-                    "generator": scheme.sampler.name,
+                    "generator": scheme.engine.name,
                     "prompt": g.prompt,
                     "text": g.text,
                     "sentences": len(g.sentences),
@@ -96,7 +96,7 @@ def main() -> None:
         f"{torch.get_num_threads()} threads"
     )
     print(
-        f"generator {scheme.sampler.name}, embedder {embedder.name}, N={args.candidates}, "
+        f"generator {scheme.engine.name}, embedder {embedder.name}, N={args.candidates}, "
         f"{len(gens)} prompts x {args.sentences} sentences (models loaded in {load_s:.1f}s)"
     )
     print(f"  seconds per sentence       {secs / n:.1f}")

@@ -16,7 +16,7 @@ configs into ``benchmarks/data/gpu_cost_shapes.json``, and the generator's token
   engine's ``write_many`` decodes), each row writing the sentences its steps kept;
 - **marked at N**: per sentence, ``N`` rows per request (drawn from the step's recorded
   candidates), every request's rows in one batch through shared-prefix attention (as
-  ``BatchingSampler`` batches concurrent draws); then the embedder encodes the ``C x N``
+  ``BatchingEngine`` batches concurrent draws); then the embedder encodes the ``C x N``
   candidates at their recorded lengths (mean pooling, batches of 64 sorted by length, as
   sentence-transformers does). One round's time is scaled by the measured Tok/Out over
   the round's own (rows decoding past a sentence's end, redraws of unmatched steps).

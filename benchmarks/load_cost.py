@@ -9,7 +9,7 @@ figures an operator needs, on samark's transformers engine or in-process vLLM
 - **under load**: ``--concurrency`` requests at once (16 by default), each writing
   ``--sentences`` sentences after a CNN/DailyMail prompt. Plain sampling writes them as one
   batch (``write_many``: the engine's batch full of users); a marked row runs them as
-  concurrent generations through one :class:`~samark.sampling.batching.BatchingSampler`, as
+  concurrent generations through one :class:`~samark.sampling.batching.BatchingEngine`, as
   ``samark serve`` does, so their candidate draws share batches (up to ``--max-rows`` rows).
   Figure: kept output tokens per second of wall time, and the plain row's over it (the cost
   under load).
@@ -71,20 +71,20 @@ def main() -> None:
     from samark.keys import WatermarkKey
     from samark.keys.samark_material import PivotDraw
     from samark.models import DEFAULT_GENERATOR
-    from samark.sampling.batching import BatchingSampler
+    from samark.sampling.batching import BatchingEngine
     from samark.sampling.token_writing import WriteRequest
     from samark.schemes import create_scheme
 
     embedder = load_embedder("all-mpnet-base-v2")
     engine: Any
     if args.engine == "vllm":
-        from samark.sampling.vllm_engine import TextRequest, load_vllm_sampler
+        from samark.sampling.vllm_engine import TextRequest, load_vllm_engine
 
-        engine = load_vllm_sampler(DEFAULT_GENERATOR)
+        engine = load_vllm_engine(DEFAULT_GENERATOR)
     else:
-        from samark.sampling.transformers_engine import load_transformers_sampler
+        from samark.sampling.transformers_engine import load_transformers_engine
 
-        engine = load_transformers_sampler(DEFAULT_GENERATOR)
+        engine = load_transformers_engine(DEFAULT_GENERATOR)
         if args.no_prefix_cache:
             engine.prefixes = None
     key = WatermarkKey(
@@ -135,9 +135,9 @@ def main() -> None:
         )
         marked.append((label, int(cap), params))
     for label, n, params in marked:
-        batching = BatchingSampler(engine, max_rows=args.max_rows)
+        batching = BatchingEngine(engine, max_rows=args.max_rows)
         scheme = create_scheme(
-            "samark-layered", key=key, embedder=embedder, sampler=batching, **params
+            "samark-layered", key=key, embedder=embedder, engine=batching, **params
         )
         scheme.generate(prompts[0][:200], max_new_sentences=1, seed=0)  # warm-up
         rows.append(_measure_marked(scheme, batching, label, n, prompts, args))

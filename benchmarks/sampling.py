@@ -30,7 +30,7 @@ from samark.datasets import load_dataset
 from samark.embed import load_embedder, new_key
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import SamplingParams
-from samark.sampling.transformers_engine import BatchDecoder, load_transformers_sampler
+from samark.sampling.transformers_engine import BatchDecoder, load_transformers_engine
 from samark.schemes.samark import SAMark
 from samark.schemes.samark.config import SAMarkConfig
 from samark.segment import split_sentences
@@ -93,7 +93,7 @@ def decode_floor(lm, lengths: list[int], prefix: list[int] | None = None) -> flo
 
 
 def part_engine(args) -> None:
-    lm = load_transformers_sampler(args.generator)
+    lm = load_transformers_engine(args.generator)
     params = SamplingParams()
     rows = []
     for k, prefix in enumerate(long_contexts(lm, args.prompts, args.context)):

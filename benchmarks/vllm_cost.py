@@ -106,9 +106,9 @@ def build_rows(
     rows: list[Row] = []
     for engine_name in engines:
         if engine_name == "vllm":
-            from samark.sampling.vllm_engine import TextRequest, load_vllm_sampler
+            from samark.sampling.vllm_engine import TextRequest, load_vllm_engine
 
-            engine: Any = load_vllm_sampler(DEFAULT_GENERATOR)
+            engine: Any = load_vllm_engine(DEFAULT_GENERATOR)
             gumbel = create_scheme("vllm-gumbel", key=key, engine=engine)
             special = tuple(sorted({int(i) for i in engine.tokenizer.all_special_ids}))
 
@@ -124,9 +124,9 @@ def build_rows(
             rows.append(Row("plain sampling", "vllm", plain))
             rows.append(Row("vLLM Gumbel", "vllm", _scheme_writer(gumbel, sentences, engine)))
         else:
-            from samark.sampling.transformers_engine import load_transformers_sampler
+            from samark.sampling.transformers_engine import load_transformers_engine
 
-            engine = load_transformers_sampler(DEFAULT_GENERATOR)
+            engine = load_transformers_engine(DEFAULT_GENERATOR)
             plain_scheme = create_scheme("unwatermarked")
             rows.append(
                 Row(
@@ -141,7 +141,7 @@ def build_rows(
                     name,
                     key=key,
                     embedder=embedder,
-                    sampler=engine,
+                    engine=engine,
                     candidates=n,
                     statistic="scan",
                 )

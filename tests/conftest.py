@@ -112,9 +112,9 @@ def mpnet_key(mpnet):
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from samark.sampling.transformers_engine import load_transformers_sampler
+    from samark.sampling.transformers_engine import load_transformers_engine
 
-    return load_transformers_sampler("smollm2-135m-instruct")
+    return load_transformers_engine("smollm2-135m-instruct")
 
 
 @pytest.fixture(scope="session")

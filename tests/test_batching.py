@@ -1,4 +1,4 @@
-"""Concurrent generations share the local engine's batches (``BatchingSampler``): callers
+"""Concurrent generations share the local engine's batches (``BatchingEngine``): callers
 that run at once decode in one batch, each gets its own candidates, and one caller's bad
 draw fails only that caller."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from samark.sampling.base import SamplingParams
-from samark.sampling.batching import BatchingSampler
+from samark.sampling.batching import BatchingEngine
 
 PARAMS = SamplingParams(max_sentence_tokens=24)
 PREFIXES = [
@@ -29,7 +29,7 @@ class _Broken:
         raise ValueError("this layer is broken")
 
 
-def _concurrently(sampler: BatchingSampler, work) -> list:
+def _concurrently(sampler: BatchingEngine, work) -> list:
     """Run ``work(i)`` for each prefix in its own announced caller thread."""
     results: list = [None] * len(PREFIXES)
     start = threading.Barrier(len(PREFIXES))
@@ -52,7 +52,7 @@ def _concurrently(sampler: BatchingSampler, work) -> list:
 
 @pytest.mark.slow
 def test_concurrent_callers_decode_in_one_batch_and_get_their_own_candidates(smollm2) -> None:
-    sampler = BatchingSampler(smollm2, linger_s=60)
+    sampler = BatchingEngine(smollm2, linger_s=60)
     assert sampler.abilities == smollm2.abilities and sampler.name == smollm2.name  # the engine's
     try:
         got = _concurrently(sampler, lambda i: sampler.sample(PREFIXES[i], 2 + i, PARAMS, seed=i))
@@ -67,7 +67,7 @@ def test_concurrent_callers_decode_in_one_batch_and_get_their_own_candidates(smo
 
 
 def test_a_bad_draw_fails_only_its_caller(smollm2) -> None:
-    sampler = BatchingSampler(smollm2, linger_s=60)
+    sampler = BatchingEngine(smollm2, linger_s=60)
     try:
         got = _concurrently(
             sampler,
@@ -85,7 +85,7 @@ def test_a_bad_draw_fails_only_its_caller(smollm2) -> None:
 
 def test_the_queue_counts_tokens_as_its_engine(smollm2) -> None:
     """``count_tokens`` is declared by every engine; the queue's is its engine's."""
-    sampler = BatchingSampler(smollm2)
+    sampler = BatchingEngine(smollm2)
     text = " The council met again on Thursday."
     ids = smollm2.tokenizer(text, add_special_tokens=False)["input_ids"]
     assert sampler.count_tokens(text) == smollm2.count_tokens(text) == len(ids)

@@ -82,13 +82,13 @@ def test_steering_shifts_the_generator_toward_leaning_words(
 
 
 def test_steering_needs_an_engine_that_applies_a_bias(mpnet, mpnet_key) -> None:
-    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.sampling.openai_server import OpenAICompletionsEngine
     from samark.schemes import create_scheme
 
-    remote = OpenAICompletionsSampler("http://127.0.0.1:9/v1", "some-model")
+    remote = OpenAICompletionsEngine("http://127.0.0.1:9/v1", "some-model")
     with pytest.raises(SamarkError, match=r"steer.*transformers engine"):
-        create_scheme("samark", key=mpnet_key, embedder=mpnet, sampler=remote, steer=1.0)
-    create_scheme("samark", key=mpnet_key, embedder=mpnet, sampler=remote)  # steer 0: fine
+        create_scheme("samark", key=mpnet_key, embedder=mpnet, engine=remote, steer=1.0)
+    create_scheme("samark", key=mpnet_key, embedder=mpnet, engine=remote)  # steer 0: fine
 
 
 class _LetterCount:
@@ -152,7 +152,7 @@ def test_samark_hands_the_engine_its_steering_and_pruning(
 
     monkeypatch.setenv("SAMARK_CACHE_DIR", str(tmp_path))
     scheme = create_scheme(
-        "samark", key=mpnet_key, embedder=mpnet, sampler=smollm2, steer=1.0, steer_words=300
+        "samark", key=mpnet_key, embedder=mpnet, engine=smollm2, steer=1.0, steer_words=300
     )
     first = scheme.begin("A prompt.", np.random.default_rng(0))
     second = scheme.begin("A prompt.", np.random.default_rng(1))
@@ -166,7 +166,7 @@ def test_samark_hands_the_engine_its_steering_and_pruning(
         own = SemanticSteer(ids, emb, pivots, state.flags, 1.0)
         np.testing.assert_array_equal(state.steer.values, own.values)
     pruned = create_scheme(
-        "samark", key=mpnet_key, embedder=mpnet, sampler=smollm2, prune_at=6, prune_keep=3
+        "samark", key=mpnet_key, embedder=mpnet, engine=smollm2, prune_at=6, prune_keep=3
     )
     options = pruned.sample_options(pruned.begin("A prompt.", np.random.default_rng(0)))
     assert options.token_layer is None

@@ -204,7 +204,7 @@ def test_generation_picks_on_its_cells_and_detection_agrees(mpnet, mpnet_key, sm
     from samark.schemes import create_scheme
 
     scheme = create_scheme(
-        "samark", key=mpnet_key, embedder=mpnet, sampler=smollm2, cells=16, candidates=8
+        "samark", key=mpnet_key, embedder=mpnet, engine=smollm2, cells=16, candidates=8
     )
     gen = scheme.generate(
         "The city council voted on Tuesday to expand the bus network.",

@@ -87,7 +87,7 @@ def test_the_check_catches_a_broken_scheme(minilm) -> None:
 def test_the_contract_check_catches_what_a_scheme_misdeclares(minilm, smollm2) -> None:
     """A token scheme that declares an embedder, or another key's id, or an engine of
     none of its registered kinds, is caught and named."""
-    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.sampling.openai_server import OpenAICompletionsEngine
     from samark.testing import check_declared_contract, check_engine_is_declared
 
     key = WatermarkKey(b"conformance-key-000000000000000a", minilm.identity)
@@ -102,7 +102,7 @@ def test_the_contract_check_catches_what_a_scheme_misdeclares(minilm, smollm2) -
     case.scheme.key = other
     with pytest.raises(AssertionError, match="kgw: key_id is not its key's id"):
         check_declared_contract(case)
-    case.scheme._lm = OpenAICompletionsSampler("http://127.0.0.1:9/v1", "m")  # type: ignore[assignment]
+    case.scheme._lm = OpenAICompletionsEngine("http://127.0.0.1:9/v1", "m")  # type: ignore[assignment]
     with pytest.raises(AssertionError, match="none of its registered engines"):
         check_engine_is_declared(case)
 

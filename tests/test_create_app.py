@@ -17,7 +17,7 @@ pytest.importorskip("fastapi", reason="serving needs samark[server]")
 pytest.importorskip("uvicorn", reason="serving needs samark[server]")
 
 from samark.errors import SamarkError
-from samark.sampling.batching import BatchingSampler
+from samark.sampling.batching import BatchingEngine
 from samark.serving import ServerConfig, ServeSettings, create_app
 
 TOKEN = "python-served-token-0123456789"
@@ -49,7 +49,7 @@ def test_the_documented_block_serves(
     exec(compile(_documented_block(), "docs/serving.md", "exec"), namespace)
     app = namespace["app"]
     engine = app.state.worker.scheme.engine
-    assert isinstance(engine, BatchingSampler) and engine.engine is smollm2  # loaded once
+    assert isinstance(engine, BatchingEngine) and engine.engine is smollm2  # loaded once
     with served_app(app) as base:
         with urllib.request.urlopen(f"{base}/healthz", timeout=60) as response:
             health = json.loads(response.read())

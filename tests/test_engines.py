@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from samark.errors import SamarkError
 from samark.sampling.base import (
-    BatchSampler,
+    BatchEngine,
     Candidate,
     CandidateBatch,
     EngineAbilities,
@@ -75,14 +75,14 @@ def test_a_bad_spec_is_a_clear_error() -> None:
 def test_each_engine_declares_in_its_catalog_what_its_class_applies() -> None:
     """The registry answers from the catalog without loading an engine; the engine object
     answers schemes at run time: the two say the same."""
-    from samark.sampling.openai_server import OpenAICompletionsSampler
-    from samark.sampling.transformers_engine import TransformersSampler
-    from samark.sampling.vllm_engine import VLLMSampler  # imports no vLLM
+    from samark.sampling.openai_server import OpenAICompletionsEngine
+    from samark.sampling.transformers_engine import TransformersEngine
+    from samark.sampling.vllm_engine import VLLMEngine  # imports no vLLM
 
     classes = {
-        "transformers": TransformersSampler,
-        "vllm": VLLMSampler,
-        "openai": OpenAICompletionsSampler,
+        "transformers": TransformersEngine,
+        "vllm": VLLMEngine,
+        "openai": OpenAICompletionsEngine,
     }
     assert {"transformers", "vllm", "openai"} <= set(engine_names())
     for name, cls in classes.items():
@@ -92,20 +92,20 @@ def test_each_engine_declares_in_its_catalog_what_its_class_applies() -> None:
 
 
 def test_one_engine_interface_and_writers_on_it(smollm2) -> None:
-    """Every engine is a ``CandidateSampler``; the one that writes whole token rows is also
+    """Every engine is a ``Engine``; the one that writes whole token rows is also
     a ``TextWriter`` (the interface token rows write through), a remote server is not; the
     batching queue states the engine's abilities, tokenizer and token count and passes
     nothing else through."""
     from samark.sampling import load_engine
-    from samark.sampling.base import CandidateSampler, TextWriter
-    from samark.sampling.batching import BatchingSampler
+    from samark.sampling.base import Engine, TextWriter
+    from samark.sampling.batching import BatchingEngine
 
     server = load_engine("openai:http://127.0.0.1:9/v1#tiny")
-    assert isinstance(smollm2, TextWriter) and isinstance(smollm2, CandidateSampler)
-    assert isinstance(server, CandidateSampler) and not isinstance(server, TextWriter)
-    queue = BatchingSampler(smollm2)
+    assert isinstance(smollm2, TextWriter) and isinstance(smollm2, Engine)
+    assert isinstance(server, Engine) and not isinstance(server, TextWriter)
+    queue = BatchingEngine(smollm2)
     try:
-        assert isinstance(queue, CandidateSampler) and not isinstance(queue, TextWriter)
+        assert isinstance(queue, Engine) and not isinstance(queue, TextWriter)
         assert queue.abilities == smollm2.abilities and queue.tokenizer is smollm2.tokenizer
         assert queue.count_tokens("Two words.") == smollm2.count_tokens("Two words.")
         assert not hasattr(queue, "write_many") and not hasattr(queue, "eos_ids")
@@ -117,12 +117,12 @@ def test_the_registry_loads_the_process_engine(smollm2) -> None:
     """``load_engine``'s specs go through the registry: the transformers engine is the
     process's one (loaded once), a server's is built without a request."""
     from samark.sampling import load_engine
-    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.sampling.openai_server import OpenAICompletionsEngine
 
     assert load_engine("transformers:smollm2-135m-instruct") is smollm2
     assert load_engine("transformers", generator="smollm2-135m-instruct") is smollm2
     server = load_engine("openai:http://127.0.0.1:9/v1#tiny")
-    assert isinstance(server, OpenAICompletionsSampler)
+    assert isinstance(server, OpenAICompletionsEngine)
     assert (server.base_url, server.model, server.tokenizer) == (
         "http://127.0.0.1:9/v1",
         "tiny",
@@ -172,7 +172,7 @@ def test_a_scheme_writes_through_its_own_engine_by_default() -> None:
 
 
 # -- an engine from outside, and CONTRIBUTING.md's "Add an engine" -------------------------
-class FixedSampler(BatchSampler):
+class FixedSampler(BatchEngine):
     """One fixed sentence for every row (no model): a plugin's engine."""
 
     def __init__(self, model: str) -> None:

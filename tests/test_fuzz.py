@@ -123,7 +123,7 @@ def endpoint(minilm, free_port) -> Iterator[str]:
     from samark.serving import ServeSettings, scheme_app
 
     key = WatermarkKey(b"samark-fuzz-key-000000000000000", minilm.identity)
-    scheme = SAMark(key, config=SAMarkConfig(), embedder=minilm, sampler=_NoSampler())
+    scheme = SAMark(key, config=SAMarkConfig(), embedder=minilm, engine=_NoSampler())
     settings_ = ServeSettings(auth=False, max_body_bytes=200_000, max_text_chars=50_000)
     port = free_port()
     server = uvicorn.Server(

@@ -33,7 +33,7 @@ def generation(mpnet, smollm2):
         mpnet.identity,
         PivotDraw.avoiding(mpnet.reference_directions()),
     )
-    scheme = SAMark(key, config=SAMarkConfig.of(candidates=24), sampler=smollm2)
+    scheme = SAMark(key, config=SAMarkConfig.of(candidates=24), engine=smollm2)
     return scheme, scheme.generate(PROMPT, max_new_sentences=6, seed=7)
 
 
@@ -91,8 +91,8 @@ def test_seed_makes_generation_reproducible_and_signal_records_change_nothing(
     # not depend on the budget
     key = new_key(mpnet)
     config = SAMarkConfig.of(candidates=4, max_sentence_tokens=40)
-    plain = SAMark(key, config=config, sampler=smollm2)
-    traced = SAMark(key, config=config.replace(record_signal=True), sampler=smollm2)
+    plain = SAMark(key, config=config, engine=smollm2)
+    traced = SAMark(key, config=config.replace(record_signal=True), engine=smollm2)
     a = plain.generate(PROMPT, max_new_sentences=2, seed=4)
     b = traced.generate(PROMPT, max_new_sentences=2, seed=4)
     assert a.text == b.text
@@ -122,7 +122,7 @@ def test_generation_kappa_sets_the_selection_score_only(mpnet, smollm2) -> None:
         lambda_nov=0.0,
         record_signal=True,
     )
-    scheme = SAMark(new_key(mpnet), config=config, sampler=smollm2)
+    scheme = SAMark(new_key(mpnet), config=config, engine=smollm2)
     assert config.selection_kappa == 0.01 and scheme.detector.kappa == 30.0
     gen = scheme.generate(PROMPT, max_new_sentences=2, seed=3)
     for step in gen.steps:
@@ -151,7 +151,7 @@ def test_pool_margin_picks_the_largest_margin_over_the_pool_mean(mpnet, smollm2)
     )
     # a fixed key: with a fresh one, about one run in seven had no matched step to check
     key = WatermarkKey(b"pool-margin-test-key-00000000000", mpnet.identity)
-    gen = SAMark(key, config=config, sampler=smollm2).generate(PROMPT, max_new_sentences=2, seed=3)
+    gen = SAMark(key, config=config, engine=smollm2).generate(PROMPT, max_new_sentences=2, seed=3)
     checked = 0
     for step in gen.steps:
         if step["kind"] != "matched":
@@ -170,13 +170,13 @@ def test_fallback_fires_and_is_counted(mpnet, smollm2) -> None:
     # flag quadrant about 3 times in 4, so over 4 steps a fallback fires almost surely;
     # 16 channels make a match impossible in practice.
     config = SAMarkConfig.of(candidates=1, channels=16, extra_batches=0)
-    scheme = SAMark(new_key(mpnet), config=config, sampler=smollm2)
+    scheme = SAMark(new_key(mpnet), config=config, engine=smollm2)
     gen = scheme.generate(PROMPT, max_new_sentences=2, seed=11)
     assert gen.fallbacks.get("unmatched", 0) + gen.fallbacks.get("unfiltered", 0) == len(
         gen.sentences
     )
     config = SAMarkConfig.of(candidates=1, channels=16, extra_batches=2)
-    gen = SAMark(new_key(mpnet), config=config, sampler=smollm2).generate(
+    gen = SAMark(new_key(mpnet), config=config, engine=smollm2).generate(
         PROMPT, max_new_sentences=1, seed=1
     )
     assert gen.extra_batches == 2
@@ -199,7 +199,7 @@ def test_long_prompt_is_truncated_from_the_left(smollm2) -> None:
 
 def test_dagger_and_registry(mpnet, smollm2) -> None:
     key = new_key(mpnet)
-    dagger = create_scheme("samark-dagger", key=key, sampler=smollm2)
+    dagger = create_scheme("samark-dagger", key=key, engine=smollm2)
     assert dagger.name == "samark-dagger"
     assert dagger.detect("One sentence here. And another one.").scheme == "samark-dagger"
     assert create_scheme("samark", key=key).detect("One sentence here.").scheme == "samark"
@@ -237,7 +237,7 @@ def test_adaptive_budget_draws_in_chunks_and_stops_early(mpnet, smollm2) -> None
         mpnet.identity,
         samark=PivotDraw.avoiding(mpnet.reference_directions(None)),
     )
-    gen = SAMark(key, config=config, sampler=smollm2).generate(PROMPT, max_new_sentences=3, seed=4)
+    gen = SAMark(key, config=config, engine=smollm2).generate(PROMPT, max_new_sentences=3, seed=4)
     drawn = [s["candidates"] for s in gen.steps]
     assert all(d <= 24 * (1 + config.generation.extra_batches) for d in drawn)
     for s in gen.steps:
@@ -245,7 +245,7 @@ def test_adaptive_budget_draws_in_chunks_and_stops_early(mpnet, smollm2) -> None
             # stopped at the first chunk holding a match: fewer than a chunk before it
             assert s["saturated"] >= 1
     assert min(drawn) < 24  # early stop happened
-    fixed = SAMark(new_key(mpnet), config=config.replace(adaptive=False), sampler=smollm2)
+    fixed = SAMark(new_key(mpnet), config=config.replace(adaptive=False), engine=smollm2)
     assert all(
         s["candidates"] > 12 for s in fixed.generate(PROMPT, max_new_sentences=1, seed=4).steps
     )

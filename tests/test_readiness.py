@@ -202,12 +202,12 @@ def test_readiness_checks_a_remote_engine(minilm, free_port) -> None:
     """A scheme that draws from an OpenAI-compatible server is ready only while the server
     answers; a local engine has no such check."""
     from samark.embed import new_key
-    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.sampling.openai_server import OpenAICompletionsEngine
     from samark.schemes import create_scheme
 
     key = new_key(minilm, cells=0)
-    down = OpenAICompletionsSampler(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=0)
-    remote = create_scheme("samark", key=key, embedder=minilm, sampler=down)
+    down = OpenAICompletionsEngine(f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=0)
+    remote = create_scheme("samark", key=key, embedder=minilm, engine=down)
     worker = Worker(remote, ServeSettings(tokens=frozenset({USER})))
     worker.warm()
     assert worker.readiness() == {"ready": False, "checks": {"models": True, "engine": False}}

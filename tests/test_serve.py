@@ -24,8 +24,8 @@ import openai
 
 from samark import SAMark, SAMarkConfig
 from samark.errors import SamarkError
-from samark.sampling.batching import BatchingSampler
-from samark.sampling.openai_server import OpenAICompletionsSampler
+from samark.sampling.batching import BatchingEngine
+from samark.sampling.openai_server import OpenAICompletionsEngine
 from samark.serving import ServeSettings, scheme_app, tokenizer_chat_renderer
 
 USER = "user-token-0123456789abcdef"
@@ -61,13 +61,13 @@ def _logs() -> Iterator[None]:
 
 
 #: the local engine as ``samark serve`` builds it: concurrent generations share its batches
-ENGINE: list[BatchingSampler] = []
+ENGINE: list[BatchingEngine] = []
 
 
 @pytest.fixture(scope="module")
 def local(mpnet, mpnet_key, smollm2, served_app) -> Iterator[str]:
-    ENGINE.append(BatchingSampler(smollm2))
-    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=ENGINE[0])
+    ENGINE.append(BatchingEngine(smollm2))
+    scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, engine=ENGINE[0])
     settings = ServeSettings(
         tokens=frozenset({USER}),
         admin_tokens=frozenset({ADMIN}),
@@ -96,7 +96,7 @@ def ringed(mpnet, smollm2, served_app, tmp_path_factory) -> Iterator[tuple[str, 
         RING_SECRETS.append(secret)
         ring.add(WatermarkKey(secret, mpnet.identity), label)
     schemes = {
-        i: (e.label, SAMark(ring.key(e.label), config=CONFIG, embedder=mpnet, sampler=smollm2))
+        i: (e.label, SAMark(ring.key(e.label), config=CONFIG, embedder=mpnet, engine=smollm2))
         for i, e in enumerate(ring.entries)
     }
     detector = RingDetector.from_ring(
@@ -327,8 +327,8 @@ def test_upstream_down_or_slow_is_502_or_504_and_serving_goes_on(
         (f"http://127.0.0.1:{free_port()}/v1", 502, "unreachable"),
         (slow_url, 504, "longer than"),
     ):
-        sampler = OpenAICompletionsSampler(url, "m", max_retries=0, timeout=8)
-        scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, sampler=sampler)
+        sampler = OpenAICompletionsEngine(url, "m", max_retries=0, timeout=8)
+        scheme = SAMark(mpnet_key, config=CONFIG, embedder=mpnet, engine=sampler)
         settings = ServeSettings(auth=False, request_timeout_s=2, default_sentences=1)
         with served_app(scheme_app(scheme, settings)) as base:
             for stream in (False, True):

@@ -13,13 +13,13 @@ pytest.importorskip("fastapi", reason="`transformers serve` needs fastapi (samar
 pytest.importorskip("uvicorn", reason="`transformers serve` needs uvicorn (samark[test])")
 pytest.importorskip("openai", reason="the server engine needs openai (samark[server])")
 
-from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
+from samark.sampling.openai_server import OpenAICompletionsEngine, ServerError
 
 
 @pytest.mark.slow
 def test_server_candidates_are_topped_up_to_n(transformers_server) -> None:
     url, model = transformers_server
-    sampler = OpenAICompletionsSampler(url, model, max_retries=0)
+    sampler = OpenAICompletionsEngine(url, model, max_retries=0)
     batch = sampler.sample(
         "The city council met on Monday to discuss the budget. The mayor said",
         4,
@@ -44,7 +44,7 @@ def test_samark_generates_and_detects_through_the_server(
         mpnet_key,
         config=SAMarkConfig.of(candidates=4, max_sentence_tokens=40),
         embedder=mpnet,
-        sampler=OpenAICompletionsSampler(url, model),
+        engine=OpenAICompletionsEngine(url, model),
     )
     gen = scheme.generate(
         "Scientists found a new frog species in Peru.", max_new_sentences=1, seed=3
@@ -65,12 +65,12 @@ def test_served_through_a_real_upstream_watermarked_and_passed_through(
     from samark.serving import ServeSettings, Upstream, scheme_app, tokenizer_chat_renderer
 
     url, model = transformers_server
-    sampler = OpenAICompletionsSampler(url, model)
+    sampler = OpenAICompletionsEngine(url, model)
     scheme = SAMark(
         mpnet_key,
         config=SAMarkConfig.of(candidates=4, max_sentence_tokens=40),
         embedder=mpnet,
-        sampler=sampler,
+        engine=sampler,
     )
     token = "user-token-0123456789abcdef"
     settings = ServeSettings(tokens=frozenset({token}), default_sentences=1)
@@ -104,13 +104,13 @@ def test_served_through_a_real_upstream_watermarked_and_passed_through(
 
 def test_server_refusal_is_a_clear_error(transformers_server) -> None:
     url, _ = transformers_server
-    sampler = OpenAICompletionsSampler(url, "no/such-model", max_retries=0, timeout=60)
+    sampler = OpenAICompletionsEngine(url, "no/such-model", max_retries=0, timeout=60)
     with pytest.raises(ServerError, match=r"refused|returned"):
         sampler.sample("Hello.", 2, SamplingParams(max_sentence_tokens=8), seed=0)
 
 
 def test_server_down_is_a_clear_error(free_port) -> None:
-    sampler = OpenAICompletionsSampler(
+    sampler = OpenAICompletionsEngine(
         f"http://127.0.0.1:{free_port()}/v1", "m", max_retries=0, timeout=5
     )
     with pytest.raises(ServerError, match="unreachable"):

@@ -48,7 +48,7 @@ def record(args: argparse.Namespace) -> None:
 
     from samark.datasets import load_dataset, prompt_examples
     from samark.embed import load_embedder, new_key
-    from samark.sampling.transformers_engine import load_transformers_sampler
+    from samark.sampling.transformers_engine import load_transformers_engine
     from samark.schemes.samark import SAMark
     from samark.schemes.samark.selection import (
         ngram_overlap,
@@ -58,7 +58,7 @@ def record(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     embedder = load_embedder("all-mpnet-base-v2")
-    lm = load_transformers_sampler("smollm2-135m-instruct")
+    lm = load_transformers_engine("smollm2-135m-instruct")
     examples = prompt_examples(
         load_dataset("cnn_dailymail"), prompt_sentences=3, sentences=12, count=args.prompts
     )
@@ -149,7 +149,7 @@ def record(args: argparse.Namespace) -> None:
         if ex.prompt in done:
             continue
         recording = Recording()
-        scheme = Recorded(new_key(embedder), config=config, embedder=embedder, sampler=recording)  # type: ignore[arg-type]
+        scheme = Recorded(new_key(embedder), config=config, embedder=embedder, engine=recording)  # type: ignore[arg-type]
         scheme.prompt, scheme.recording, scheme.lines = ex.prompt, recording, []
         lines = scheme.lines
         start = time.perf_counter()

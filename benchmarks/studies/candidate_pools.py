@@ -36,7 +36,7 @@ def record(args: argparse.Namespace) -> None:
 
     from samark.datasets import load_dataset, prompt_examples
     from samark.embed import load_embedder, new_key
-    from samark.sampling.transformers_engine import load_transformers_sampler
+    from samark.sampling.transformers_engine import load_transformers_engine
     from samark.schemes.samark import SAMark
     from samark.schemes.samark.config import SAMarkConfig
     from samark.schemes.samark.selection import ngram_overlap, semantic_similarity
@@ -44,7 +44,7 @@ def record(args: argparse.Namespace) -> None:
 
     torch.set_num_threads(1)
     embedder = load_embedder("all-mpnet-base-v2")
-    lm = load_transformers_sampler("smollm2-135m-instruct")
+    lm = load_transformers_engine("smollm2-135m-instruct")
     examples = prompt_examples(
         load_dataset("cnn_dailymail"), prompt_sentences=3, sentences=12, count=args.prompts
     )
@@ -92,7 +92,7 @@ def record(args: argparse.Namespace) -> None:
     for p, ex in enumerate(examples):
         if p in done or p < args.start:
             continue
-        scheme = Plain(new_key(embedder), config=config, embedder=embedder, sampler=lm)
+        scheme = Plain(new_key(embedder), config=config, embedder=embedder, engine=lm)
         scheme.lines, scheme.prompt_index = [], p
         start = time.perf_counter()
         scheme.generate(ex.prompt, seed=args.seed + p)

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
                 cells=cells,
                 **({} if sampler is None else {"sampler": sampler}),
             )
-            sampler = scheme.sampler
+            sampler = scheme.engine
             start = time.perf_counter()
             gen = scheme.generate(data["prompt"], max_new_sentences=DEMO_SENTENCES, seed=seed)
             seconds = time.perf_counter() - start

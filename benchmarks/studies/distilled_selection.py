@@ -117,7 +117,7 @@ def train(args: argparse.Namespace, out: Path) -> None:
     from peft import LoraConfig, get_peft_model
 
     from samark.embed import load_embedder
-    from samark.sampling.transformers_engine import TransformersSampler
+    from samark.sampling.transformers_engine import TransformersEngine
 
     torch.manual_seed(0)
     steps = pp.load_steps(40)
@@ -131,7 +131,7 @@ def train(args: argparse.Namespace, out: Path) -> None:
     pairs = [p for p in pairs_for(steps, full, frames) if steps[p[0]].prompt in train_ids]
     rng = np.random.default_rng(0)
     rng.shuffle(pairs)
-    lm = TransformersSampler("smollm2-135m-instruct", prefix_cache_bytes=0)
+    lm = TransformersEngine("smollm2-135m-instruct", prefix_cache_bytes=0)
     tok = lm.tokenizer
     model = get_peft_model(
         lm.model,
@@ -198,7 +198,7 @@ def evaluate(args: argparse.Namespace, out: Path) -> None:
     from samark.embed import load_embedder
     from samark.evaluation.perplexity import Perplexity
     from samark.sampling.base import SamplingParams
-    from samark.sampling.transformers_engine import TransformersSampler
+    from samark.sampling.transformers_engine import TransformersEngine
     from samark.text import ngrams, words
 
     steps = pp.load_steps(40)
@@ -210,8 +210,8 @@ def evaluate(args: argparse.Namespace, out: Path) -> None:
     frames, other = frames_for(STUDY_KEY, embedder), frames_for(OTHER_KEY, embedder)
     oracle = Perplexity("gemma-3-270m")
     params = SamplingParams(temperature=0.7, top_p=0.95, max_sentence_tokens=64)
-    base = TransformersSampler("smollm2-135m-instruct")
-    tuned = TransformersSampler("smollm2-135m-instruct")
+    base = TransformersEngine("smollm2-135m-instruct")
+    tuned = TransformersEngine("smollm2-135m-instruct")
     tuned.model = PeftModel.from_pretrained(tuned.model, str(out / "adapter")).merge_and_unload()
     sink = (out / "eval.jsonl").open("w")
     for k, i in enumerate(test):

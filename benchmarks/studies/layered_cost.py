@@ -19,7 +19,7 @@ import torch
 from samark.datasets import load_dataset, prompt_examples
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import SamplingParams
-from samark.sampling.transformers_engine import load_transformers_sampler
+from samark.sampling.transformers_engine import load_transformers_engine
 from samark.token_layer import GreenListLayer
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    lm = load_transformers_sampler(DEFAULT_GENERATOR)
+    lm = load_transformers_engine(DEFAULT_GENERATOR)
     vocab = int(lm.model.config.get_text_config().vocab_size)
     layer = GreenListLayer(b"layered-cost-benchmark-key-00000", vocab)
     params = SamplingParams()

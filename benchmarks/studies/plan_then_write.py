@@ -94,9 +94,9 @@ def run(args: argparse.Namespace) -> None:
     from samark.embed import load_embedder
     from samark.models import DEFAULT_GENERATOR
     from samark.sampling.base import SamplingParams
-    from samark.sampling.transformers_engine import load_transformers_sampler
+    from samark.sampling.transformers_engine import load_transformers_engine
 
-    engine = load_transformers_sampler(DEFAULT_GENERATOR)
+    engine = load_transformers_engine(DEFAULT_GENERATOR)
     embedder = load_embedder("all-mpnet-base-v2")
     params = SamplingParams(temperature=0.7, top_p=0.95, max_sentence_tokens=64)
     examples = prompt_examples(

@@ -27,10 +27,10 @@ def main() -> None:
 
     from samark.datasets import load_dataset, prompt_examples
     from samark.models import DEFAULT_GENERATOR, resolve_generator
-    from samark.sampling.vllm_engine import TextRequest, close_vllm_samplers, load_vllm_sampler
+    from samark.sampling.vllm_engine import TextRequest, close_vllm_samplers, load_vllm_engine
     from samark.sampling.vllm_processors import GumbelRule
 
-    engine = load_vllm_sampler(DEFAULT_GENERATOR)
+    engine = load_vllm_engine(DEFAULT_GENERATOR)
     examples = prompt_examples(
         load_dataset("cnn_dailymail"), prompt_sentences=3, sentences=12, count=args.prompts
     )

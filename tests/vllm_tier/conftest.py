@@ -15,9 +15,9 @@ GENERATOR = "smollm2-135m-instruct"
 
 @pytest.fixture(scope="session")
 def vllm_engine():
-    from samark.sampling.vllm_engine import load_vllm_sampler
+    from samark.sampling.vllm_engine import load_vllm_engine
 
-    return load_vllm_sampler(GENERATOR)
+    return load_vllm_engine(GENERATOR)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -108,7 +108,7 @@ def test_what_vllm_cannot_do_is_a_clear_error(vllm_engine, minilm) -> None:
     for option in ({"prune_at": 8}, {"steer": 0.5}):
         with pytest.raises(SamarkError, match="needs the local transformers engine"):
             create_scheme(
-                "samark", key=key, embedder=minilm, sampler=vllm_engine, candidates=4, **option
+                "samark", key=key, embedder=minilm, engine=vllm_engine, candidates=4, **option
             )
     with pytest.raises(SamarkError, match="does not prune"):
         pruner = type("P", (), {"at": 4, "keep": 2, "score": lambda self, t: [0.0] * len(t)})()
@@ -116,10 +116,10 @@ def test_what_vllm_cannot_do_is_a_clear_error(vllm_engine, minilm) -> None:
 
 
 def test_an_engine_option_vllm_refuses_is_a_clear_error() -> None:
-    from samark.sampling.vllm_engine import VLLMSampler
+    from samark.sampling.vllm_engine import VLLMEngine
 
     with pytest.raises(SamarkError, match="vLLM refused the engine options"):
-        VLLMSampler("smollm2-135m-instruct", no_such_engine_option=1)
+        VLLMEngine("smollm2-135m-instruct", no_such_engine_option=1)
 
 
 def test_vllm_gumbel_picks_what_vllms_gumbel_watermarker_picks(vllm_engine, minilm) -> None:

@@ -84,14 +84,14 @@ def load_scheme(
     from samark.schemes.base import engine_for
 
     try:
-        sampler = None
+        loaded = None
         if engine:
-            sampler = load_engine(engine_for(name, engine), generator=generator)
+            loaded = load_engine(engine_for(name, engine), generator=generator)
         params: dict[str, Any] = {"generator": generator, **fields}
         if statistic is not None:
             params["statistic"] = statistic
-        if sampler is not None:
-            params["sampler"] = sampler
+        if loaded is not None:
+            params["engine"] = loaded
         return create_scheme(name, key=load_key(key), **params)
     except (SamarkError, ValueError) as exc:
         raise fail(str(exc)) from None

@@ -42,9 +42,9 @@ class LocalChatModel:
     weak; reports label it so."""
 
     def __init__(self, model: str = DEFAULT_GENERATOR, batch_size: int = 8) -> None:
-        from samark.sampling.transformers_engine import load_transformers_sampler
+        from samark.sampling.transformers_engine import load_transformers_engine
 
-        self.lm = load_transformers_sampler(model)
+        self.lm = load_transformers_engine(model)
         self.name = f"local:{self.lm.name}"
         self.batch_size = batch_size
         if self.lm.tokenizer.chat_template is None:

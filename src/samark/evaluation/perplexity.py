@@ -6,12 +6,12 @@ import math
 
 import torch
 
-from samark.sampling.transformers_engine import load_transformers_sampler
+from samark.sampling.transformers_engine import load_transformers_engine
 
 
 class Perplexity:
     def __init__(self, model: str = "gemma-3-270m") -> None:
-        self.lm = load_transformers_sampler(model)
+        self.lm = load_transformers_engine(model)
         self.name = self.lm.name
 
     @torch.inference_mode()

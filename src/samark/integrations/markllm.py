@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     # what ``AutoModelForCausalLM.from_pretrained`` gives: the model an engine holds
     from transformers.models.auto.modeling_auto import _BaseModelWithGenerate
 
-    from samark.sampling.transformers_engine import TransformersSampler
+    from samark.sampling.transformers_engine import TransformersEngine
 
 #: the name the adapter registers in MarkLLM's AutoWatermark
 ALGORITHM_NAME = "samark"
@@ -135,14 +135,14 @@ def _read_config(algorithm_config: str | Mapping[str, object]) -> _AlgorithmConf
 
 def _given_engine(
     model: _BaseModelWithGenerate, tokenizer: PreTrainedTokenizerBase
-) -> TransformersSampler:
+) -> TransformersEngine:
     """samark's transformers engine over a model and tokenizer already loaded (MarkLLM's),
-    instead of loading its own copy: the fields ``TransformersSampler`` sets when it loads."""
+    instead of loading its own copy: the fields ``TransformersEngine`` sets when it loads."""
     import torch
 
-    from samark.sampling.transformers_engine import TransformersSampler
+    from samark.sampling.transformers_engine import TransformersEngine
 
-    engine = TransformersSampler.__new__(TransformersSampler)
+    engine = TransformersEngine.__new__(TransformersEngine)
     engine.name = str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
     engine.path = Path(engine.name)
     engine.share_prefix = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samark.sampling.base import Candidate, CandidateBatch, CandidateSampler, SamplingParams
+from samark.sampling.base import Candidate, CandidateBatch, Engine, SamplingParams
 from samark.sampling.engines import (
     EngineSpec,
     engine_info,
@@ -15,7 +15,7 @@ from samark.sampling.engines import (
 __all__ = [
     "Candidate",
     "CandidateBatch",
-    "CandidateSampler",
+    "Engine",
     "EngineSpec",
     "SamplingParams",
     "engine_info",

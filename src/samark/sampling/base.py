@@ -1,4 +1,4 @@
-"""The candidate-sampler seam: a batch of N next sentences continuing a prefix.
+"""The engine seam: a batch of N candidate next sentences continuing a prefix.
 
 SAMark and any other sentence-level scheme draw candidates through this interface; engines
 (local transformers, OpenAI-compatible servers, vLLM) implement it.
@@ -148,12 +148,12 @@ class RowOptions:
 SAMPLES_ONLY = EngineAbilities()
 
 
-def engine_abilities(sampler: CandidateSampler) -> EngineAbilities:
-    """What ``sampler`` declares it applies (its ``abilities``)."""
-    return sampler.abilities
+def engine_abilities(engine: Engine) -> EngineAbilities:
+    """What ``engine`` declares it applies (its ``abilities``)."""
+    return engine.abilities
 
 
-class BatchSampler(abc.ABC):
+class BatchEngine(abc.ABC):
     """An engine that draws several requests' candidates in one batch (``sample_many``);
     ``sample`` is one such draw."""
 
@@ -196,7 +196,7 @@ class BatchSampler(abc.ABC):
 
 
 @runtime_checkable
-class CandidateSampler(Protocol):
+class Engine(Protocol):
     """Draws ``n`` independent next sentences of ``prefix``; with ``token_layer`` or
     ``prune``, under that bias or pruning. An engine that can apply them declares so in
     its ``abilities`` (:class:`EngineAbilities`); what it does not declare it does not
@@ -240,7 +240,7 @@ RequestT_contra = TypeVar("RequestT_contra", contravariant=True)
 
 
 @runtime_checkable
-class TextWriter(CandidateSampler, Protocol[RequestT_contra]):
+class TextWriter(Engine, Protocol[RequestT_contra]):
     """A candidate engine that also writes whole texts token by token: what the token
     rows (the unwatermarked reference, KGW, SynthID, ..., vLLM's Gumbel mark) and the
     token-stealing attack write through. The request type is the engine's own (what it

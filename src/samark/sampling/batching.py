@@ -2,12 +2,12 @@
 
 A server runs several generations at once (one thread each). Each of their sentence steps
 asks the engine for N candidates; alone, those draws would queue and run one after another.
-:class:`BatchingSampler` collects the draws that wait while the engine is busy and runs
+:class:`BatchingEngine` collects the draws that wait while the engine is busy and runs
 them as one batch through the engine's ``sample_many`` (the model runs once per token for
 every caller's rows). Batches form at draw boundaries, not inside a draw's decoding: a
 request that arrives mid-batch joins the next one.
 
-Callers that announce themselves (:meth:`BatchingSampler.caller`) let the engine wait,
+Callers that announce themselves (:meth:`BatchingEngine.caller`) let the engine wait,
 briefly (``linger_s``), until every running generation has its draw queued, so that
 generations that run in step batch together rather than one straggler at a time. Without
 callers, or with one, nothing waits.
@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from samark.sampling.base import (
-    BatchSampler,
+    BatchEngine,
     CandidateBatch,
     EngineAbilities,
     SampleRequest,
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 _Queued = tuple[SampleRequest, "Future[CandidateBatch]", int]
 
 
-class BatchingSampler(BatchSampler):
-    """A thread-safe candidate sampler over ``engine`` that batches concurrent draws.
+class BatchingEngine(BatchEngine):
+    """A thread-safe engine over ``engine`` that batches concurrent draws.
 
     ``max_rows`` bounds the candidate rows of one batch (memory: the engine keeps every
     row's keys and values for the longest sentence; 512 rows are 8 concurrent draws of
@@ -47,7 +47,7 @@ class BatchingSampler(BatchSampler):
     (no pass-through).
     """
 
-    def __init__(self, engine: BatchSampler, *, max_rows: int = 512, linger_s: float = 0.5):
+    def __init__(self, engine: BatchEngine, *, max_rows: int = 512, linger_s: float = 0.5):
         if max_rows < 1 or linger_s < 0:
             raise ValueError("need max_rows >= 1 and linger_s >= 0")
         self.engine = engine
@@ -79,7 +79,7 @@ class BatchingSampler(BatchSampler):
         return self.engine.count_tokens(text)
 
     def __repr__(self) -> str:
-        return f"BatchingSampler({self.engine!r}, max_rows={self.max_rows})"
+        return f"BatchingEngine({self.engine!r}, max_rows={self.max_rows})"
 
     @contextlib.contextmanager
     def caller(self) -> Iterator[None]:
@@ -107,7 +107,7 @@ class BatchingSampler(BatchSampler):
         caller = threading.get_ident()
         with self._cond:
             if self._closed:
-                raise RuntimeError("the sampler is closed")
+                raise RuntimeError("the engine is closed")
             self._queue.extend(zip(requests, futures, [caller] * len(requests), strict=True))
             if self._worker is None:
                 self._worker = threading.Thread(

@@ -22,10 +22,10 @@ from samark.sampling.base import EngineAbilities
 from samark.sampling.catalog import ENGINE_CATALOG, EngineInfo
 
 if TYPE_CHECKING:
-    from samark.sampling.base import CandidateSampler
+    from samark.sampling.base import Engine
 
 #: an engine's loader: the process's engine for a MODEL (a preset, a folder, URL#MODEL)
-EngineLoader = Callable[[str], "CandidateSampler"]
+EngineLoader = Callable[[str], "Engine"]
 L = TypeVar("L", bound=Callable[[str], object])
 
 
@@ -42,7 +42,7 @@ def register_engine(
     model: str | None = None,
 ) -> Callable[[L], L]:
     """Register ``name``'s loader: called with the spec's MODEL, it returns the process's
-    engine for it (a :class:`~samark.sampling.base.CandidateSampler`). A built-in engine's
+    engine for it (a :class:`~samark.sampling.base.Engine`). A built-in engine's
     description and abilities live in :mod:`samark.sampling.catalog`; an engine registered
     from outside gives them here."""
     if name in ENGINE_CATALOG:
@@ -116,7 +116,7 @@ def parse_engine_spec(spec: str) -> EngineSpec:
     )
 
 
-def load_engine(spec: str | EngineSpec, *, generator: str = DEFAULT_GENERATOR) -> CandidateSampler:
+def load_engine(spec: str | EngineSpec, *, generator: str = DEFAULT_GENERATOR) -> Engine:
     """The process's engine for ``spec`` (MODEL left out: ``generator``); an engine whose
     modules are missing is a clear error naming what to install."""
     parsed = parse_engine_spec(spec) if isinstance(spec, str) else spec

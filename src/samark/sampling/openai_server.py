@@ -36,7 +36,7 @@ class ServerError(SamarkError):
     """The completions server is down, refused the request, or sent nothing usable."""
 
 
-class OpenAICompletionsSampler:
+class OpenAICompletionsEngine:
     """``sample(prefix, n, params)`` through ``POST {base_url}/completions``: the server
     samples on its own, so no token layer, steering or pruning applies here."""
 
@@ -83,7 +83,7 @@ class OpenAICompletionsSampler:
         return True
 
     def __repr__(self) -> str:
-        return f"OpenAICompletionsSampler({self.base_url!r}, model={self.model!r})"
+        return f"OpenAICompletionsEngine({self.base_url!r}, model={self.model!r})"
 
     def sample(
         self,
@@ -150,7 +150,7 @@ class OpenAICompletionsSampler:
 
 
 @register_engine("openai")
-def load_openai_sampler(model: str) -> OpenAICompletionsSampler:
+def load_openai_engine(model: str) -> OpenAICompletionsEngine:
     """The engine of the spec ``openai:URL#MODEL``: candidates from the OpenAI-compatible
     server at ``URL`` (``http(s)://HOST/v1``) serving ``MODEL``."""
     url, _, served = model.partition("#")
@@ -159,4 +159,4 @@ def load_openai_sampler(model: str) -> OpenAICompletionsSampler:
             "the openai engine is 'openai:URL#MODEL' (or 'URL#MODEL'), e.g. "
             f"http://127.0.0.1:8000/v1#smollm2, not {model!r}"
         )
-    return OpenAICompletionsSampler(url, served)
+    return OpenAICompletionsEngine(url, served)

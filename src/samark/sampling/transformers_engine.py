@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from samark.models import DEFAULT_GENERATOR, resolve_device, resolve_generator
 from samark.sampling import shared_prefix
 from samark.sampling.base import (
-    BatchSampler,
+    BatchEngine,
     Candidate,
     CandidateBatch,
     EngineAbilities,
@@ -154,7 +154,7 @@ class _Draw:
     request: SampleRequest
     ids: list[int]
     generator: torch.Generator
-    engine: TransformersSampler
+    engine: TransformersEngine
     rows: list[int] = field(init=False)  # the candidate index of each live row
     tokens: list[list[int]] = field(init=False)
     texts: list[str | None] = field(init=False)
@@ -224,7 +224,7 @@ class _Draw:
         )
 
 
-class TransformersSampler(BatchSampler):
+class TransformersEngine(BatchEngine):
     """Samples candidates from a transformers causal LM (a preset name or local folder).
 
     ``device`` is where the model runs (default: :func:`samark.models.resolve_device`, a
@@ -264,14 +264,14 @@ class TransformersSampler(BatchSampler):
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         #: held by every use of ``model``: decoding switches the model's attention
         #: implementation (shared_prefix.decoding), so threads that share an engine take
-        #: turns (a BatchingSampler batches their draws instead)
+        #: turns (a BatchingEngine batches their draws instead)
         self.model_lock = threading.RLock()
         #: prefilled prefixes kept between calls (0 bytes: none): a step drawn in rounds
         #: prefills its context once (:mod:`samark.sampling.batch_decoder`)
         self.prefixes = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
 
     def __repr__(self) -> str:
-        return f"TransformersSampler(model={self.name!r}, device={str(self.device)!r})"
+        return f"TransformersEngine(model={self.name!r}, device={str(self.device)!r})"
 
     def encode_prefix(self, prefix: str, reserve: int) -> list[int]:
         """Token ids of ``prefix``, truncated from the left to leave ``reserve`` positions."""
@@ -437,6 +437,6 @@ class TransformersSampler(BatchSampler):
 
 @register_engine("transformers")
 @functools.lru_cache(maxsize=2)
-def load_transformers_sampler(model: str = DEFAULT_GENERATOR) -> TransformersSampler:
-    """The process-wide sampler for ``model`` (loaded on first use)."""
-    return TransformersSampler(model)
+def load_transformers_engine(model: str = DEFAULT_GENERATOR) -> TransformersEngine:
+    """The process-wide engine for ``model`` (loaded on first use)."""
+    return TransformersEngine(model)

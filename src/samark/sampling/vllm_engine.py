@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from samark.errors import SamarkError
 from samark.sampling.base import (
-    BatchSampler,
+    BatchEngine,
     Candidate,
     CandidateBatch,
     EngineAbilities,
@@ -123,7 +123,7 @@ def cpu_only() -> bool:
     return not torch.cuda.is_available()
 
 
-class VLLMSampler(BatchSampler):
+class VLLMEngine(BatchEngine):
     """samark's engine over an in-process ``vllm.LLM``. ``model`` is a generator preset
     or folder (``samark models``) or anything vLLM loads; ``engine_args`` go to ``LLM``
     (on a CPU the defaults are float32, eager mode, a 4 GiB KV cache, a 2,048-token
@@ -175,11 +175,11 @@ class VLLMSampler(BatchSampler):
         self.stop_id = int(eos)
         self.eos_ids = {self.stop_id}
         #: ``LLM.generate`` takes one caller at a time (a server's threads queue here;
-        #: a BatchingSampler in front batches their draws instead)
+        #: a BatchingEngine in front batches their draws instead)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"VLLMSampler({self.name!r})"
+        return f"VLLMEngine({self.name!r})"
 
     def encode(self, text: str, reserve: int) -> list[int]:
         """Token ids of a prompt, as the local engine encodes it, truncated from the left
@@ -307,7 +307,7 @@ class VLLMSampler(BatchSampler):
 
     def close(self) -> None:
         """Stop vLLM's engine-core and worker processes (a server stopping, a test
-        session ending); the sampler is unusable afterwards."""
+        session ending); the engine is unusable afterwards."""
         core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
         if core is not None:
             core.shutdown()
@@ -328,21 +328,21 @@ def _stop_on_sigterm() -> None:
 
 
 #: the process's engines by model (vLLM reserves its KV cache when it starts: one is usual)
-_ENGINES: dict[str, VLLMSampler] = {}
+_ENGINES: dict[str, VLLMEngine] = {}
 _ENGINES_LOCK = threading.Lock()
 
 
 @register_engine("vllm")
-def load_vllm_sampler(model: str) -> VLLMSampler:
+def load_vllm_engine(model: str) -> VLLMEngine:
     """The process-wide vLLM engine for ``model``, started on first use."""
     with _ENGINES_LOCK:
         if model not in _ENGINES:
-            _ENGINES[model] = VLLMSampler(model)
+            _ENGINES[model] = VLLMEngine(model)
         return _ENGINES[model]
 
 
 def close_vllm_samplers() -> None:
-    """Stop every engine :func:`load_vllm_sampler` started (their vLLM processes too)."""
+    """Stop every engine :func:`load_vllm_engine` started (their vLLM processes too)."""
     with _ENGINES_LOCK:
         for engine in _ENGINES.values():
             engine.close()

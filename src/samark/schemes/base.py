@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from samark.embed import Embedder
     from samark.keys import WatermarkKey
-    from samark.sampling.base import CandidateSampler
+    from samark.sampling.base import Engine
     from samark.sampling.engines import EngineSpec
     from samark.schemes.features import TextFeatures
     from samark.schemes.ring_scores import RingScoring
@@ -117,7 +117,7 @@ class Watermark(abc.ABC):
         return scheme_info(self.name)
 
     @property
-    def engine(self) -> CandidateSampler | None:
+    def engine(self) -> Engine | None:
         """The engine it writes with (loaded on first use); None: it writes with none."""
         return None
 

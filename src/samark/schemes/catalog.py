@@ -37,7 +37,7 @@ class SchemeInfo:
     engine_needs: tuple[str, ...] = ()
     # -- capabilities: what every surface (CLI, server, rings) asks instead of a name --
     #: chooses each sentence among N candidates of an engine: takes SAMark's generation
-    #: options (``candidates``, a ``sampler``, an upstream server)
+    #: options (``candidates``, an ``engine``, an upstream server)
     candidates: bool = False
     #: the detection statistics it can be asked for (``statistic``)
     statistics: tuple[str, ...] = ()

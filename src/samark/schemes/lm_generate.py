@@ -32,9 +32,9 @@ from samark.detection_result import Detection
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, TextWriter
+from samark.sampling.base import Engine, TextWriter
 from samark.sampling.token_writing import WriteRequest
-from samark.sampling.transformers_engine import TransformersSampler, load_transformers_sampler
+from samark.sampling.transformers_engine import TransformersEngine, load_transformers_engine
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
@@ -121,7 +121,7 @@ class LMGenerateScheme(Watermark):
                 f"{type(self.config).__name__}"
             )
         self.generator = generator
-        self._lm: TransformersSampler | None = None
+        self._lm: TransformersEngine | None = None
 
     @classmethod
     def from_params(
@@ -146,13 +146,13 @@ class LMGenerateScheme(Watermark):
         return self.config.max_new_sentences
 
     @property
-    def lm(self) -> TransformersSampler:
+    def lm(self) -> TransformersEngine:
         if self._lm is None:
-            self._lm = load_transformers_sampler(self.generator)
+            self._lm = load_transformers_engine(self.generator)
         return self._lm
 
     @property
-    def engine(self) -> CandidateSampler:
+    def engine(self) -> Engine:
         """The engine it writes with: the transformers engine (``lm``), whose logits
         processors carry a token watermark."""
         return self.lm
@@ -253,7 +253,7 @@ class LMGenerateScheme(Watermark):
         return processor
 
 
-def special_ids(lm: TransformersSampler) -> set[int]:
+def special_ids(lm: TransformersEngine) -> set[int]:
     """Every special token of the generator's tokenizer, and its EOS ids (what a token
     row suppresses when it writes past EOS)."""
     return {int(i) for i in lm.tokenizer.all_special_ids} | set(lm.eos_ids)
@@ -315,12 +315,12 @@ class ProcessorWatermarking(BaseWatermarkingConfig):
         return self.build(vocab_size, device)
 
 
-def vocab_size(lm: TransformersSampler) -> int:
+def vocab_size(lm: TransformersEngine) -> int:
     """The width of the generator's logits: the vocabulary a watermark partitions."""
     return int(lm.model.config.get_text_config().vocab_size)
 
 
-def token_ids(lm: TransformersSampler, text: str) -> torch.LongTensor:
+def token_ids(lm: TransformersEngine, text: str) -> torch.LongTensor:
     """The generator's token ids of ``text`` (no special tokens), a (1, L) LongTensor."""
     ids = lm.tokenizer(text, add_special_tokens=False)["input_ids"]
     return cast(torch.LongTensor, torch.tensor([ids], dtype=torch.long))

@@ -31,7 +31,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler
+from samark.sampling.base import Engine
 from samark.schemes.base import check, register_scheme
 from samark.schemes.sentence_loop import (
     Draw,
@@ -77,11 +77,11 @@ class PMark(SentenceLevelWatermark["_Step"]):
         config: PMarkConfig | None = None,
         *,
         embedder: Embedder | None = None,
-        sampler: CandidateSampler | None = None,
+        engine: Engine | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         c = config if config is not None else PMarkConfig()
-        super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
+        super().__init__(key, c, embedder=embedder, engine=engine, generator=generator)
         pivot_seed, self._bit_seed = key.derive_ints(self.name, 2)
         pivots = np.random.default_rng(pivot_seed).standard_normal((c.channels, self.embedder.dim))
         self.pivots = pivots / np.linalg.norm(pivots, axis=1, keepdims=True)
@@ -139,7 +139,7 @@ class PMark(SentenceLevelWatermark["_Step"]):
         for t in range(1, len(sentences)):
             context = " ".join(sentences[:t]) + " "
             seed = int.from_bytes(hashlib.sha256(context.encode()).digest()[:8], "little")
-            batch = self.sampler.sample(context, self.config.candidates, self.sampling, seed=seed)
+            batch = self.engine.sample(context, self.config.candidates, self.sampling, seed=seed)
             sampled += batch.tokens_sampled
             texts = batch.complete
             if len(texts) < 2:

@@ -35,7 +35,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError
 from samark.keys import WatermarkKey, keyed_rng
 from samark.models import DEFAULT_GENERATOR, cache_dir
-from samark.sampling.base import CandidateSampler
+from samark.sampling.base import Engine
 from samark.schemes.base import SharedResources, check, register_scheme, require_key
 from samark.schemes.sentence_loop import (
     Draw,
@@ -183,11 +183,11 @@ class SemStamp(SentenceLevelWatermark["_Step"]):
         config: SemStampConfig | None = None,
         *,
         embedder: Embedder | None = None,
-        sampler: CandidateSampler | None = None,
+        engine: Engine | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         c = config if config is not None else SemStampConfig()
-        super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
+        super().__init__(key, c, embedder=embedder, engine=engine, generator=generator)
         partition, dims, clusters = c.partition, c.dims, c.clusters
         fit_sentences, gamma = c.fit_sentences, c.gamma
         self.kind = partition

@@ -1,5 +1,5 @@
 """The sentence-level generation loop every sentence-level scheme shares (SAMark, SemStamp,
-k-SemStamp): per step, draw candidate next sentences from a :class:`CandidateSampler`,
+k-SemStamp): per step, draw candidate next sentences from a :class:`Engine`,
 embed them, let the scheme pick one (or ask for more), append it, repeat.
 
 A scheme supplies four things: the draws of a step, the pick among the candidates so far,
@@ -23,7 +23,7 @@ import numpy as np
 from samark.embed import Embedder, load_embedder
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, LogitsBias, RowOptions, SamplingParams
+from samark.sampling.base import Engine, LogitsBias, RowOptions, SamplingParams
 from samark.schemes.base import (
     Generation,
     ProgressCallback,
@@ -79,14 +79,14 @@ class SentenceModels(TypedDict, total=False):
     """The models a sentence-level scheme's constructor takes beside its key and config."""
 
     embedder: Embedder | None
-    sampler: CandidateSampler | None
+    engine: Engine | None
     generator: str
 
 
 def sentence_models(shared: SharedResources | None, params: Mapping[str, object]) -> SentenceModels:
-    """The models ``params`` names (``embedder``, ``sampler``, ``generator``), the shared
+    """The models ``params`` names (``embedder``, ``engine``, ``generator``), the shared
     ones where it names none; a ``TypeError`` for any other parameter or a wrong type."""
-    stray = sorted(set(params) - {"embedder", "sampler", "generator"})
+    stray = sorted(set(params) - {"embedder", "engine", "generator"})
     if stray:
         raise TypeError(f"unexpected parameter(s): {', '.join(stray)}")
     models: SentenceModels = {}
@@ -101,8 +101,8 @@ def sentence_models(shared: SharedResources | None, params: Mapping[str, object]
         if not isinstance(generator, str):
             raise TypeError(f"generator must be a model name, got {type(generator).__name__}")
         models["generator"] = generator
-    if "sampler" in params:  # any CandidateSampler (a protocol: not checked here)
-        models["sampler"] = cast("CandidateSampler | None", params["sampler"])
+    if "engine" in params:  # any Engine (a protocol: not checked here)
+        models["engine"] = cast("Engine | None", params["engine"])
     return models
 
 
@@ -111,7 +111,7 @@ class SentenceLevelWatermark(Watermark, Generic[S]):
     state of type ``S``.
 
     ``__init__`` holds what every such scheme has: its embedder (the key's, checked), the
-    candidate sampler (the local generator, loaded on first use, unless one is given), the
+    candidate engine (the local generator, loaded on first use, unless one is given), the
     sampling settings, the default length and the detector's alpha."""
 
     #: the config class its flat parameters fill (a family that builds otherwise
@@ -141,7 +141,7 @@ class SentenceLevelWatermark(Watermark, Generic[S]):
         config: SentenceConfig,
         *,
         embedder: Embedder | None = None,
-        sampler: CandidateSampler | None = None,
+        engine: Engine | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         if config.max_new_sentences < 1 or not 0 < config.alpha < 1:
@@ -151,7 +151,7 @@ class SentenceLevelWatermark(Watermark, Generic[S]):
         key.check_embedder(self.embedder.identity)
         self.key = key
         self._sampling = config.sampling
-        self._sampler = sampler
+        self._engine = engine
         self._generator = generator
 
     @property
@@ -163,17 +163,14 @@ class SentenceLevelWatermark(Watermark, Generic[S]):
         return self.config.alpha
 
     @property
-    def sampler(self) -> CandidateSampler:
-        if self._sampler is None:
-            from samark.sampling.transformers_engine import load_transformers_sampler
+    def engine(self) -> Engine:
+        """Its candidate engine (the local generator's, loaded on first use, unless one
+        was given)."""
+        if self._engine is None:
+            from samark.sampling.transformers_engine import load_transformers_engine
 
-            self._sampler = load_transformers_sampler(self._generator)
-        return self._sampler
-
-    @property
-    def engine(self) -> CandidateSampler:
-        """Its candidate engine (``sampler``)."""
-        return self.sampler
+            self._engine = load_transformers_engine(self._generator)
+        return self._engine
 
     @property
     def sampling(self) -> SamplingParams:
@@ -252,7 +249,7 @@ class SentenceLevelWatermark(Watermark, Generic[S]):
             drawn = 0
             for draw in self.draws(state):
                 drawn += draw.size
-                batch = self.sampler.sample(
+                batch = self.engine.sample(
                     context,
                     draw.size,
                     self.sampling,
@@ -286,7 +283,7 @@ class SentenceLevelWatermark(Watermark, Generic[S]):
                 progress(t + 1, total)
             if on_sentence is not None and on_sentence(sentence, step):
                 break
-        output_tokens = sum(self.sampler.count_tokens(s) for s in chosen)
+        output_tokens = sum(self.engine.count_tokens(s) for s in chosen)
         for kind in self.normal_kinds:
             fallbacks.pop(kind, None)
         return Generation(

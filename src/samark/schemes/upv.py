@@ -47,7 +47,7 @@ from transformers import LogitsProcessor
 
 from samark.detection_result import Detection
 from samark.keys import WatermarkKey
-from samark.sampling.transformers_engine import TransformersSampler
+from samark.sampling.transformers_engine import TransformersEngine
 from samark.schemes.base import check, register_scheme
 from samark.schemes.lm_generate import (
     ProcessorWatermarking,
@@ -147,7 +147,7 @@ def _fit(
 
 @functools.lru_cache(maxsize=2)
 def reference_pairs(
-    lm: TransformersSampler, max_sentences: int = 4, count: int = 3000
+    lm: TransformersEngine, max_sentences: int = 4, count: int = 3000
 ) -> torch.Tensor:
     """Each of the first ``count`` Wikipedia leads of at most ``max_sentences`` sentences
     as its distinct (previous, token) id pairs, in ``lm``'s tokenizer, concatenated: UPV's

@@ -2,7 +2,7 @@
 (``vllm.v1.watermarking``), the mark an operator who serves with vLLM can switch on with
 one option (``watermark_config={"algorithm": "gumbel"}``).
 
-Generation runs in vLLM (:class:`~samark.sampling.vllm_engine.VLLMSampler`). vLLM's native
+Generation runs in vLLM (:class:`~samark.sampling.vllm_engine.VLLMEngine`). vLLM's native
 path needs its Model Runner V2, hence Triton, hence a GPU; elsewhere the row applies the
 same sampler rule through samark's logits processor, built from vLLM's own pieces (its
 PRF, ``GumbelWatermarker``, ``apply_top_k_top_p``, ``repeated_context_mask``:
@@ -39,7 +39,7 @@ from samark.schemes.lm_generate import TokenRowModels, TokenWatermark, TokenWate
 from samark.segment import whole_sentences
 
 if TYPE_CHECKING:
-    from samark.sampling.vllm_engine import VLLMSampler
+    from samark.sampling.vllm_engine import VLLMEngine
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class VLLMGumbel(TokenWatermark):
         key: WatermarkKey,
         config: VLLMGumbelConfig | None = None,
         *,
-        engine: VLLMSampler | None = None,
+        engine: VLLMEngine | None = None,
         **models: Unpack[TokenRowModels],
     ) -> None:
         super().__init__(key, config, **models)
@@ -85,16 +85,16 @@ class VLLMGumbel(TokenWatermark):
         rest = dict(params)
         engine = rest.pop("engine", None)
         scheme = super().from_params(key, shared, rest)
-        scheme._engine = cast("VLLMSampler | None", engine)  # a VLLMSampler (not imported)
+        scheme._engine = cast("VLLMEngine | None", engine)  # a VLLMEngine (not imported)
         return scheme
 
     @property
-    def engine(self) -> VLLMSampler:
+    def engine(self) -> VLLMEngine:
         """The process's vLLM engine for the generator (loaded on first use)."""
         if self._engine is None:
-            from samark.sampling.vllm_engine import load_vllm_sampler
+            from samark.sampling.vllm_engine import load_vllm_engine
 
-            self._engine = load_vllm_sampler(self.generator)
+            self._engine = load_vllm_engine(self.generator)
         return self._engine
 
     def detector_id(self) -> str:

@@ -55,7 +55,7 @@ def scheme_app(
 
     ``render_chat`` turns chat messages into the generator's prompt (without it,
     ``/v1/chat/completions`` answers 400); ``count_tokens`` counts usage and applies
-    ``max_tokens`` (default: the sampler's tokenizer, else words); ``upstream`` serves
+    ``max_tokens`` (default: the engine's tokenizer, else words); ``upstream`` serves
     ``"watermark": false`` requests unchanged; ``keys`` adds a keyring (payloads, and
     detection against every key); ``on_close`` runs when the server stops (an engine's
     own processes, vLLM's, stop with it); ``record`` (a provenance record) records

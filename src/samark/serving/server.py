@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from samark.embed import Embedder
     from samark.provenance import ProvenanceRecord
-    from samark.sampling.base import CandidateSampler
+    from samark.sampling.base import Engine
     from samark.sampling.engines import EngineSpec
     from samark.schemes.base import Watermark
     from samark.serving.upstream import Upstream
@@ -193,7 +193,7 @@ def _record(config: ServerConfig, key: WatermarkKey, scheme: Watermark) -> Prove
     return record
 
 
-def close_engine(engine: CandidateSampler) -> None:
+def close_engine(engine: Engine) -> None:
     """Stop what ``engine`` runs beyond this process's objects (a batching queue's
     thread, vLLM's processes); engines without such things have nothing to stop."""
     engine.close()
@@ -203,7 +203,7 @@ def close_engine(engine: CandidateSampler) -> None:
 SchemeBuilder = Callable[[WatermarkKey, tuple[int, ...]], "Watermark"]
 
 
-def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBuilder:
+def _builder(config: ServerConfig, engine: Engine | None) -> SchemeBuilder:
     """How every served scheme is built: the config's parameters, one engine and one
     embedder shared by the served key's scheme and every payload's."""
     from samark.schemes.base import create_scheme, scheme_info
@@ -214,7 +214,7 @@ def _builder(config: ServerConfig, engine: CandidateSampler | None) -> SchemeBui
         params["candidates"] = config.candidates
         params["max_new_sentences"] = config.access.default_sentences
     if engine is not None:
-        params["sampler"] = engine
+        params["engine"] = engine
     params.update(_scheme_fields(config))
     shared: list[Watermark] = []
 
@@ -249,12 +249,12 @@ def _scheme_fields(config: ServerConfig) -> dict[str, Any]:
     return fields
 
 
-def _engines(config: ServerConfig) -> list[CandidateSampler]:
+def _engines(config: ServerConfig) -> list[Engine]:
     """The candidate engine a candidate-picking scheme draws from, loaded now: for concurrent
     requests on a local engine, a batching queue in front of it (first in the list) and
     the engine itself (last). Other schemes load their own engine (an empty list)."""
-    from samark.sampling.base import BatchSampler
-    from samark.sampling.batching import BatchingSampler
+    from samark.sampling.base import BatchEngine
+    from samark.sampling.batching import BatchingEngine
     from samark.sampling.engines import load_engine
     from samark.schemes.base import scheme_info
 
@@ -264,19 +264,19 @@ def _engines(config: ServerConfig) -> list[CandidateSampler]:
     log.info("loading %s (%s engine) ...", spec.model or config.generator, spec.engine)
     engine = load_engine(spec, generator=config.generator)
     # a server's engine batches concurrent requests on its own; a local one, in a queue
-    if config.access.concurrent_generations > 1 and isinstance(engine, BatchSampler):
-        return [BatchingSampler(engine), engine]
+    if config.access.concurrent_generations > 1 and isinstance(engine, BatchEngine):
+        return [BatchingEngine(engine), engine]
     return [engine]
 
 
-def _upstream(engine: CandidateSampler | None, access: ServeSettings) -> Upstream | None:
+def _upstream(engine: Engine | None, access: ServeSettings) -> Upstream | None:
     """The pass-through of ``"watermark": false`` requests: the engine's server, where
     candidates come from one."""
     from samark.openai_client import async_openai_client
-    from samark.sampling.openai_server import OpenAICompletionsSampler
+    from samark.sampling.openai_server import OpenAICompletionsEngine
     from samark.serving.upstream import Upstream
 
-    if not isinstance(engine, OpenAICompletionsSampler):
+    if not isinstance(engine, OpenAICompletionsEngine):
         return None
     client = async_openai_client(engine.base_url, timeout=access.request_timeout_s)
     return Upstream(client, engine.model)

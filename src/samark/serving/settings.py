@@ -55,7 +55,7 @@ class ServeSettings:
     default_sentences: int = 12
     max_sentences: int = 48
     #: generations that run at once; their candidate draws share the engine's batches
-    #: when it batches (``BatchingSampler``); more requests wait for a free slot
+    #: when it batches (``BatchingEngine``); more requests wait for a free slot
     concurrent_generations: int = 8
     model_name: str = "samark"
     #: what callers without an admin token learn from /v1/detect (``DETECT_OUTPUTS``)

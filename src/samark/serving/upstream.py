@@ -1,5 +1,5 @@
 """Unwatermarked pass-through (``"watermark": false``): the request goes to the
-OpenAI-compatible server behind the sampler, unchanged but for its model."""
+OpenAI-compatible server behind the engine, unchanged but for its model."""
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Upstream:
-    """The OpenAI-compatible server behind the sampler, for unwatermarked pass-through
+    """The OpenAI-compatible server behind the engine, for unwatermarked pass-through
     (``"watermark": false``): an ``openai.AsyncOpenAI`` client and its model name."""
 
     client: "AsyncOpenAI"

@@ -4,7 +4,7 @@ thread, each within the request time limit.
 
 A request that waits or runs past the limit gets 504 and its work is dropped (a running
 generation stops at its next sentence). With a batching engine
-(:class:`~samark.sampling.batching.BatchingSampler`) the running generations' candidate
+(:class:`~samark.sampling.batching.BatchingEngine`) the running generations' candidate
 draws decode in one batch: each generation announces itself to it.
 """
 
@@ -26,8 +26,8 @@ from samark.detection.ring_detector import RingDetector
 from samark.errors import SamarkError
 from samark.provenance import ProvenanceRecord, new_request_id, normalise
 from samark.provenance.report import ReportFields
-from samark.sampling.batching import BatchingSampler
-from samark.sampling.openai_server import OpenAICompletionsSampler, ServerError
+from samark.sampling.batching import BatchingEngine
+from samark.sampling.openai_server import OpenAICompletionsEngine, ServerError
 from samark.schemes.base import Watermark
 from samark.schemes.features import TextFeatures
 from samark.segment import split_sentences
@@ -129,15 +129,15 @@ class Worker:
             out["error"] = "the models failed to load; see the server's log"
         return out
 
-    def _remote_engine(self) -> OpenAICompletionsSampler | None:
+    def _remote_engine(self) -> OpenAICompletionsEngine | None:
         """The OpenAI-compatible server the scheme draws its candidates from, if it does
         (a local engine is up once the models are warm), and only once it is loaded."""
         if not self.warmed.is_set() or not self.warm_engine:
             return None
         engine = self.scheme.engine
-        if isinstance(engine, BatchingSampler):
+        if isinstance(engine, BatchingEngine):
             engine = engine.engine
-        return engine if isinstance(engine, OpenAICompletionsSampler) else None
+        return engine if isinstance(engine, OpenAICompletionsEngine) else None
 
     def close(self) -> None:
         """Drop queued work (running work ends at its next check)."""
@@ -305,7 +305,7 @@ class Worker:
 
         # a batching engine batches the draws of the generations it knows are running
         engine = marker.engine
-        announce = engine.caller() if isinstance(engine, BatchingSampler) else None
+        announce = engine.caller() if isinstance(engine, BatchingEngine) else None
         try:
             with announce if announce is not None else contextlib.nullcontext():
                 gen = marker.generate(

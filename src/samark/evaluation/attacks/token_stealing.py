@@ -160,7 +160,7 @@ class TokenStealing(Attack):
         temperature: float = 0.7,
         top_p: float = 0.95,
     ) -> None:
-        from samark.sampling.transformers_engine import load_transformers_sampler
+        from samark.sampling.transformers_engine import load_transformers_engine
         from samark.schemes.lm_generate import vocab_size
 
         texts = read_texts(marked)
@@ -174,7 +174,7 @@ class TokenStealing(Attack):
         if delta < 0 or sentences < 1 or tokens_per_sentence < 1:
             raise SamarkError("delta must be >= 0, sentences and tokens_per_sentence >= 1")
         self.n = len(texts)
-        self.lm = load_transformers_sampler(generator)
+        self.lm = load_transformers_engine(generator)
         self.delta = float(delta)
         self.sentences, self.max_new_tokens = sentences, sentences * tokens_per_sentence
         self.temperature, self.top_p = temperature, top_p

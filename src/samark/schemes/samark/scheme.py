@@ -16,7 +16,7 @@ from samark.embed import Embedder
 from samark.errors import EmptyTextError, SamarkError
 from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
-from samark.sampling.base import CandidateSampler, LogitsBias, RowOptions, engine_abilities
+from samark.sampling.base import Engine, LogitsBias, RowOptions, engine_abilities
 from samark.schemes.base import (
     RingScoring,
     SharedResources,
@@ -45,7 +45,7 @@ class SAMark(SentenceLevelWatermark["_Step"]):
     """SAMark with a secret ``key``.
 
     The embedder defaults to the one the key was made for; the generator (candidate
-    sampler) is loaded on first ``generate`` only, so detection never loads an LM.
+    engine) is loaded on first ``generate`` only, so detection never loads an LM.
     """
 
     name = "samark"
@@ -59,18 +59,18 @@ class SAMark(SentenceLevelWatermark["_Step"]):
         config: SAMarkConfig | None = None,
         *,
         embedder: Embedder | None = None,
-        sampler: CandidateSampler | None = None,
+        engine: Engine | None = None,
         generator: str = DEFAULT_GENERATOR,
     ) -> None:
         c = config or SAMarkConfig()
         # the config as given (cells None: the scheme's default, resolved here per key)
         cells = self.default_cells(key) if c.cells is None else c.cells
         c.refuse_what_cells_cannot_do(cells)
-        super().__init__(key, c, embedder=embedder, sampler=sampler, generator=generator)
+        super().__init__(key, c, embedder=embedder, engine=engine, generator=generator)
         self.config: SAMarkConfig = c
         self._pivots = key.samark.pivots(self.embedder.dim, c.channels)
-        if sampler is not None:
-            _check_engine(sampler, c)
+        if engine is not None:
+            _check_engine(engine, c)
         centring = None
         if c.detection.centring is not None:
             fingerprint = self.embedder.identity.fingerprint
@@ -182,12 +182,12 @@ class SAMark(SentenceLevelWatermark["_Step"]):
         not once per generation)."""
         from samark.schemes.samark.steering import word_embeddings
 
-        sampler = self.sampler
-        _check_engine(sampler, self.config)
-        if sampler.tokenizer is None:  # an engine that steers runs the generator here
-            raise SamarkError(f"steering needs the generator's tokenizer; {sampler!r} has none")
+        engine = self.engine
+        _check_engine(engine, self.config)
+        if engine.tokenizer is None:  # an engine that steers runs the generator here
+            raise SamarkError(f"steering needs the generator's tokenizer; {engine!r} has none")
         return word_embeddings(
-            self.embedder, sampler.tokenizer, sampler.name, self.config.research.steer_words
+            self.embedder, engine.tokenizer, engine.name, self.config.research.steer_words
         )
 
     def _steering(self, flags: np.ndarray) -> LogitsBias:
@@ -292,9 +292,9 @@ def _step_choice(pick: Pick) -> StepChoice:
     return pick.detail
 
 
-def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
+def _check_engine(engine: Engine, c: SAMarkConfig) -> None:
     """Steering and row pruning run inside the local transformers engine only."""
-    can = engine_abilities(sampler)
+    can = engine_abilities(engine)
     wanted = [
         name
         for name, on, able in (
@@ -307,7 +307,7 @@ def _check_engine(sampler: CandidateSampler, c: SAMarkConfig) -> None:
         them = "them" if len(wanted) > 1 else "it"
         raise SamarkError(
             f"{' and '.join(wanted)} {'need' if len(wanted) > 1 else 'needs'} the local "
-            f"transformers engine; {sampler!r} cannot apply {them} (vLLM's samark processor "
+            f"transformers engine; {engine!r} cannot apply {them} (vLLM's samark processor "
             "applies the token layer and sentence ends only)"
         )
 
