@@ -18,7 +18,6 @@ from samark.keys import WatermarkKey
 from samark.models import DEFAULT_GENERATOR
 from samark.sampling.base import Engine, LogitsBias, RowOptions, engine_abilities
 from samark.schemes.base import (
-    RingScoring,
     SharedResources,
     V,
     Watermark,
@@ -26,6 +25,7 @@ from samark.schemes.base import (
     require_key,
 )
 from samark.schemes.features import TextFeatures
+from samark.schemes.ring_scores import RingScoring
 from samark.schemes.samark.config import SAMarkConfig, load_presets
 from samark.schemes.samark.detector import SAMarkDetector
 from samark.schemes.samark.selection import PartialScore, StepChoice, pool_reference, select
