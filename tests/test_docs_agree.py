@@ -47,8 +47,8 @@ def test_the_readme_gives_the_shipped_defaults_n() -> None:
     claimed = re.findall(r"the shipped default \(N = (\d+)\)", readme)
     assert claimed, "the README no longer names the shipped default's N"
     assert {int(n) for n in claimed} == {DEFAULT_CANDIDATES}
-    assert f"{DEFAULT_CANDIDATES} for samark-layered" in _help("generate")
-    assert f"{DEFAULT_CANDIDATES} for samark-layered" in _help("serve")
+    assert f"{DEFAULT_CANDIDATES} for the default scheme" in _help("generate")
+    assert f"{DEFAULT_CANDIDATES} for the default scheme" in _help("serve")
 
 
 def test_every_extra_is_listed_in_the_readme_and_the_quickstart_installs_the_demos() -> None:

@@ -19,9 +19,10 @@ from samark.models import DEFAULT_EMBEDDER, DEFAULT_GENERATOR, PRESETS, install_
 
 @schemes_app.command("list")
 def schemes_list() -> None:
-    """Show every registered scheme: its unit of evidence, what it is and the options it
-    takes (its declared public options; ``--candidates`` where it picks among candidates).
-    The default scheme is marked."""
+    """Show every registered scheme: its unit, what it is and the options it takes.
+
+    The options are its declared public ones, and --candidates where it picks among
+    candidates; the default scheme is marked."""
     from samark.schemes import scheme_names
     from samark.schemes.base import scheme_info
     from samark.schemes.catalog import DEFAULT_SCHEME

@@ -74,8 +74,8 @@ NoAuthOption = Annotated[
 CandidatesOption = Annotated[
     int | None,
     typer.Option(
-        help="Candidates per sentence (N; default: the scheme's own, `samark schemes "
-        "list`). Only a scheme that picks among candidates takes it.",
+        help="Candidates per sentence (N; default: the scheme's own, 32 for the default "
+        "scheme). Only a scheme that picks among candidates takes it.",
         show_default=False,
     ),
 ]
