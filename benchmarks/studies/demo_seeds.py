@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
     if out.exists():
         done = {(r["seed"], r["cells"]) for r in map(json.loads, out.open())}
     embedder = load_embedder(DEFAULT_EMBEDDER)
-    sampler = None
+    engine = None
     lo, hi = (int(x) for x in args.seeds.split("-"))
     for seed in range(lo, hi + 1):
         for cells in args.cells:
@@ -60,9 +60,9 @@ def run(args: argparse.Namespace) -> None:
                 embedder=embedder,
                 candidates=DEMO_CANDIDATES,
                 cells=cells,
-                **({} if sampler is None else {"sampler": sampler}),
+                **({} if engine is None else {"engine": engine}),
             )
-            sampler = scheme.engine
+            engine = scheme.engine
             start = time.perf_counter()
             gen = scheme.generate(data["prompt"], max_new_sentences=DEMO_SENTENCES, seed=seed)
             seconds = time.perf_counter() - start

@@ -27,7 +27,7 @@ def main() -> None:
 
     from samark.datasets import load_dataset, prompt_examples
     from samark.models import DEFAULT_GENERATOR, resolve_generator
-    from samark.sampling.vllm_engine import TextRequest, close_vllm_samplers, load_vllm_engine
+    from samark.sampling.vllm_engine import TextRequest, close_vllm_engines, load_vllm_engine
     from samark.sampling.vllm_processors import GumbelRule
 
     engine = load_vllm_engine(DEFAULT_GENERATOR)
@@ -68,7 +68,7 @@ def main() -> None:
         f"contexts are GumbelWatermarker's pick ({same / fresh:.2%}); {repeated} tokens at "
         "repeated contexts sampled without the mark"
     )
-    close_vllm_samplers()
+    close_vllm_engines()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,6 @@ def _vllm_shut_down_at_the_end():
     """Stop the session's vLLM engine while pytest still holds its streams (vLLM's own
     exit hook would log into closed ones)."""
     yield
-    from samark.sampling.vllm_engine import close_vllm_samplers
+    from samark.sampling.vllm_engine import close_vllm_engines
 
-    close_vllm_samplers()
+    close_vllm_engines()

@@ -93,7 +93,7 @@ def test_the_layered_mark_through_vllm_carries_both_layers(vllm_engine, minilm) 
     scheme's own detector (the transformers engine's texts are scored by the same one)
     finds the token layer, and another key does not."""
     key, other = _key(minilm, b"vllm-layered-a"), _key(minilm, b"vllm-layered-b")
-    params = {"embedder": minilm, "sampler": vllm_engine, "candidates": 16}
+    params = {"embedder": minilm, "engine": vllm_engine, "candidates": 16}
     scheme = create_scheme("samark-layered", key=key, **params)
     gen = scheme.generate(PREFIX, max_new_sentences=6, seed=3)
     assert len(gen.sentences) == 6

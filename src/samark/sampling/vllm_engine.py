@@ -341,7 +341,7 @@ def load_vllm_engine(model: str) -> VLLMEngine:
         return _ENGINES[model]
 
 
-def close_vllm_samplers() -> None:
+def close_vllm_engines() -> None:
     """Stop every engine :func:`load_vllm_engine` started (their vLLM processes too)."""
     with _ENGINES_LOCK:
         for engine in _ENGINES.values():
