@@ -337,7 +337,7 @@ class Keyring:
 
     def payload_flags(self, value: int) -> tuple[int, ...]:
         """The relative flag signs that write payload ``value``'s low ``flag_bits`` bits
-        (SAMarkConfig.payload_flags; empty when the ring has no flag bits)."""
+        (SAMarkGeneration.payload_flags; empty when the ring has no flag bits)."""
         self.payload_entry(value)  # validates the value
         return flag_signs(value & ((1 << self.flag_bits) - 1), self.flag_bits)
 

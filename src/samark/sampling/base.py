@@ -88,7 +88,7 @@ class LogitsBias(Protocol):
 class RowPruner(Protocol):
     """Early stopping of candidate rows: once every live row has decoded ``at`` tokens,
     only the ``keep`` live rows whose partial text scores best decode on (SAMark's
-    pruned budget, ``SAMarkConfig.prune_at``). Rows that completed a sentence earlier stay
+    pruned budget, ``SAMarkResearch.prune_at``). Rows that completed a sentence earlier stay
     candidates; pruned rows end as incomplete candidates."""
 
     @property

@@ -191,7 +191,7 @@ class SAMark(SentenceLevelWatermark["_Step"]):
         )
 
     def _steering(self, flags: np.ndarray) -> LogitsBias:
-        """This generation's steering bias (``SAMarkConfig.steer``), combined with the
+        """This generation's steering bias (``SAMarkResearch.steer``), combined with the
         scheme's token watermark if it has one."""
         from samark.schemes.samark.steering import SemanticSteer, SummedBias
 

@@ -129,7 +129,7 @@ class StepChoice:
 @dataclass(frozen=True)
 class SelectionRule:
     """How one step chooses among its candidates (paper Alg. 1's score and filters):
-    :attr:`SAMarkConfig.selection <samark.schemes.samark.config.SAMarkConfig.selection>`
+    :attr:`SAMarkConfig.selection_rule <samark.schemes.samark.config.SAMarkConfig.selection_rule>`
     builds it from a config, so that :func:`select` takes one rule, not a dozen numbers."""
 
     kappa: float
@@ -230,7 +230,7 @@ class _Encoder(Protocol):
 
 @dataclass(frozen=True)
 class PartialScore:
-    """The pruned budget's row score (``SAMarkConfig.prune_at``): a live candidate's first
+    """The pruned budget's row score (``SAMarkResearch.prune_at``): a live candidate's first
     ``at`` tokens, embedded like a sentence, scored by ``S_wm`` against the step's pivots
     and flags. The engine keeps the ``keep`` best rows (a :class:`RowPruner`)."""
 

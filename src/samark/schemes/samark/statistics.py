@@ -17,7 +17,7 @@ from typing import Literal
 
 import numpy as np
 
-Statistic = Literal["z", "alignment", "scan"]  # SAMarkConfig.statistic: the default
+Statistic = Literal["z", "alignment", "scan"]  # SAMarkDetection.statistic: the default
 STATISTICS: tuple[str, ...] = ("z", "alignment", "scan")
 
 #: the scan statistic looks at the best-scoring subsets of at least this share of sentences
