@@ -63,5 +63,5 @@ window.samarkReading = (() => {
     return texts;
   }
 
-  return { megabytes, controlCharacter, binaryText, readText, parseJsonl };
+  return { controlCharacter, binaryText, readText, parseJsonl };
 })();
